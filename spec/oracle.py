@@ -1,0 +1,66 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
+"""The replies the reference model allows for a protocol request.
+
+The properties and the vector generator both judge replies by this module,
+so a request means the same thing to either of them.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, cast
+
+from spec import model
+from spec.protocol import ErrorKind, Op, decode_request, encode
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+__all__ = ["allowed_replies"]
+
+
+def _overflow_or(value: int, /) -> dict[str, object]:
+    if model.fits_usize(value):
+        return {"ok": value}
+    # Only the kind is contractual; each runtime words its own message.
+    return {"error": {"kind": ErrorKind.OVERFLOW.value}}
+
+
+def _calls(request: Mapping[str, object], /) -> list[model.Call]:
+    events = cast("list[dict[str, str]]", request["events"])
+    return [("set", event["mode"]) if event["op"] == "set" else ("get", None) for event in events]
+
+
+def _numbers(request: Mapping[str, object], /, *names: str) -> list[int]:
+    return [cast("int", request[name]) for name in names]
+
+
+def allowed_replies(request: Mapping[str, object], /) -> list[dict[str, object]]:  # noqa: PLR0911 - one return per op
+    """Every reply the model accepts for ``request``; an error without a message accepts any.
+
+    Raises:
+        ProtocolError: ``request`` is not a well-formed protocol request.
+        ValueError: ``request`` is a ``describe``, whose reply names the adapter.
+    """
+    checked = decode_request(encode(request))
+    op = Op(checked["op"])
+    if op is Op.DESCRIBE:
+        # The name is the adapter's own; the describe property checks the shape.
+        raise ValueError("describe has no single expected reply")
+    if op is Op.PARSE:
+        parsed = model.parse(cast("str", checked["text"]))
+        if isinstance(parsed, model.Rejected):
+            return [{"error": {"kind": ErrorKind.UNKNOWN_MODE.value, "message": parsed.message}}]
+        return [{"ok": parsed}]
+    if op is Op.ROW_BYTES:
+        return [_overflow_or(model.row_bytes(*_numbers(checked, "qkvz_elems", "nv")))]
+    if op is Op.RING_BYTES:
+        fields = ("num_ssm_layers", "row_bytes", "k_ceiling", "mtp_state_slots")
+        return [_overflow_or(model.ring_bytes(*_numbers(checked, *fields)))]
+    if op is Op.VERIFY_ENTRY:
+        if model.verify_may_enter(cast("str", checked["mode"])):
+            return [{"ok": None}]
+        return [{"error": {"kind": ErrorKind.UNSUPPORTED.value}}]
+    calls = _calls(checked)
+    if op is Op.TRACE:
+        return [{"ok": model.trace_outcomes(calls)}]
+    return [{"ok": list(outcome)} for outcome in sorted(model.allowed_race_outcomes(calls))]

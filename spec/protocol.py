@@ -1,0 +1,246 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
+"""The adapter protocol, version 1: JSON-lines requests and replies.
+
+``docs/protocol.md`` is the page an adapter author reads; this module is its
+executable form, shared by the Python adapter and the harness's drivers.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from typing import TYPE_CHECKING, Final
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+__all__ = [
+    "PROTOCOL_VERSION",
+    "STATEFUL_OPS",
+    "ErrorKind",
+    "MalformedReplyError",
+    "Op",
+    "ProtocolError",
+    "decode_reply",
+    "decode_request",
+    "encode",
+    "encode_value",
+    "error_reply",
+    "ok_reply",
+    "reply_matches",
+]
+
+PROTOCOL_VERSION: Final = 1
+
+_U64_MAX: Final = 2**64 - 1
+
+
+class Op(enum.Enum):
+    """The operations a request may name (RB-PROTO-2)."""
+
+    DESCRIBE = "describe"
+    PARSE = "parse"
+    ROW_BYTES = "row_bytes"
+    RING_BYTES = "ring_bytes"
+    TRACE = "trace"
+    RACE = "race"
+    VERIFY_ENTRY = "verify_entry"
+
+
+class ErrorKind(enum.Enum):
+    """The kinds an error reply may carry (RB-PROTO-3)."""
+
+    UNKNOWN_MODE = "unknown-mode"
+    OVERFLOW = "overflow"
+    UNSUPPORTED = "unsupported"
+    UNKNOWN_OP = "unknown-op"
+    BAD_REQUEST = "bad-request"
+
+
+#: Operations whose outcome depends on the process-wide published mode.
+STATEFUL_OPS: Final = frozenset({Op.TRACE, Op.RACE})
+
+_U64_FIELDS: Final[Mapping[Op, tuple[str, ...]]] = {
+    Op.ROW_BYTES: ("qkvz_elems", "nv"),
+    Op.RING_BYTES: ("num_ssm_layers", "row_bytes", "k_ceiling", "mtp_state_slots"),
+}
+
+_MODE_NAMES: Final = ("snapshot", "replay")
+
+
+class ProtocolError(ValueError):
+    """A request line the adapter cannot serve; ``kind`` is its error kind."""
+
+    def __init__(self, kind: ErrorKind, message: str, /) -> None:
+        super().__init__(message)
+        self.kind: Final = kind
+
+
+class MalformedReplyError(ValueError):
+    """A reply line that is not one of the protocol's reply shapes (RB-PROTO-3)."""
+
+
+def encode(message: Mapping[str, object], /) -> str:
+    """One protocol line, without its newline: compact UTF-8 JSON."""
+    return json.dumps(message, ensure_ascii=False, separators=(",", ":"))
+
+
+def ok_reply(value: object, /) -> dict[str, object]:
+    """A successful reply."""
+    return {"ok": value}
+
+
+def error_reply(kind: ErrorKind, message: str, /) -> dict[str, object]:
+    """An error reply."""
+    return {"error": {"kind": kind.value, "message": message}}
+
+
+def _bad(message: str, /) -> ProtocolError:
+    return ProtocolError(ErrorKind.BAD_REQUEST, message)
+
+
+def _field(request: Mapping[str, object], name: str, /) -> object:
+    if name not in request:
+        raise _bad(f"missing field '{name}'")
+    return request[name]
+
+
+def _u64(request: Mapping[str, object], name: str, /) -> int:
+    value = _field(request, name)
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= _U64_MAX:
+        raise _bad(
+            f"field '{name}' must be an integer in [0, {_U64_MAX}], got {encode_value(value)}"
+        )
+    return value
+
+
+def _mode(container: Mapping[str, object], where: str, /) -> str:
+    value = _field(container, "mode")
+    if value not in _MODE_NAMES:
+        raise _bad(
+            f'{where}field \'mode\' must be "snapshot" or "replay", got {encode_value(value)}'
+        )
+    assert isinstance(value, str)
+    return value
+
+
+def _events(request: Mapping[str, object], /) -> list[dict[str, object]]:
+    events = _field(request, "events")
+    if not isinstance(events, list):
+        raise _bad(f"field 'events' must be a list, got {encode_value(events)}")
+    checked: list[dict[str, object]] = []
+    for index, event in enumerate(events):
+        where = f"events[{index}] "
+        if not isinstance(event, dict):
+            raise _bad(f"{where}must be an object, got {encode_value(event)}")
+        kind = event.get("op")
+        if kind == "set":
+            checked.append({"op": "set", "mode": _mode(event, where)})
+        elif kind == "get":
+            checked.append({"op": "get"})
+        else:
+            raise _bad(f'{where}field \'op\' must be "set" or "get", got {encode_value(kind)}')
+    return checked
+
+
+def encode_value(value: object, /) -> str:
+    """A JSON value as it appears in a message, shortened past 80 characters."""
+    try:
+        shown = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        shown = repr(value)
+    return shown if len(shown) <= 80 else f"{shown[:77]}..."
+
+
+def decode_request(line: str, /) -> dict[str, object]:
+    """Check one request line and return it with only the fields its op uses.
+
+    Raises:
+        ProtocolError: the line is not a request (``bad-request``) or names an
+            unknown op (``unknown-op``).
+    """
+    try:
+        request = json.loads(line)
+    except ValueError as error:
+        raise _bad(f"not a JSON line: {error}") from None
+    if not isinstance(request, dict):
+        raise _bad(f"a request must be a JSON object, got {encode_value(request)}")
+    name = _field(request, "op")
+    if not isinstance(name, str):
+        raise _bad(f"field 'op' must be a string, got {encode_value(name)}")
+    try:
+        op = Op(name)
+    except ValueError:
+        raise ProtocolError(ErrorKind.UNKNOWN_OP, f"unknown op {encode_value(name)}") from None
+    checked: dict[str, object] = {"op": op.value}
+    if op is Op.PARSE:
+        text = _field(request, "text")
+        if not isinstance(text, str):
+            raise _bad(f"field 'text' must be a string, got {encode_value(text)}")
+        checked["text"] = text
+    elif op is Op.VERIFY_ENTRY:
+        checked["mode"] = _mode(request, "")
+    elif op in STATEFUL_OPS:
+        checked["events"] = _events(request)
+    for field in _U64_FIELDS.get(op, ()):
+        checked[field] = _u64(request, field)
+    return checked
+
+
+def decode_reply(line: str, /) -> dict[str, object]:
+    """Check one reply line's shape and return it.
+
+    Raises:
+        MalformedReplyError: the line is not JSON, or not ``{"ok": VALUE}`` or
+            ``{"error": {"kind": KIND, "message": TEXT}}`` with a known kind.
+    """
+    try:
+        reply = json.loads(line)
+    except ValueError as error:
+        raise MalformedReplyError(f"not a JSON line ({error})") from None
+    if not isinstance(reply, dict) or len(reply) != 1 or not {"ok", "error"} & reply.keys():
+        raise MalformedReplyError('not {"ok": VALUE} or {"error": {"kind": ..., "message": ...}}')
+    if "error" in reply:
+        body = reply["error"]
+        if (
+            not isinstance(body, dict)
+            or set(body) != {"kind", "message"}
+            or not isinstance(body["message"], str)
+        ):
+            raise MalformedReplyError('"error" must be {"kind": KIND, "message": TEXT}')
+        kinds = [kind.value for kind in ErrorKind]
+        if body["kind"] not in kinds:
+            got = encode_value(body["kind"])
+            raise MalformedReplyError(f"error kind {got} is not one of {kinds}")
+    return reply
+
+
+def reply_matches(actual: Mapping[str, object], expected: Mapping[str, object], /) -> bool:
+    """Whether a reply is the expected one.
+
+    An expected error without a ``message`` accepts any message of its kind;
+    values compare exactly, so ``1`` does not match ``true`` or ``1.0``.
+    """
+    if "ok" in expected:
+        return "ok" in actual and _same_json(actual["ok"], expected["ok"])
+    actual_error = actual.get("error")
+    expected_error = expected["error"]
+    if not isinstance(actual_error, dict) or not isinstance(expected_error, dict):
+        return False
+    if actual_error.get("kind") != expected_error["kind"]:
+        return False
+    return (
+        "message" not in expected_error or actual_error.get("message") == expected_error["message"]
+    )
+
+
+def _same_json(left: object, right: object, /) -> bool:
+    if type(left) is not type(right):
+        return False
+    if isinstance(left, list):
+        assert isinstance(right, list)
+        return len(left) == len(right) and all(map(_same_json, left, right))
+    if isinstance(left, dict):
+        assert isinstance(right, dict)
+        return left.keys() == right.keys() and all(_same_json(left[k], right[k]) for k in left)
+    return left == right

@@ -1,0 +1,275 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
+"""The subprocess driver: any runtime's adapter command, reached over pipes.
+
+It survives a broken adapter. A crash, a hang, a line that is not a reply,
+extra lines, silence or an early exit each become an :class:`AdapterFailure`
+naming the operation, the request, what came back and the tail of the
+adapter's stderr; the adapter's whole process group is killed, so nothing is
+left behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import shlex
+import signal
+import subprocess
+import threading
+from typing import IO, TYPE_CHECKING, Final
+
+from spec import protocol
+from spec.driver import Implementation, is_stateful
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+__all__ = ["DEFAULT_TIMEOUT", "AdapterFailure", "SubprocessDriver", "split_command"]
+
+#: Seconds an adapter may take over one reply, or to exit at end of input.
+DEFAULT_TIMEOUT: Final = 10.0
+
+# After this many hangs, the driver stops waiting on the adapter: shrinking a
+# failing example would otherwise wait out the timeout again and again.
+_HANGS_BEFORE_GIVING_UP: Final = 2
+
+_STDERR_TAIL_BYTES: Final = 2000
+
+
+class AdapterFailure(AssertionError):  # noqa: N818 - it reads as what happened
+    """The adapter under test broke the protocol (RB-PROTO-1 to RB-PROTO-5)."""
+
+
+def split_command(command: str, /) -> list[str]:
+    """Split an adapter command with shell rules; it is never run by a shell.
+
+    Raises:
+        ValueError: the command is empty or its quoting is unbalanced.
+    """
+    try:
+        argv = shlex.split(command)
+    except ValueError as error:
+        raise ValueError(f"cannot split adapter command {command!r}: {error}") from None
+    if not argv:
+        raise ValueError("the adapter command is empty")
+    return argv
+
+
+class _AdapterProcess:
+    """One running adapter, with its output read on threads so no read blocks."""
+
+    def __init__(self, argv: Sequence[str], timeout: float, /) -> None:
+        self.argv = list(argv)
+        self.timeout = timeout
+        self._lines: queue.Queue[bytes | None] = queue.Queue()
+        self._stderr = bytearray()
+        self._stderr_lock = threading.Lock()
+        try:
+            # Running the user's own adapter is the point; argv, never a shell.
+            self._process = subprocess.Popen(  # noqa: S603
+                self.argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+            )
+        except OSError as error:
+            raise AdapterFailure(f"cannot start adapter {shlex.join(self.argv)}: {error}") from None
+        assert self._process.stdout is not None
+        assert self._process.stderr is not None
+        self._readers = [
+            threading.Thread(target=self._read_lines, args=(self._process.stdout,), daemon=True),
+            threading.Thread(target=self._read_stderr, args=(self._process.stderr,), daemon=True),
+        ]
+        for reader in self._readers:
+            reader.start()
+
+    def _read_lines(self, stream: IO[bytes], /) -> None:
+        for line in stream:
+            self._lines.put(line)
+        self._lines.put(None)
+
+    def _read_stderr(self, stream: IO[bytes], /) -> None:
+        while chunk := stream.read1(4096):  # type: ignore[attr-defined]
+            with self._stderr_lock:
+                self._stderr += chunk
+                del self._stderr[:-_STDERR_TAIL_BYTES]
+
+    def stderr_tail(self) -> str:
+        with self._stderr_lock:
+            return self._stderr.decode("utf-8", "replace")
+
+    def failure(self, what: str, request: object, came_back: str, /) -> AdapterFailure:
+        """Kill the adapter and describe what went wrong."""
+        self.kill()
+        op = request.get("op") if isinstance(request, dict) else None
+        tail = self.stderr_tail().rstrip() or "(empty)"
+        return AdapterFailure(
+            f"adapter {shlex.join(self.argv)} {what}\n"
+            f"  op: {op}\n"
+            f"  request: {protocol.encode_value(request) if request is not None else '(none)'}\n"
+            f"  came back: {came_back}\n"
+            f"  stderr tail:\n    " + tail.replace("\n", "\n    ")
+        )
+
+    def _extra_output(self) -> list[bytes]:
+        extra = []
+        with contextlib.suppress(queue.Empty):
+            while (line := self._lines.get_nowait()) is not None:
+                extra.append(line)
+        return extra
+
+    def send(self, request: Mapping[str, object], /) -> None:
+        extra = self._extra_output()
+        if extra:
+            shown = _show(b"".join(extra))
+            raise self.failure("wrote lines nobody asked for", dict(request), shown)
+        assert self._process.stdin is not None
+        try:
+            self._process.stdin.write(protocol.encode(request).encode("utf-8") + b"\n")
+            self._process.stdin.flush()
+        except (BrokenPipeError, OSError):
+            code = self._exit_code()
+            raise self.failure(
+                f"exited (code {code}) before the request", dict(request), "(nothing)"
+            ) from None
+
+    def receive(self, request: Mapping[str, object], /) -> dict[str, object]:
+        try:
+            line = self._lines.get(timeout=self.timeout)
+        except queue.Empty:
+            raise self.failure(
+                f"sent no reply within {self.timeout:g} s (hang)", dict(request), "(nothing)"
+            ) from None
+        if line is None:
+            code = self._exit_code()
+            raise self.failure(
+                f"exited (code {code}) without replying", dict(request), "(end of output)"
+            )
+        try:
+            return protocol.decode_reply(line.decode("utf-8"))
+        except (UnicodeDecodeError, protocol.MalformedReplyError) as error:
+            raise self.failure(
+                f"sent a malformed reply: {error}", dict(request), _show(line)
+            ) from None
+
+    def _exit_code(self) -> int | None:
+        try:
+            return self._process.wait(timeout=min(self.timeout, 2.0))
+        except subprocess.TimeoutExpired:
+            return None
+
+    def finish(self, last_request: Mapping[str, object] | None, /) -> None:
+        """Close stdin and require a clean exit with no further output."""
+        request = dict(last_request) if last_request is not None else None
+        with contextlib.suppress(OSError):
+            assert self._process.stdin is not None
+            self._process.stdin.close()
+        try:
+            code = self._process.wait(timeout=self.timeout)
+        except subprocess.TimeoutExpired:
+            raise self.failure(
+                f"did not exit within {self.timeout:g} s of end of input", request, "(nothing)"
+            ) from None
+        for reader in self._readers:
+            reader.join(timeout=self.timeout)
+        extra = self._extra_output()
+        if extra:
+            raise self.failure("wrote lines nobody asked for", request, _show(b"".join(extra)))
+        if code != 0:
+            raise self.failure(f"exited with code {code} at end of input", request, "(nothing)")
+        self.kill()
+
+    def kill(self) -> None:
+        """Kill the adapter's whole process group and reap it."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self._process.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self._process.wait(timeout=5.0)
+        for stream in (self._process.stdin, self._process.stdout, self._process.stderr):
+            if stream is not None:
+                with contextlib.suppress(OSError):
+                    stream.close()
+
+
+def _show(data: bytes, /) -> str:
+    text = data.decode("utf-8", "replace")
+    return repr(text if len(text) <= 300 else text[:297] + "...")
+
+
+class SubprocessDriver(Implementation):
+    """Drives an adapter command over the JSON-lines protocol.
+
+    Stateless requests share one long-lived adapter; each ``trace`` and
+    ``race`` gets a fresh adapter process of its own (RB-PROTO-5).
+    """
+
+    python = None
+
+    def __init__(self, argv: Sequence[str], /, *, timeout: float = DEFAULT_TIMEOUT) -> None:
+        self.argv = list(argv)
+        self.name = shlex.join(self.argv)
+        self.timeout = timeout
+        self._shared: _AdapterProcess | None = None
+        self._hangs = 0
+        self._lock = threading.Lock()
+
+    def request(self, request: Mapping[str, object], /) -> dict[str, object]:
+        """Send ``request`` and return the adapter's checked reply.
+
+        Raises:
+            AdapterFailure: the adapter broke the protocol.
+        """
+        if self._hangs >= _HANGS_BEFORE_GIVING_UP:
+            raise AdapterFailure(
+                f"adapter {self.name} hung {self._hangs} times; not asked again\n"
+                f"  op: {request.get('op')}\n"
+                f"  request: {protocol.encode_value(dict(request))}"
+            )
+        with self._lock:
+            try:
+                if is_stateful(request):
+                    return self._request_fresh(request)
+                return self._request_shared(request)
+            except AdapterFailure as failure:
+                if "(hang)" in str(failure) or "did not exit" in str(failure):
+                    self._hangs += 1
+                raise
+
+    def _request_fresh(self, request: Mapping[str, object], /) -> dict[str, object]:
+        adapter = _AdapterProcess(self.argv, self.timeout)
+        try:
+            adapter.send(request)
+            reply = adapter.receive(request)
+            adapter.finish(request)
+        finally:
+            adapter.kill()
+        return reply
+
+    def _request_shared(self, request: Mapping[str, object], /) -> dict[str, object]:
+        if self._shared is None:
+            self._shared = _AdapterProcess(self.argv, self.timeout)
+        adapter = self._shared
+        try:
+            adapter.send(request)
+            return adapter.receive(request)
+        except AdapterFailure:
+            # The next request starts a new adapter, so one bad reply cannot
+            # poison the replies to every request after it.
+            self._shared = None
+            raise
+
+    def close(self) -> None:
+        """End the shared adapter, requiring a clean exit.
+
+        Raises:
+            AdapterFailure: the adapter did not exit cleanly at end of input.
+        """
+        with self._lock:
+            adapter, self._shared = self._shared, None
+        if adapter is not None:
+            try:
+                adapter.finish(None)
+            finally:
+                adapter.kill()
