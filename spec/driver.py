@@ -42,10 +42,13 @@ class PythonApi:
     """What only an in-process implementation offers: its Python objects.
 
     ``fresh`` gives the API with a published mode nobody has written yet, for
-    as long as its context lasts; ``new_cell`` makes an empty cell.
+    as long as its context lasts; ``new_cell`` makes an empty cell;
+    ``import_path`` (``module`` or ``module:attribute``) loads the same API in
+    a fresh interpreter, for the checks that need a whole process.
     """
 
     api: RollbackApi
+    import_path: str
     fresh: Callable[[], AbstractContextManager[RollbackApi]]
     new_cell: Callable[[], Cell[object]]
 
@@ -92,7 +95,12 @@ class InProcessDriver(Implementation):
         """The driver over :mod:`spec.rollback`."""
         return cls(
             "spec.rollback (in-process)",
-            PythonApi(api=rollback, fresh=_fresh_reference, new_cell=FirstWriteWins),
+            PythonApi(
+                api=rollback,
+                import_path="spec.rollback",
+                fresh=_fresh_reference,
+                new_cell=FirstWriteWins,
+            ),
         )
 
     def request(self, request: Mapping[str, object], /) -> dict[str, object]:

@@ -1,0 +1,121 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
+"""Every public function's type and range errors, with their whole messages."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from spec.rollback import (
+    SsmRollbackMode,
+    SsmRollbackModeTypeError,
+    UsizeRangeError,
+    UsizeTypeError,
+)
+from tests.properties.strategies import USIZE_MAX
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from spec.driver import PythonApi
+
+ROW: Final = ("ssm_replay_row_bytes", ("qkvz_elems", "nv"))
+RING: Final = (
+    "ssm_replay_ring_bytes",
+    ("num_ssm_layers", "row_bytes", "k_ceiling", "mtp_state_slots"),
+)
+not_ints: Final = st.one_of(
+    st.booleans(),
+    st.floats(allow_nan=False),
+    st.text(max_size=3),
+    st.none(),
+    st.just(1.0),
+    st.just(b"1"),
+    st.just([1]),
+)
+out_of_range: Final = st.one_of(
+    st.integers(max_value=-1), st.integers(min_value=USIZE_MAX + 1), st.just(-1), st.just(2**64)
+)
+
+
+def _function(api: object, name: str) -> Callable[..., int]:
+    function: Callable[..., int] = getattr(api, name)
+    return function
+
+
+@pytest.mark.clause("RB-PY-2")
+@given(function=st.sampled_from([ROW, RING]), data=st.data(), bad=not_ints)
+def test_a_non_int_size_argument_raises_type_error_naming_it(
+    python_api: PythonApi, function: tuple[str, tuple[str, ...]], data: st.DataObject, bad: object
+) -> None:
+    name, fields = function
+    field = data.draw(st.sampled_from(fields))
+    arguments: dict[str, object] = dict.fromkeys(fields, 1)
+    arguments[field] = bad
+    with pytest.raises(UsizeTypeError) as raised:
+        _function(python_api.api, name)(**arguments)
+    assert str(raised.value) == (
+        f"{name}() argument '{field}' must be int, not {type(bad).__name__}"
+    )
+
+
+@pytest.mark.clause("RB-PY-3")
+@given(function=st.sampled_from([ROW, RING]), data=st.data(), bad=out_of_range)
+def test_an_out_of_range_size_argument_raises_value_error_naming_it(
+    python_api: PythonApi, function: tuple[str, tuple[str, ...]], data: st.DataObject, bad: int
+) -> None:
+    name, fields = function
+    field = data.draw(st.sampled_from(fields))
+    arguments: dict[str, object] = dict.fromkeys(fields, 1)
+    arguments[field] = bad
+    with pytest.raises(UsizeRangeError) as raised:
+        _function(python_api.api, name)(**arguments)
+    assert str(raised.value) == (
+        f"{name}() argument '{field}' must be in [0, {USIZE_MAX}], got {bad}"
+    )
+
+
+@pytest.mark.clause("RB-PY-3", "RB-SIZE-3")
+def test_the_range_ends_are_accepted(python_api: PythonApi) -> None:
+    assert python_api.api.ssm_replay_row_bytes(0, 0) == 0
+    assert python_api.api.ssm_replay_ring_bytes(USIZE_MAX, USIZE_MAX, 1, USIZE_MAX) == 0
+
+
+@pytest.mark.clause("RB-SIZE-3")
+def test_overflow_names_the_function_and_its_arguments(python_api: PythonApi) -> None:
+    with pytest.raises(OverflowError) as raised:
+        python_api.api.ssm_replay_ring_bytes(2, USIZE_MAX, 2, 1)
+    assert str(raised.value) == (
+        "ssm_replay_ring_bytes(num_ssm_layers=2, row_bytes=18446744073709551615, "
+        "k_ceiling=2, mtp_state_slots=1) = 36893488147419103230 "
+        "exceeds usize max 18446744073709551615"
+    )
+    with pytest.raises(OverflowError) as raised:
+        python_api.api.ssm_replay_row_bytes(USIZE_MAX, 0)
+    assert str(raised.value) == (
+        "ssm_replay_row_bytes(qkvz_elems=18446744073709551615, nv=0) = 36893488147419103230 "
+        "exceeds usize max 18446744073709551615"
+    )
+
+
+@pytest.mark.clause("RB-PY-1")
+@given(
+    bad=st.one_of(st.none(), st.integers(), st.binary(max_size=4), st.just(SsmRollbackMode.REPLAY))
+)
+def test_parsing_a_non_str_raises_type_error(python_api: PythonApi, bad: object) -> None:
+    with pytest.raises(SsmRollbackModeTypeError) as raised:
+        python_api.api.parse_ssm_rollback_mode(bad)  # type: ignore[arg-type]
+    assert str(raised.value) == (f"parse_ssm_rollback_mode() takes a str, not {type(bad).__name__}")
+
+
+@pytest.mark.clause("RB-PY-1", "RB-VERIFY-2")
+@given(bad=st.one_of(st.sampled_from(["replay", "snapshot"]), st.none(), st.integers()))
+def test_verify_entry_with_a_non_mode_raises_type_error(python_api: PythonApi, bad: object) -> None:
+    with pytest.raises(SsmRollbackModeTypeError) as raised:
+        python_api.api.require_verify_rollback_supported(bad)  # type: ignore[arg-type]
+    assert str(raised.value) == (
+        f"require_verify_rollback_supported() takes an SsmRollbackMode, not {type(bad).__name__}"
+    )

@@ -1,0 +1,89 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
+"""Parsing ``--ssm-rollback-mode``: exact names in, exact error text out."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pytest
+from hypothesis import example, given
+
+from spec import model
+from spec.rollback import SsmRollbackMode, UnknownSsmRollbackModeError
+from tests.properties.conformance import exchange
+from tests.properties.strategies import MODE_NAMES, mode_texts, near_miss_texts
+
+if TYPE_CHECKING:
+    from spec.driver import Implementation, PythonApi
+
+
+@pytest.mark.clause("RB-PARSE-1")
+@pytest.mark.parametrize("name", MODE_NAMES)
+def test_each_mode_name_parses_to_itself(impl: Implementation, name: str) -> None:
+    assert exchange(impl, {"op": "parse", "text": name}) == {"ok": name}
+
+
+@pytest.mark.clause("RB-PARSE-1", "RB-PARSE-2")
+@given(text=mode_texts)
+@example(text="")
+@example(text="Snapshot")
+@example(text=" replay")
+@example(text="replay\n")
+@example(text="snap")
+@example(text="replays")
+@example(text="re'play")
+@example(text='"snapshot"')
+@example(text="back\\slash")
+@example(text="r\u0435play")
+def test_parse_returns_the_named_mode_or_the_exact_error(impl: Implementation, text: str) -> None:
+    exchange(impl, {"op": "parse", "text": text})
+
+
+@pytest.mark.clause("RB-PARSE-2")
+@given(text=near_miss_texts())
+def test_every_near_miss_is_rejected_with_its_text_verbatim(
+    impl: Implementation, text: str
+) -> None:
+    reply = exchange(impl, {"op": "parse", "text": text})
+    assert "error" in reply, f"{text!r} is not a mode name, yet it parsed"
+
+
+@pytest.mark.clause("RB-MODE-1", "RB-PARSE-1")
+@given(text=mode_texts)
+def test_parse_and_str_round_trip_both_ways(python_api: PythonApi, text: str) -> None:
+    parse = python_api.api.parse_ssm_rollback_mode
+    for name in MODE_NAMES:
+        assert str(parse(name)) == name
+        assert parse(name).value == name
+    expected = model.parse(text)
+    if isinstance(expected, model.Rejected):
+        with pytest.raises(UnknownSsmRollbackModeError) as raised:
+            parse(text)
+        assert str(raised.value) == expected.message
+    else:
+        mode = parse(text)
+        assert str(mode) == text
+        assert parse(str(mode)) is mode
+
+
+@pytest.mark.clause("RB-MODE-1", "RB-PARSE-2")
+@given(text=mode_texts)
+def test_calling_the_enum_fails_exactly_as_the_parse_does(python_api: PythonApi, text: str) -> None:
+    parse = python_api.api.parse_ssm_rollback_mode
+    if isinstance(model.parse(text), model.Rejected):
+        with pytest.raises(UnknownSsmRollbackModeError) as parse_error:
+            parse(text)
+        with pytest.raises(UnknownSsmRollbackModeError) as enum_error:
+            SsmRollbackMode(text)
+        assert str(enum_error.value) == str(parse_error.value)
+        assert enum_error.value.text == text
+    else:
+        assert SsmRollbackMode(text) is parse(text)
+
+
+@pytest.mark.clause("RB-MODE-1")
+def test_there_are_exactly_two_modes_with_their_canonical_texts() -> None:
+    assert [mode.value for mode in SsmRollbackMode] == ["snapshot", "replay"]
+    assert [str(mode) for mode in SsmRollbackMode] == ["snapshot", "replay"]
+    assert SsmRollbackMode.SNAPSHOT.name == "SNAPSHOT"
+    assert SsmRollbackMode.REPLAY.name == "REPLAY"

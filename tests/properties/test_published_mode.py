@@ -1,0 +1,128 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
+"""The process-wide published mode: first write wins, a read pins the default."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from typing import TYPE_CHECKING, Final
+
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from spec import model
+from spec.rollback import SsmRollbackMode, SsmRollbackModeTypeError
+from tests.properties.conformance import exchange
+from tests.properties.strategies import as_calls, events
+
+if TYPE_CHECKING:
+    from spec.driver import Implementation, PythonApi
+
+GET: Final = {"op": "get"}
+SET_REPLAY: Final = {"op": "set", "mode": "replay"}
+SET_SNAPSHOT: Final = {"op": "set", "mode": "snapshot"}
+
+
+@pytest.mark.clause("RB-PUB-1", "RB-PUB-2", "RB-PROTO-5")
+@given(trace=st.lists(events, max_size=12))
+@example(trace=[])
+@example(trace=[SET_REPLAY, SET_SNAPSHOT, GET])
+@example(trace=[GET, SET_REPLAY, GET])
+@example(trace=[SET_SNAPSHOT, SET_REPLAY, GET])
+def test_every_call_of_a_trace_returns_what_the_model_folds(
+    impl: Implementation, trace: list[dict[str, str]]
+) -> None:
+    exchange(impl, {"op": "trace", "events": trace})
+
+
+@pytest.mark.clause("RB-PUB-1")
+@given(first=st.sampled_from(model.MODE_NAMES), later=st.lists(events, max_size=8))
+def test_the_first_write_wins_and_every_later_write_returns_it(
+    impl: Implementation, first: str, later: list[dict[str, str]]
+) -> None:
+    trace = [{"op": "set", "mode": first}, *later]
+    assert exchange(impl, {"op": "trace", "events": trace}) == {"ok": [first] * len(trace)}
+
+
+@pytest.mark.clause("RB-PUB-2")
+@given(before=st.lists(st.just(GET), min_size=1, max_size=3), later=st.lists(events, max_size=8))
+@example(before=[GET], later=[SET_REPLAY])
+def test_a_read_before_any_write_pins_snapshot_for_good(
+    impl: Implementation, before: list[dict[str, str]], later: list[dict[str, str]]
+) -> None:
+    trace = [*before, *later]
+    expected = ["snapshot"] * len(trace)
+    assert exchange(impl, {"op": "trace", "events": trace}) == {"ok": expected}
+
+
+# Races need many tries: a check-then-set without a lock loses only when a
+# thread switch lands between the check and the set.
+@pytest.mark.clause("RB-PUB-1", "RB-PUB-4", "RB-PROTO-5")
+@settings(max_examples=150)
+@given(calls=st.lists(events, min_size=2, max_size=12))
+@example(calls=[GET, SET_REPLAY])
+@example(calls=[SET_REPLAY, SET_SNAPSHOT, SET_REPLAY, SET_SNAPSHOT])
+def test_concurrent_calls_all_return_the_mode_of_whichever_call_won(
+    impl: Implementation, calls: list[dict[str, str]]
+) -> None:
+    exchange(impl, {"op": "race", "events": calls})
+
+
+_PROCESS_SCRIPT: Final = textwrap.dedent(
+    """
+    import importlib, json, sys, threading
+    from spec.rollback import SsmRollbackMode
+    path, _, attribute = sys.argv[1].partition(":")
+    api = importlib.import_module(path)
+    api = getattr(api, attribute)() if attribute else api
+    returned = []
+    def call(event):
+        if event["op"] == "set":
+            returned.append(api.set_ssm_rollback_mode(SsmRollbackMode(event["mode"])).value)
+        else:
+            returned.append(api.ssm_rollback_mode().value)
+    # Each call on a thread of its own, one after another: the published mode
+    # belongs to the process, not to a thread.
+    for event in json.loads(sys.argv[2]):
+        thread = threading.Thread(target=call, args=(event,))
+        thread.start()
+        thread.join()
+    print(json.dumps(returned))
+    """
+)
+
+
+@pytest.mark.clause("RB-PUB-3")
+@settings(max_examples=12)
+@given(trace=st.lists(events, min_size=1, max_size=6))
+@example(trace=[SET_REPLAY, GET])
+@example(trace=[GET, SET_REPLAY])
+def test_the_published_mode_is_one_per_process_and_starts_unwritten(
+    python_api: PythonApi, trace: list[dict[str, str]]
+) -> None:
+    # The state cannot be reset in-process, so each trace gets an interpreter.
+    finished = subprocess.run(
+        [sys.executable, "-c", _PROCESS_SCRIPT, python_api.import_path, json.dumps(trace)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert finished.returncode == 0, finished.stderr
+    assert json.loads(finished.stdout) == model.trace_outcomes(as_calls(trace))
+
+
+@pytest.mark.clause("RB-PUB-1", "RB-PY-1")
+@given(bad=st.one_of(st.sampled_from(model.MODE_NAMES), st.none(), st.integers()))
+def test_publishing_a_non_mode_raises_and_publishes_nothing(
+    python_api: PythonApi, bad: object
+) -> None:
+    with python_api.fresh() as api:
+        with pytest.raises(SsmRollbackModeTypeError) as raised:
+            api.set_ssm_rollback_mode(bad)  # type: ignore[arg-type]
+        shown = type(bad).__name__
+        assert str(raised.value) == f"set_ssm_rollback_mode() takes an SsmRollbackMode, not {shown}"
+        assert api.set_ssm_rollback_mode(SsmRollbackMode.REPLAY) is SsmRollbackMode.REPLAY
