@@ -100,3 +100,9 @@ def python_api(impl: Implementation) -> PythonApi:
             f"{impl.name} is reached over the protocol"
         )
     return impl.python
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        for marker in item.iter_markers("clause"):
+            item.user_properties.extend(("clause", clause) for clause in marker.args)
