@@ -2,24 +2,30 @@
 """A pytest plugin that records each property's outcome for ``check``.
 
 Loaded with ``-p spec.check_report``; it writes one JSON document to the
-path in ``SSM_ROLLBACK_CHECK_REPORT`` when the session ends.
+path given with ``--check-report`` when the session ends.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
+import pytest
+
 if TYPE_CHECKING:
-    import pytest
+    from collections.abc import Generator
 
-__all__ = ["REPORT_ENV", "pytest_runtest_logreport", "pytest_sessionfinish"]
+__all__ = [
+    "pytest_addoption",
+    "pytest_runtest_logreport",
+    "pytest_runtest_makereport",
+    "pytest_sessionfinish",
+]
 
-REPORT_ENV: Final = "SSM_ROLLBACK_CHECK_REPORT"
 
 _results: list[dict[str, object]] = []
+_details: dict[str, str] = {}
 _MAX_DETAIL_LINES: Final = 40
 
 
@@ -28,16 +34,45 @@ def _clauses(report: pytest.TestReport, /) -> list[str]:
     return sorted(set(found))
 
 
+def _leaves(error: BaseException, /) -> list[BaseException]:
+    if isinstance(error, BaseExceptionGroup):
+        return [leaf for inner in error.exceptions for leaf in _leaves(inner)]
+    return [error]
+
+
+def _describe(error: BaseException, /) -> str:
+    # The message and Hypothesis's notes (the falsifying example) say what
+    # failed; the traceback would only say where in the suite it was noticed.
+    lines = [f"{type(error).__name__}: {error}"]
+    lines.extend(str(note) for note in getattr(error, "__notes__", ()))
+    return "\n".join(lines)
+
+
 def _detail(report: pytest.TestReport, /) -> str:
     if report.skipped:
         longrepr = report.longrepr
         if isinstance(longrepr, tuple):
             return str(longrepr[2]).removeprefix("Skipped: ")
         return str(longrepr)
-    # pytest marks the exception's own lines with "E"; they hold the
-    # counterexample (request and reply) and Hypothesis's falsifying example.
-    lines = [line[1:].strip() for line in report.longreprtext.splitlines() if line.startswith("E ")]
-    return "\n".join(lines[:_MAX_DETAIL_LINES]) or report.longreprtext[-2000:]
+    detail = _details.pop(report.nodeid, None)
+    if detail is None:
+        return report.longreprtext[-2000:]
+    lines = detail.splitlines()
+    if len(lines) > _MAX_DETAIL_LINES:
+        lines = [*lines[:_MAX_DETAIL_LINES], f"... ({len(lines) - _MAX_DETAIL_LINES} more lines)"]
+    return "\n".join(lines)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, None, None]:
+    """Keep the failing exception's own text, without its traceback."""
+    yield
+    if call.excinfo is not None and not call.excinfo.errisinstance(pytest.skip.Exception):
+        leaves = _leaves(call.excinfo.value)
+        unique = list(dict.fromkeys(_describe(leaf) for leaf in leaves))
+        _details[item.nodeid] = "\n".join(unique)
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
@@ -55,10 +90,14 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         )
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """Add ``--check-report PATH``."""
+    parser.addoption("--check-report", metavar="PATH", help="write each outcome as JSON")
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Write the recorded outcomes."""
-    del session
-    target = os.environ.get(REPORT_ENV)
+    target = session.config.getoption("--check-report")
     if target:
         document = {"exit_status": int(exitstatus), "results": _results}
         Path(target).write_text(json.dumps(document, indent=2), encoding="utf-8")

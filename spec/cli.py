@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from spec import SPEC_VERSION, __version__
-from spec.check_report import REPORT_ENV
 from spec.subprocess_driver import (
     DEFAULT_TIMEOUT,
     AdapterFailure,
@@ -113,7 +112,8 @@ def _run_suite(arguments: argparse.Namespace, /) -> dict[str, object]:
         command.append(f"--impl-cmd={arguments.impl_cmd}")
     with tempfile.TemporaryDirectory() as scratch:
         report_path = Path(scratch) / "report.json"
-        env = {**os.environ, "HYPOTHESIS_PROFILE": arguments.profile, REPORT_ENV: str(report_path)}
+        command.append(f"--check-report={report_path}")
+        env = {**os.environ, "HYPOTHESIS_PROFILE": arguments.profile}
         env.pop("SSM_ROLLBACK_IMPL_CMD", None)
         finished = subprocess.run(  # noqa: S603 - this interpreter, running pytest
             command,

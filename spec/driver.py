@@ -90,6 +90,9 @@ class InProcessDriver(Implementation):
         self.name = name
         self.python = python
 
+    def __repr__(self) -> str:
+        return f"InProcessDriver({self.name!r})"
+
     @classmethod
     def reference(cls) -> InProcessDriver:
         """The driver over :mod:`spec.rollback`."""

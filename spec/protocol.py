@@ -143,13 +143,13 @@ def _events(request: Mapping[str, object], /) -> list[dict[str, object]]:
     return checked
 
 
-def encode_value(value: object, /) -> str:
-    """A JSON value as it appears in a message, shortened past 80 characters."""
+def encode_value(value: object, /, limit: int = 80) -> str:
+    """A JSON value as it appears in a message, shortened past ``limit`` characters."""
     try:
         shown = json.dumps(value, ensure_ascii=False)
     except (TypeError, ValueError):
         shown = repr(value)
-    return shown if len(shown) <= 80 else f"{shown[:77]}..."
+    return shown if len(shown) <= limit else f"{shown[: limit - 3]}..."
 
 
 def decode_request(line: str, /) -> dict[str, object]:

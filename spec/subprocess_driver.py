@@ -108,7 +108,7 @@ class _AdapterProcess:
         return AdapterFailure(
             f"adapter {shlex.join(self.argv)} {what}\n"
             f"  op: {op}\n"
-            f"  request: {protocol.encode_value(request) if request is not None else '(none)'}\n"
+            f"  request: {_shown_request(request)}\n"
             f"  came back: {came_back}\n"
             f"  stderr tail:\n    " + tail.replace("\n", "\n    ")
         )
@@ -193,6 +193,12 @@ class _AdapterProcess:
                     stream.close()
 
 
+def _shown_request(request: object, /) -> str:
+    # Long enough for any request the properties send, so the counterexample
+    # can be replayed from the message alone.
+    return "(none)" if request is None else protocol.encode_value(request, limit=2000)
+
+
 def _show(data: bytes, /) -> str:
     text = data.decode("utf-8", "replace")
     return repr(text if len(text) <= 300 else text[:297] + "...")
@@ -215,6 +221,9 @@ class SubprocessDriver(Implementation):
         self._hangs = 0
         self._lock = threading.Lock()
 
+    def __repr__(self) -> str:
+        return f"SubprocessDriver({self.name!r})"
+
     def request(self, request: Mapping[str, object], /) -> dict[str, object]:
         """Send ``request`` and return the adapter's checked reply.
 
@@ -225,7 +234,7 @@ class SubprocessDriver(Implementation):
             raise AdapterFailure(
                 f"adapter {self.name} hung {self._hangs} times; not asked again\n"
                 f"  op: {request.get('op')}\n"
-                f"  request: {protocol.encode_value(dict(request))}"
+                f"  request: {_shown_request(dict(request))}"
             )
         with self._lock:
             try:

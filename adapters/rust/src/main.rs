@@ -1,0 +1,207 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+//! The protocol adapter (docs/protocol.md, version 1) over this crate's
+//! implementation: one JSON request per stdin line, one reply per stdout line.
+
+mod json;
+
+use std::io::{self, BufRead, BufWriter, Write};
+use std::sync::Barrier;
+
+use json::{write_string, Json};
+use ssm_rollback::{
+    set_ssm_rollback_mode, ssm_replay_ring_bytes, ssm_replay_row_bytes, ssm_rollback_mode,
+    verify_entry_allowed, Overflow, SsmRollbackMode,
+};
+
+/// A reply before it is written.
+enum Reply {
+    Ok(String),
+    Error(&'static str, String),
+}
+
+fn bad(message: String) -> Reply {
+    Reply::Error("bad-request", message)
+}
+
+fn field<'a>(request: &'a Json, name: &str) -> Result<&'a Json, Reply> {
+    request.get(name).ok_or_else(|| bad(format!("missing field '{name}'")))
+}
+
+fn u64_field(request: &Json, name: &str) -> Result<u64, Reply> {
+    field(request, name)?
+        .as_u64()
+        .ok_or_else(|| bad(format!("field '{name}' must be an integer in [0, {}]", u64::MAX)))
+}
+
+fn mode_field(object: &Json, place: &str) -> Result<SsmRollbackMode, Reply> {
+    field(object, "mode")?
+        .as_str()
+        .and_then(|text| text.parse().ok())
+        .ok_or_else(|| bad(format!("{place}field 'mode' must be \"snapshot\" or \"replay\"")))
+}
+
+#[derive(Clone, Copy)]
+enum Event {
+    Set(SsmRollbackMode),
+    Get,
+}
+
+impl Event {
+    fn run(self) -> SsmRollbackMode {
+        match self {
+            Event::Set(mode) => set_ssm_rollback_mode(mode),
+            Event::Get => ssm_rollback_mode(),
+        }
+    }
+}
+
+fn events(request: &Json) -> Result<Vec<Event>, Reply> {
+    let Json::Array(items) = field(request, "events")? else {
+        return Err(bad("field 'events' must be a list".into()));
+    };
+    items
+        .iter()
+        .enumerate()
+        .map(|(index, item)| {
+            let place = format!("events[{index}] ");
+            match item.get("op").and_then(Json::as_str) {
+                Some("set") if matches!(item, Json::Object(_)) => Ok(Event::Set(mode_field(item, &place)?)),
+                Some("get") if matches!(item, Json::Object(_)) => Ok(Event::Get),
+                _ => Err(bad(format!("{place}must be an object with 'op' \"set\" or \"get\""))),
+            }
+        })
+        .collect()
+}
+
+fn mode_list(modes: &[SsmRollbackMode]) -> String {
+    let names: Vec<String> = modes.iter().map(|m| format!("\"{}\"", m.name())).collect();
+    format!("[{}]", names.join(","))
+}
+
+fn size(result: Result<u64, Overflow>, call: String) -> Reply {
+    match result {
+        Ok(bytes) => Reply::Ok(bytes.to_string()),
+        Err(Overflow) => Reply::Error("overflow", format!("{call} exceeds usize max {}", u64::MAX)),
+    }
+}
+
+fn answer(line: &str) -> Result<Reply, Reply> {
+    let request = json::parse(line).map_err(|e| bad(format!("not a JSON line: {e}")))?;
+    if !matches!(request, Json::Object(_)) {
+        return Err(bad("a request must be a JSON object".into()));
+    }
+    let op = field(&request, "op")?
+        .as_str()
+        .ok_or_else(|| bad("field 'op' must be a string".into()))?;
+    Ok(match op {
+        "describe" => Reply::Ok(r#"{"name":"ssm-rollback-adapter (Rust)","usize_bits":64}"#.into()),
+        "parse" => {
+            let text = field(&request, "text")?
+                .as_str()
+                .ok_or_else(|| bad("field 'text' must be a string".into()))?;
+            match text.parse::<SsmRollbackMode>() {
+                Ok(mode) => Reply::Ok(format!("\"{}\"", mode.name())),
+                Err(error) => Reply::Error("unknown-mode", error.to_string()),
+            }
+        }
+        "row_bytes" => {
+            let (q, nv) = (u64_field(&request, "qkvz_elems")?, u64_field(&request, "nv")?);
+            size(ssm_replay_row_bytes(q, nv), format!("ssm_replay_row_bytes({q}, {nv})"))
+        }
+        "ring_bytes" => {
+            let layers = u64_field(&request, "num_ssm_layers")?;
+            let row = u64_field(&request, "row_bytes")?;
+            let k = u64_field(&request, "k_ceiling")?;
+            let slots = u64_field(&request, "mtp_state_slots")?;
+            size(
+                ssm_replay_ring_bytes(layers, row, k, slots),
+                format!("ssm_replay_ring_bytes({layers}, {row}, {k}, {slots})"),
+            )
+        }
+        "verify_entry" => {
+            let mode = mode_field(&request, "")?;
+            if verify_entry_allowed(mode) {
+                Reply::Ok("null".into())
+            } else {
+                Reply::Error(
+                    "unsupported",
+                    format!("speculative verify refused in ssm-rollback-mode '{mode}'"),
+                )
+            }
+        }
+        "trace" => {
+            let returned: Vec<_> = events(&request)?.into_iter().map(Event::run).collect();
+            Reply::Ok(mode_list(&returned))
+        }
+        "race" => {
+            let events = events(&request)?;
+            let barrier = Barrier::new(events.len().max(1));
+            let returned: Vec<SsmRollbackMode> = std::thread::scope(|scope| {
+                let handles: Vec<_> = events
+                    .iter()
+                    .map(|&event| {
+                        let barrier = &barrier;
+                        scope.spawn(move || {
+                            barrier.wait();
+                            event.run()
+                        })
+                    })
+                    .collect();
+                handles.into_iter().map(|h| h.join().expect("event thread")).collect()
+            });
+            Reply::Ok(mode_list(&returned))
+        }
+        other => {
+            let mut shown = String::new();
+            write_string(&mut shown, other);
+            Reply::Error("unknown-op", format!("unknown op {shown}"))
+        }
+    })
+}
+
+fn encode(reply: Reply) -> String {
+    match reply {
+        Reply::Ok(value) => format!("{{\"ok\":{value}}}"),
+        Reply::Error(kind, message) => {
+            let mut out = format!("{{\"error\":{{\"kind\":\"{kind}\",\"message\":");
+            write_string(&mut out, &message);
+            out.push_str("}}");
+            out
+        }
+    }
+}
+
+fn main() {
+    let stdin = io::stdin();
+    let mut input = io::BufReader::new(stdin.lock());
+    let mut output = BufWriter::new(io::stdout().lock());
+    let mut raw = Vec::new();
+    loop {
+        raw.clear();
+        match input.read_until(b'\n', &mut raw) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(error) => {
+                eprintln!("ssm-rollback-adapter: cannot read stdin: {error}");
+                std::process::exit(1);
+            }
+        }
+        if raw.last() == Some(&b'\n') {
+            raw.pop();
+        }
+        let reply = match std::str::from_utf8(&raw) {
+            Ok(line) => answer(line).unwrap_or_else(|error| error),
+            Err(error) => bad(format!("not UTF-8: {error}")),
+        };
+        let written = writeln!(output, "{}", encode(reply));
+        // Flush only when no further request is already waiting, so that a
+        // pipelined batch is answered in few writes.
+        let flushed = if input.buffer().is_empty() { output.flush() } else { Ok(()) };
+        if written.and(flushed).is_err() {
+            std::process::exit(1);
+        }
+    }
+    if output.flush().is_err() {
+        std::process::exit(1);
+    }
+}

@@ -1,0 +1,81 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
+"""An adapter that misbehaves on purpose: ``python tests/broken_adapter.py HOW [OP]``.
+
+It serves the reference correctly, except on requests whose op is OP (every
+request when OP is left out), where it does HOW.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+from spec import protocol, rollback
+from spec.adapter import respond
+
+_HOW = (
+    "crash",
+    "hang",
+    "non-json",
+    "wrong-shape",
+    "extra-lines",
+    "silent-exit",
+    "exit-zero",
+    "stderr-flood",
+    "grandchild-hang",
+)
+
+
+def _misbehave(how: str, line: str) -> None:
+    out = sys.stdout
+    if how == "crash":
+        sys.stderr.write("broken adapter: about to crash\n")
+        sys.stderr.flush()
+        raise SystemExit(3)
+    if how == "hang":
+        sys.stderr.write("broken adapter: hanging\n")
+        sys.stderr.flush()
+        time.sleep(3600)
+    if how == "non-json":
+        out.write("this is not json\n")
+    elif how == "wrong-shape":
+        out.write(json.dumps({"result": "snapshot"}) + "\n")
+    elif how == "extra-lines":
+        reply = protocol.encode(respond(rollback, line))
+        out.write(reply + "\n" + reply + "\n")
+    elif how == "silent-exit":
+        raise SystemExit(0)
+    elif how == "exit-zero":
+        sys.stderr.write("broken adapter: leaving early\n")
+        raise SystemExit(0)
+    elif how == "stderr-flood":
+        sys.stderr.write("noise\n" * 100_000)
+        out.write("{\n")
+    elif how == "grandchild-hang":
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
+        sys.stderr.write(f"grandchild {child.pid}\n")
+        sys.stderr.flush()
+        time.sleep(3600)
+    out.flush()
+
+
+def main() -> int:
+    if len(sys.argv) not in {2, 3} or sys.argv[1] not in _HOW:
+        sys.stderr.write(f"usage: broken_adapter.py {{{','.join(_HOW)}}} [OP]\n")
+        return 2
+    how = sys.argv[1]
+    only = sys.argv[2] if len(sys.argv) == 3 else None
+    for line in sys.stdin:
+        op = json.loads(line).get("op") if line.strip().startswith("{") else None
+        if only is None or op == only:
+            _misbehave(how, line)
+        else:
+            sys.stdout.write(protocol.encode(respond(rollback, line)) + "\n")
+            sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

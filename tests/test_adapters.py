@@ -1,0 +1,103 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
+"""The whole property suite passes through each shipped adapter."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Final
+
+import pytest
+
+ROOT: Final = Path(__file__).resolve().parents[1]
+RUST_CRATE: Final = ROOT / "adapters" / "rust"
+
+
+def _suite_through(command: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "HYPOTHESIS_PROFILE": os.environ.get("HYPOTHESIS_PROFILE", "ci")}
+    env.pop("SSM_ROLLBACK_IMPL_CMD", None)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "tests/properties",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            f"--impl-cmd={command}",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        check=False,
+    )
+
+
+def _require_pass(finished: subprocess.CompletedProcess[str]) -> None:
+    summary = finished.stdout.strip().splitlines()[-1]
+    assert finished.returncode == 0, finished.stdout[-5000:] + finished.stderr[-2000:]
+    assert " passed" in summary
+    assert " failed" not in summary
+
+
+@pytest.fixture(scope="session")
+def cargo() -> str:
+    found = shutil.which("cargo")
+    if found is None:
+        pytest.skip("cargo is not installed, so the Rust adapter cannot be built")
+    return found
+
+
+@pytest.fixture(scope="session")
+def rust_adapter(cargo: str) -> str:
+    built = subprocess.run(
+        [
+            cargo,
+            "build",
+            "--release",
+            "--offline",
+            "--quiet",
+            "--manifest-path",
+            str(RUST_CRATE / "Cargo.toml"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    assert built.returncode == 0, built.stderr
+    return str(RUST_CRATE / "target" / "release" / "ssm-rollback-adapter")
+
+
+def test_the_python_adapter_passes_the_whole_suite() -> None:
+    _require_pass(_suite_through(f"{sys.executable} -m spec.adapter"))
+
+
+def test_the_rust_adapter_passes_the_whole_suite(rust_adapter: str) -> None:
+    _require_pass(_suite_through(rust_adapter))
+
+
+def test_the_rust_crate_passes_its_own_unit_tests(cargo: str) -> None:
+    tested = subprocess.run(
+        [
+            cargo,
+            "test",
+            "--release",
+            "--offline",
+            "--quiet",
+            "--manifest-path",
+            str(RUST_CRATE / "Cargo.toml"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    assert tested.returncode == 0, tested.stdout + tested.stderr
+    assert "test result: ok. 2 passed" in tested.stdout

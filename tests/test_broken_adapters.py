@@ -1,0 +1,158 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
+"""The harness survives a broken runtime: it fails clearly, never hangs, leaves nothing."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+import pytest
+
+from spec.subprocess_driver import AdapterFailure, SubprocessDriver
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+BROKEN: Final = str(Path(__file__).with_name("broken_adapter.py"))
+ROOT: Final = Path(__file__).resolve().parents[1]
+PARSE: Final = {"op": "parse", "text": "replay"}
+TRACE: Final = {"op": "trace", "events": [{"op": "get"}]}
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie still answers kill(pid, 0); it has exited all the same.
+    status = Path(f"/proc/{pid}/stat")
+    return status.exists() and status.read_text().split(") ")[-1][:1] != "Z"
+
+
+def _driver(how: str, *only: str, timeout: float = 1.0) -> SubprocessDriver:
+    return SubprocessDriver([sys.executable, BROKEN, how, *only], timeout=timeout)
+
+
+def _failure(driver: SubprocessDriver, request: Mapping[str, object]) -> str:
+    with pytest.raises(AdapterFailure) as raised:
+        driver.request(request)
+    message = str(raised.value)
+    assert f"op: {request['op']}" in message
+    assert '"op": "' + str(request["op"]) + '"' in message
+    assert "came back:" in message
+    assert "stderr tail:" in message
+    return message
+
+
+CASES: Final = [
+    ("crash", "exited (code 3) without replying", "broken adapter: about to crash"),
+    ("hang", "sent no reply within 1 s (hang)", "broken adapter: hanging"),
+    ("non-json", "sent a malformed reply: not a JSON line", "'this is not json\\n'"),
+    ("wrong-shape", 'sent a malformed reply: not {"ok": VALUE}', '{"result": "snapshot"}'),
+    ("silent-exit", "exited (code 0) without replying", "(end of output)"),
+    ("exit-zero", "exited (code 0) without replying", "broken adapter: leaving early"),
+    ("stderr-flood", "sent a malformed reply", "noise\n    noise"),
+]
+
+
+@pytest.mark.parametrize(("how", "what", "shown"), CASES, ids=[case[0] for case in CASES])
+def test_a_broken_adapter_fails_the_request_with_a_clear_message(
+    how: str, what: str, shown: str
+) -> None:
+    started = time.monotonic()
+    with _driver(how) as driver:
+        message = _failure(driver, PARSE)
+    assert what in message
+    assert shown in message
+    assert time.monotonic() - started < 30
+
+
+def test_extra_lines_are_caught_before_the_next_request() -> None:
+    driver = _driver("extra-lines", "parse")
+    assert driver.request(PARSE) == {"ok": "replay"}
+    message = _failure(driver, {"op": "describe"})
+    assert "wrote lines nobody asked for" in message
+    assert '{"ok":"replay"}' in message
+    driver.close()
+
+
+def test_extra_lines_after_the_last_reply_fail_the_close() -> None:
+    driver = _driver("extra-lines", "parse")
+    assert driver.request(PARSE) == {"ok": "replay"}
+    with pytest.raises(AdapterFailure, match="wrote lines nobody asked for"):
+        driver.close()
+
+
+def test_extra_lines_in_a_fresh_process_fail_its_request() -> None:
+    with _driver("extra-lines", "trace") as driver:
+        assert "wrote lines nobody asked for" in _failure(driver, TRACE)
+
+
+def test_a_hung_adapter_and_its_children_are_killed() -> None:
+    driver = _driver("grandchild-hang")
+    message = _failure(driver, PARSE)
+    assert "(hang)" in message
+    grandchild = int(re.search(r"grandchild (\d+)", message).group(1))  # type: ignore[union-attr]
+    deadline = time.monotonic() + 10
+    while _alive(grandchild) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(grandchild), "the adapter's child outlived the failure"
+
+
+def test_after_two_hangs_the_driver_stops_waiting() -> None:
+    driver = _driver("hang", timeout=0.3)
+    for _ in range(2):
+        _failure(driver, PARSE)
+    started = time.monotonic()
+    with pytest.raises(AdapterFailure, match="hung 2 times; not asked again"):
+        driver.request(PARSE)
+    assert time.monotonic() - started < 0.3
+
+
+def test_one_bad_reply_does_not_poison_the_next_request() -> None:
+    with _driver("non-json", "describe") as driver:
+        _failure(driver, {"op": "describe"})
+        assert driver.request(PARSE) == {"ok": "replay"}
+
+
+def test_an_adapter_that_cannot_start_is_named() -> None:
+    with (
+        SubprocessDriver(["/nonexistent/adapter"]) as driver,
+        pytest.raises(AdapterFailure, match="cannot start adapter /nonexistent/adapter"),
+    ):
+        driver.request(PARSE)
+
+
+def _check(*arguments: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "spec.cli", "check", *arguments],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+
+
+def test_check_against_an_adapter_that_hangs_on_one_op_finishes_and_fails() -> None:
+    finished = _check(
+        "--impl-cmd", f"{sys.executable} {BROKEN} hang ring_bytes", "--impl-timeout", "0.5"
+    )
+    assert finished.returncode == 1, finished.stdout + finished.stderr
+    assert "FAIL  test_sizes.py::test_ring_bytes_is_the_exact_value_or_overflow" in finished.stdout
+    assert "sent no reply within 0.5 s (hang)" in finished.stdout
+    assert "PASS  test_parse.py::test_each_mode_name_parses_to_itself[replay]" in finished.stdout
+    assert "Traceback" not in finished.stdout + finished.stderr
+
+
+def test_check_against_an_adapter_that_crashes_at_once_says_so_in_one_line() -> None:
+    finished = _check("--impl-cmd", f"{sys.executable} {BROKEN} crash")
+    assert finished.returncode == 1
+    assert "the adapter failed its first request" in finished.stderr
+    assert "exited (code 3)" in finished.stderr
+    assert "Traceback" not in finished.stdout + finished.stderr
