@@ -38,7 +38,7 @@ def _exchanges() -> list[tuple[str, dict[str, object]]]:
 def test_every_documented_exchange_is_what_the_reference_adapter_replies() -> None:
     exchanges = _exchanges()
     assert len(exchanges) >= 12
-    seen_ops = set()
+    seen_ops: set[object] = set()
     driver = SubprocessDriver([sys.executable, "-m", "spec.adapter"])
     for line, documented in exchanges:
         try:
