@@ -27,6 +27,7 @@ __all__ = [
     "encode_value",
     "error_reply",
     "ok_reply",
+    "op_named",
     "reply_matches",
 ]
 
@@ -57,6 +58,8 @@ class ErrorKind(enum.Enum):
     BAD_REQUEST = "bad-request"
 
 
+_OPS_BY_NAME: Final = {op.value: op for op in Op}
+
 #: Operations whose outcome depends on the process-wide published mode.
 STATEFUL_OPS: Final = frozenset({Op.TRACE, Op.RACE})
 
@@ -80,9 +83,13 @@ class MalformedReplyError(ValueError):
     """A reply line that is not one of the protocol's reply shapes (RB-PROTO-3)."""
 
 
+# One encoder for every line: json.dumps with options builds a new one per call.
+_ENCODER: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
 def encode(message: Mapping[str, object], /) -> str:
     """One protocol line, without its newline: compact UTF-8 JSON."""
-    return json.dumps(message, ensure_ascii=False, separators=(",", ":"))
+    return _ENCODER.encode(message)
 
 
 def ok_reply(value: object, /) -> dict[str, object]:
@@ -93,6 +100,15 @@ def ok_reply(value: object, /) -> dict[str, object]:
 def error_reply(kind: ErrorKind, message: str, /) -> dict[str, object]:
     """An error reply."""
     return {"error": {"kind": kind.value, "message": message}}
+
+
+def op_named(name: str, /) -> Op:
+    """The operation called ``name``.
+
+    Raises:
+        KeyError: no operation has that name.
+    """
+    return _OPS_BY_NAME[name]
 
 
 def _bad(message: str, /) -> ProtocolError:
@@ -168,10 +184,9 @@ def decode_request(line: str, /) -> dict[str, object]:
     name = _field(request, "op")
     if not isinstance(name, str):
         raise _bad(f"field 'op' must be a string, got {encode_value(name)}")
-    try:
-        op = Op(name)
-    except ValueError:
-        raise ProtocolError(ErrorKind.UNKNOWN_OP, f"unknown op {encode_value(name)}") from None
+    op = _OPS_BY_NAME.get(name)
+    if op is None:
+        raise ProtocolError(ErrorKind.UNKNOWN_OP, f"unknown op {encode_value(name)}")
     checked: dict[str, object] = {"op": op.value}
     if op is Op.PARSE:
         text = _field(request, "text")

@@ -13,10 +13,12 @@ from __future__ import annotations
 import contextlib
 import os
 import queue
+import selectors
 import shlex
 import signal
 import subprocess
 import threading
+import time
 from typing import IO, TYPE_CHECKING, Final
 
 from spec import protocol
@@ -65,17 +67,7 @@ class _AdapterProcess:
         self._lines: queue.Queue[bytes | None] = queue.Queue()
         self._stderr = bytearray()
         self._stderr_lock = threading.Lock()
-        try:
-            # Running the user's own adapter is the point; argv, never a shell.
-            self._process = subprocess.Popen(  # noqa: S603
-                self.argv,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                start_new_session=True,
-            )
-        except OSError as error:
-            raise AdapterFailure(f"cannot start adapter {shlex.join(self.argv)}: {error}") from None
+        self._process = _start(self.argv)
         assert self._process.stdout is not None
         assert self._process.stderr is not None
         self._readers = [
@@ -103,15 +95,7 @@ class _AdapterProcess:
     def failure(self, what: str, request: object, came_back: str, /) -> AdapterFailure:
         """Kill the adapter and describe what went wrong."""
         self.kill()
-        op = request.get("op") if isinstance(request, dict) else None
-        tail = self.stderr_tail().rstrip() or "(empty)"
-        return AdapterFailure(
-            f"adapter {shlex.join(self.argv)} {what}\n"
-            f"  op: {op}\n"
-            f"  request: {_shown_request(request)}\n"
-            f"  came back: {came_back}\n"
-            f"  stderr tail:\n    " + tail.replace("\n", "\n    ")
-        )
+        return _failure(self.argv, what, request, came_back, self.stderr_tail())
 
     def _extra_output(self) -> list[bytes]:
         extra = []
@@ -166,14 +150,17 @@ class _AdapterProcess:
         with contextlib.suppress(OSError):
             assert self._process.stdin is not None
             self._process.stdin.close()
+        # Wait on the end of stdout, which wakes at once, rather than on
+        # Popen.wait's polling, which sleeps in growing steps.
+        deadline = time.monotonic() + self.timeout
+        self._readers[0].join(timeout=self.timeout)
         try:
-            code = self._process.wait(timeout=self.timeout)
+            code = self._process.wait(timeout=max(deadline - time.monotonic(), 0.01))
         except subprocess.TimeoutExpired:
             raise self.failure(
                 f"did not exit within {self.timeout:g} s of end of input", request, "(nothing)"
             ) from None
-        for reader in self._readers:
-            reader.join(timeout=self.timeout)
+        self._readers[1].join(timeout=max(deadline - time.monotonic(), 0.01))
         extra = self._extra_output()
         if extra:
             raise self.failure("wrote lines nobody asked for", request, _show(b"".join(extra)))
@@ -183,14 +170,105 @@ class _AdapterProcess:
 
     def kill(self) -> None:
         """Kill the adapter's whole process group and reap it."""
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self._process.pid, signal.SIGKILL)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self._process.wait(timeout=5.0)
+        _kill_group(self._process)
         for stream in (self._process.stdin, self._process.stdout, self._process.stderr):
             if stream is not None:
                 with contextlib.suppress(OSError):
                     stream.close()
+
+
+def _failure(
+    argv: Sequence[str], what: str, request: object, came_back: str, stderr: str, /
+) -> AdapterFailure:
+    op = request.get("op") if isinstance(request, dict) else None
+    tail = stderr[-_STDERR_TAIL_BYTES:].rstrip() or "(empty)"
+    return AdapterFailure(
+        f"adapter {shlex.join(argv)} {what}\n"
+        f"  op: {op}\n"
+        f"  request: {_shown_request(request)}\n"
+        f"  came back: {came_back}\n"
+        f"  stderr tail:\n    " + tail.replace("\n", "\n    ")
+    )
+
+
+def _start(argv: Sequence[str], /) -> subprocess.Popen[bytes]:
+    try:
+        # Running the user's own adapter is the point; argv, never a shell.
+        return subprocess.Popen(  # noqa: S603
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+    except OSError as error:
+        raise AdapterFailure(f"cannot start adapter {shlex.join(argv)}: {error}") from None
+
+
+def _kill_group(process: subprocess.Popen[bytes], /) -> None:
+    # The adapter leads its own session, so this reaches its children too.
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(timeout=5.0)
+
+
+def _exchange_once(
+    process: subprocess.Popen[bytes], line: bytes, timeout: float, /
+) -> tuple[bytes, bytes, bool]:
+    """Send one line, then end of input; collect all output until exit or ``timeout``.
+
+    Returns stdout, stderr and whether the deadline passed first. Done by hand
+    with a selector over the pipes and a pidfd: Popen.communicate(timeout=...)
+    waits for the exit by polling in growing sleeps, which costs a fast
+    adapter more than its whole run.
+    """
+    assert process.stdin is not None
+    assert process.stdout is not None
+    assert process.stderr is not None
+    with contextlib.suppress(BrokenPipeError):
+        process.stdin.write(line)
+    with contextlib.suppress(BrokenPipeError):
+        process.stdin.close()
+    deadline = time.monotonic() + timeout
+    out_fd, err_fd = process.stdout.fileno(), process.stderr.fileno()
+    chunks: dict[int, list[bytes]] = {out_fd: [], err_fd: []}
+    with contextlib.ExitStack() as stack:
+        selector = stack.enter_context(selectors.DefaultSelector())
+        selector.register(out_fd, selectors.EVENT_READ)
+        selector.register(err_fd, selectors.EVENT_READ)
+        pidfd = _pidfd(process)
+        if pidfd is not None:
+            stack.callback(os.close, pidfd)
+            selector.register(pidfd, selectors.EVENT_READ)
+        while selector.get_map():
+            remaining = deadline - time.monotonic()
+            ready = selector.select(remaining) if remaining > 0 else []
+            if not ready:
+                break
+            for key, _ in ready:
+                if key.fd == pidfd:
+                    selector.unregister(key.fd)
+                    continue
+                data = os.read(key.fd, 65536)
+                if data:
+                    chunks[key.fd].append(data)
+                else:
+                    selector.unregister(key.fd)
+    out, err = b"".join(chunks[out_fd]), b"".join(chunks[err_fd])
+    try:
+        process.wait(timeout=max(deadline - time.monotonic(), 0.01))
+    except subprocess.TimeoutExpired:
+        return out, err, True
+    return out, err, False
+
+
+def _pidfd(process: subprocess.Popen[bytes], /) -> int | None:
+    # A pidfd turns readable when the process exits (Linux 5.3 and later).
+    try:
+        return os.pidfd_open(process.pid)
+    except (AttributeError, OSError):
+        return None
 
 
 def _shown_request(request: object, /) -> str:
@@ -247,13 +325,34 @@ class SubprocessDriver(Implementation):
                 raise
 
     def _request_fresh(self, request: Mapping[str, object], /) -> dict[str, object]:
-        adapter = _AdapterProcess(self.argv, self.timeout)
+        # One request, then end of input: communicate() reads both pipes
+        # without threads, which keeps a fresh process close to a bare start.
+        process = _start(self.argv)
+        line = protocol.encode(request).encode("utf-8") + b"\n"
         try:
-            adapter.send(request)
-            reply = adapter.receive(request)
-            adapter.finish(request)
+            out, err, timed_out = _exchange_once(process, line, self.timeout)
         finally:
-            adapter.kill()
+            _kill_group(process)
+        lines = out.splitlines(keepends=True)
+        stderr = err.decode("utf-8", "replace")
+
+        def fail(what: str, came_back: str, /) -> AdapterFailure:
+            return _failure(self.argv, what, dict(request), came_back, stderr)
+
+        if not lines:
+            if timed_out:
+                raise fail(f"sent no reply within {self.timeout:g} s (hang)", "(nothing)")
+            raise fail(f"exited (code {process.returncode}) without replying", "(end of output)")
+        if len(lines) > 1:
+            raise fail("wrote lines nobody asked for", _show(b"".join(lines[1:])))
+        try:
+            reply = protocol.decode_reply(lines[0].decode("utf-8"))
+        except (UnicodeDecodeError, protocol.MalformedReplyError) as error:
+            raise fail(f"sent a malformed reply: {error}", _show(lines[0])) from None
+        if timed_out:
+            raise fail(f"did not exit within {self.timeout:g} s of end of input", "(nothing)")
+        if process.returncode != 0:
+            raise fail(f"exited with code {process.returncode} at end of input", "(nothing)")
         return reply
 
     def _request_shared(self, request: Mapping[str, object], /) -> dict[str, object]:

@@ -69,7 +69,8 @@ def test_a_broken_adapter_fails_the_request_with_a_clear_message(
         message = _failure(driver, PARSE)
     assert what in message
     assert shown in message
-    assert time.monotonic() - started < 30
+    # Generous: this bounds a hang, it does not measure speed.
+    assert time.monotonic() - started < 60
 
 
 def test_extra_lines_are_caught_before_the_next_request() -> None:
@@ -108,10 +109,10 @@ def test_after_two_hangs_the_driver_stops_waiting() -> None:
     driver = _driver("hang", timeout=0.3)
     for _ in range(2):
         _failure(driver, PARSE)
-    started = time.monotonic()
+    # Were a third adapter started, this command would fail differently.
+    driver.argv = ["/nonexistent/adapter"]
     with pytest.raises(AdapterFailure, match="hung 2 times; not asked again"):
         driver.request(PARSE)
-    assert time.monotonic() - started < 0.3
 
 
 def test_one_bad_reply_does_not_poison_the_next_request() -> None:
