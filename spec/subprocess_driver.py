@@ -171,10 +171,6 @@ class _AdapterProcess:
     def kill(self) -> None:
         """Kill the adapter's whole process group and reap it."""
         _kill_group(self._process)
-        for stream in (self._process.stdin, self._process.stdout, self._process.stderr):
-            if stream is not None:
-                with contextlib.suppress(OSError):
-                    stream.close()
 
 
 def _failure(
@@ -211,6 +207,10 @@ def _kill_group(process: subprocess.Popen[bytes], /) -> None:
         os.killpg(process.pid, signal.SIGKILL)
     with contextlib.suppress(subprocess.TimeoutExpired):
         process.wait(timeout=5.0)
+    for stream in (process.stdin, process.stdout, process.stderr):
+        if stream is not None:
+            with contextlib.suppress(OSError):
+                stream.close()
 
 
 def _exchange_once(
