@@ -10,13 +10,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
-from spec import SPEC_VERSION, __version__
+from spec import SPEC_VERSION, __version__, vectors
 from spec.subprocess_driver import (
     DEFAULT_TIMEOUT,
     AdapterFailure,
@@ -25,7 +26,7 @@ from spec.subprocess_driver import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
 
 __all__ = ["CliError", "main"]
 
@@ -133,7 +134,14 @@ def _run_suite(arguments: argparse.Namespace, /) -> dict[str, object]:
     return report
 
 
-def _clause_summary(results: list[dict[str, object]], /) -> dict[str, str]:
+def _write_report(path: str, document: Mapping[str, object], /) -> None:
+    try:
+        Path(path).write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+    except OSError as error:
+        raise CliError(f"cannot write --json report: {error}") from None
+
+
+def _clause_summary(results: Sequence[Mapping[str, object]], /) -> dict[str, str]:
     by_clause: dict[str, list[str]] = {}
     for result in results:
         for clause in result["clauses"]:  # type: ignore[attr-defined]
@@ -185,12 +193,116 @@ def _check(arguments: argparse.Namespace, /) -> int:
             "clauses": by_clause,
             "counts": counts,
         }
-        try:
-            Path(arguments.json).write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
-        except OSError as error:
-            raise CliError(f"cannot write --json report: {error}") from None
+        _write_report(arguments.json, document)
     ok = counts["failed"] == 0 and counts["passed"] > 0 and report["exit_status"] == 0
     return 0 if ok else 1
+
+
+def _skips(arguments: argparse.Namespace, /) -> dict[str, str]:
+    skips: dict[str, str] = {}
+    if arguments.skip_file:
+        try:
+            loaded = json.loads(Path(arguments.skip_file).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as error:
+            raise CliError(f"--skip-file {arguments.skip_file}: {error}") from None
+        if not isinstance(loaded, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) and v.strip() for k, v in loaded.items()
+        ):
+            raise CliError(
+                f"--skip-file {arguments.skip_file}: must be a JSON object of case ID to reason"
+            )
+        skips.update(loaded)
+    for item in arguments.skip:
+        case_id, _, reason = item.partition("=")
+        if not case_id or not reason.strip():
+            raise CliError(f"--skip {item!r}: write it as CASE_ID=REASON, with a reason")
+        skips[case_id] = reason
+    return skips
+
+
+def _adapter_argv(command: str, timeout: float, /) -> list[str]:
+    if timeout <= 0:
+        raise CliError(f"--impl-timeout must be positive, got {timeout:g}")
+    try:
+        return split_command(command)
+    except ValueError as error:
+        raise CliError(f"--impl-cmd: {error}") from None
+
+
+def _vectors_generate(arguments: argparse.Namespace, /) -> int:
+    try:
+        written = vectors.write_corpus(Path(arguments.out))
+    except OSError as error:
+        raise CliError(f"cannot write the vectors: {error}") from None
+    for path in written:
+        print(path)
+    return 0
+
+
+def _vectors_run(arguments: argparse.Namespace, /) -> int:
+    command = arguments.impl_cmd or f"{shlex.quote(sys.executable)} -m spec.adapter"
+    argv = _adapter_argv(command, arguments.impl_timeout)
+    skips = _skips(arguments)
+    try:
+        cases = vectors.load_cases(Path(arguments.vectors))
+        with SubprocessDriver(argv, timeout=arguments.impl_timeout) as driver:
+            results = vectors.run_cases(driver, cases, skips)
+    except vectors.VectorError as error:
+        raise CliError(str(error)) from None
+    except AdapterFailure as failure:
+        raise CliError(f"the adapter failed:\n{failure}", status=1) from None
+    print(f"ssm-rollback-spec vectors run: {command}, {len(cases)} cases, spec {SPEC_VERSION}")
+    for result in results:
+        if result.outcome != "passed":
+            print(f"{_LABELS[result.outcome]}  {result.case_id}  [{', '.join(result.clauses)}]")
+            for line in result.detail.splitlines():
+                print(f"      {line}")
+    by_clause = _clause_summary([{"clauses": r.clauses, "outcome": r.outcome} for r in results])
+    print("clauses:")
+    for clause, outcome in by_clause.items():
+        count = sum(clause in r.clauses for r in results)
+        print(f"{_LABELS[outcome]}  {clause}  ({count} cases)")
+    counts = {outcome: sum(r.outcome == outcome for r in results) for outcome in _LABELS}
+    print(", ".join(f"{count} {outcome}" for outcome, count in counts.items()))
+    if arguments.json:
+        document = {
+            "implementation": command,
+            "spec_version": SPEC_VERSION,
+            "cases": [
+                {"id": r.case_id, "clauses": r.clauses, "outcome": r.outcome, "detail": r.detail}
+                for r in results
+            ],
+            "clauses": by_clause,
+            "counts": counts,
+        }
+        _write_report(arguments.json, document)
+    return 0 if counts["failed"] == 0 else 1
+
+
+def _vectors_arguments(commands: argparse._SubParsersAction[argparse.ArgumentParser], /) -> None:
+    group = commands.add_parser("vectors", help="generate or run the language-neutral vectors")
+    actions = group.add_subparsers(dest="action", required=True, metavar="ACTION")
+    generate = actions.add_parser("generate", help="write the corpus generated from the model")
+    generate.add_argument("--out", default=str(_ROOT / "vectors"), help="directory to write")
+    generate.set_defaults(run=_vectors_generate)
+    run = actions.add_parser(
+        "run", help="run the corpus against an adapter (standard library only)"
+    )
+    run.add_argument(
+        "--impl-cmd", metavar="CMD", help="adapter command (default: the Python reference adapter)"
+    )
+    run.add_argument("--impl-timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS")
+    run.add_argument("--vectors", default=str(_ROOT / "vectors"), help="the corpus directory")
+    run.add_argument(
+        "--skip",
+        action="append",
+        default=[],
+        metavar="CASE_ID=REASON",
+        help="skip one case, saying why (repeatable)",
+    )
+    run.add_argument("--skip-file", metavar="PATH", help="a JSON object of case ID to reason")
+    run.add_argument("--json", metavar="PATH", help="also write a machine-readable report")
+    run.set_defaults(run=_vectors_run)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -205,6 +317,7 @@ def _parser() -> argparse.ArgumentParser:
     check = commands.add_parser("check", help="run the property suite against an implementation")
     _check_arguments(check)
     check.set_defaults(run=_check)
+    _vectors_arguments(commands)
     return parser
 
 

@@ -119,6 +119,14 @@ class _AdapterProcess:
                 f"exited (code {code}) before the request", dict(request), "(nothing)"
             ) from None
 
+    def send_all(self, requests: Sequence[Mapping[str, object]], /) -> None:
+        """Write every request; stop quietly if the adapter goes away."""
+        assert self._process.stdin is not None
+        data = b"".join(protocol.encode(r).encode("utf-8") + b"\n" for r in requests)
+        with contextlib.suppress(OSError, ValueError):
+            self._process.stdin.write(data)
+            self._process.stdin.flush()
+
     def receive(self, request: Mapping[str, object], /) -> dict[str, object]:
         try:
             line = self._lines.get(timeout=self.timeout)
@@ -323,6 +331,30 @@ class SubprocessDriver(Implementation):
                 if "(hang)" in str(failure) or "did not exit" in str(failure):
                     self._hangs += 1
                 raise
+
+    def request_many(
+        self, requests: Sequence[Mapping[str, object]], /
+    ) -> list[dict[str, object] | AdapterFailure]:
+        """Pipeline stateless requests through the shared adapter.
+
+        Requests are written on a thread while replies are read, so neither
+        side's pipe can fill and stall the other. A failure ends the batch:
+        that request and every later one get the failure.
+        """
+        with self._lock:
+            if self._shared is None:
+                self._shared = _AdapterProcess(self.argv, self.timeout)
+            adapter = self._shared
+            writer = threading.Thread(target=adapter.send_all, args=(requests,), daemon=True)
+            writer.start()
+            replies: list[dict[str, object] | AdapterFailure] = []
+            try:
+                replies.extend(adapter.receive(request) for request in requests)
+            except AdapterFailure as failure:
+                self._shared = None
+                replies.extend([failure] * (len(requests) - len(replies)))
+            writer.join(timeout=self.timeout)
+            return replies
 
     def _request_fresh(self, request: Mapping[str, object], /) -> dict[str, object]:
         # One request, then end of input: communicate() reads both pipes

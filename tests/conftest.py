@@ -4,6 +4,9 @@
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -42,6 +45,7 @@ settings.load_profile(
 )
 
 IMPL_CMD_ENV = "SSM_ROLLBACK_IMPL_CMD"
+RUST_CRATE = Path(__file__).resolve().parents[1] / "adapters" / "rust"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -106,3 +110,32 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         for marker in item.iter_markers("clause"):
             item.user_properties.extend(("clause", clause) for clause in marker.args)
+
+
+@pytest.fixture(scope="session")
+def cargo() -> str:
+    found = shutil.which("cargo")
+    if found is None:
+        pytest.skip("cargo is not installed, so the Rust adapter cannot be built")
+    return found
+
+
+@pytest.fixture(scope="session")
+def rust_adapter(cargo: str) -> str:
+    built = subprocess.run(
+        [
+            cargo,
+            "build",
+            "--release",
+            "--offline",
+            "--quiet",
+            "--manifest-path",
+            str(RUST_CRATE / "Cargo.toml"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    assert built.returncode == 0, built.stderr
+    return str(RUST_CRATE / "target" / "release" / "ssm-rollback-adapter")

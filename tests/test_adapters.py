@@ -4,13 +4,10 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 from typing import Final
-
-import pytest
 
 ROOT: Final = Path(__file__).resolve().parents[1]
 RUST_CRATE: Final = ROOT / "adapters" / "rust"
@@ -44,35 +41,6 @@ def _require_pass(finished: subprocess.CompletedProcess[str]) -> None:
     assert finished.returncode == 0, finished.stdout[-5000:] + finished.stderr[-2000:]
     assert " passed" in summary
     assert " failed" not in summary
-
-
-@pytest.fixture(scope="session")
-def cargo() -> str:
-    found = shutil.which("cargo")
-    if found is None:
-        pytest.skip("cargo is not installed, so the Rust adapter cannot be built")
-    return found
-
-
-@pytest.fixture(scope="session")
-def rust_adapter(cargo: str) -> str:
-    built = subprocess.run(
-        [
-            cargo,
-            "build",
-            "--release",
-            "--offline",
-            "--quiet",
-            "--manifest-path",
-            str(RUST_CRATE / "Cargo.toml"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-    )
-    assert built.returncode == 0, built.stderr
-    return str(RUST_CRATE / "target" / "release" / "ssm-rollback-adapter")
 
 
 def test_the_python_adapter_passes_the_whole_suite() -> None:

@@ -1,0 +1,193 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
+"""The committed vectors: valid, regenerated identically, and they tell right from wrong."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+import jsonschema
+import pytest
+
+from spec import SPEC_VERSION, vectors
+from spec.oracle import allowed_replies
+from spec.protocol import PROTOCOL_VERSION, ProtocolError
+from tests.selftest.mutants import MUTANTS
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+ROOT: Final = Path(__file__).resolve().parents[1]
+VECTORS: Final = ROOT / "vectors"
+# Wrong implementations that fixed cases cannot be relied on to catch, and why.
+NOT_CAUGHT_BY_FIXED_CASES: Final = {
+    "RacyCheckThenSet": "a race is lost only when a thread switch lands in its window; "
+    "the properties repeat races until it does, a fixed case runs each race once",
+}
+
+
+def _files() -> list[Path]:
+    return sorted(path for path in VECTORS.glob("*.json") if path.name != "schema.json")
+
+
+def test_every_file_validates_against_the_schema() -> None:
+    schema = json.loads((VECTORS / "schema.json").read_text(encoding="utf-8"))
+    jsonschema.Draft202012Validator.check_schema(schema)
+    validator = jsonschema.Draft202012Validator(schema)
+    assert _files()
+    for path in _files():
+        errors = list(validator.iter_errors(json.loads(path.read_text(encoding="utf-8"))))
+        assert not errors, f"{path.name}: {errors[0].message}"
+
+
+def test_the_committed_corpus_is_exactly_a_fresh_generation() -> None:
+    generated = vectors.generate()
+    assert sorted(generated) == [path.name for path in _files()]
+    for name, text in generated.items():
+        committed = (VECTORS / name).read_text(encoding="ascii")
+        assert committed == text, f"vectors/{name} differs: run ssm-rollback-spec vectors generate"
+
+
+def test_generation_is_deterministic() -> None:
+    assert vectors.generate() == vectors.generate()
+
+
+def test_the_manifest_pins_every_file_and_names_the_versions() -> None:
+    manifest = json.loads((VECTORS / "manifest.json").read_text(encoding="ascii"))
+    assert manifest["spec_version"] == SPEC_VERSION
+    assert manifest["protocol_version"] == PROTOCOL_VERSION
+    cases = vectors.load_cases(VECTORS)
+    assert sum(entry["cases"] for entry in manifest["files"]) == len(cases)
+
+
+def test_a_tampered_file_is_refused(tmp_path: Path) -> None:
+    for path in VECTORS.glob("*.json"):
+        (tmp_path / path.name).write_bytes(path.read_bytes())
+    parse = tmp_path / "parse.json"
+    parse.write_text(parse.read_text(encoding="ascii").replace("SNAPSHOT", "snapshot"), "ascii")
+    expected = re.escape("parse.json: SHA-256 differs from manifest.json")
+    with pytest.raises(vectors.VectorError, match=expected):
+        vectors.load_cases(tmp_path)
+
+
+def test_every_well_formed_case_expects_what_the_model_allows() -> None:
+    for case in vectors.load_cases(VECTORS):
+        try:
+            allowed = allowed_replies(case["request"])
+        except ProtocolError:
+            assert "RB-PROTO-4" in case["clauses"]
+            continue
+        assert case["expected"] == allowed, case["id"]
+
+
+def test_the_required_boundaries_are_covered() -> None:
+    requests = {
+        case["id"]: case["request"]
+        for case in vectors.load_cases(VECTORS)
+        if "RB-PROTO-4" not in case["clauses"]
+    }
+    rings = [r for r in requests.values() if r.get("op") == "ring_bytes"]
+    assert {r["k_ceiling"] for r in rings} >= {0, 1, 2}
+    products = {
+        r["mtp_state_slots"] * max(r["k_ceiling"] - 1, 0) * r["num_ssm_layers"] * r["row_bytes"]
+        for r in rings
+    }
+    assert {2**64 - 1, 2**64} <= products
+    assert any(
+        0 in (r["num_ssm_layers"], r["row_bytes"]) and r["k_ceiling"] == 2**64 - 1 for r in rings
+    )
+    traces = [r["events"] for r in requests.values() if r.get("op") == "trace"]
+    assert any(t and t[0] == {"op": "get"} for t in traces), "a read before any write"
+    assert any(len(t) > 2 and t[0]["op"] == "set" and {"op": "get"} in t[1:-1] for t in traces), (
+        "a read between writes"
+    )
+    assert any(t and t[-1] == {"op": "get"} and t[0]["op"] == "set" for t in traces), "after"
+
+
+class _ShortDriver:
+    """A driver that answers one case fewer than it was sent."""
+
+    def request_many(self, requests: Sequence[Mapping[str, object]]) -> list[dict[str, object]]:
+        replies: list[dict[str, object]] = [{"ok": "snapshot"} for _ in requests]
+        return replies[:-1]
+
+    def request(self, request: Mapping[str, object]) -> dict[str, object]:
+        raise AssertionError(request)
+
+
+def test_a_case_neither_run_nor_skipped_is_an_error() -> None:
+    cases = [case for case in vectors.load_cases(VECTORS) if case["id"].startswith("parse-")]
+    with pytest.raises(vectors.VectorError, match="cases neither run nor skipped: parse-"):
+        vectors.run_cases(_ShortDriver(), cases, {})  # type: ignore[arg-type]
+
+
+def test_a_skip_naming_no_case_is_an_error() -> None:
+    with pytest.raises(vectors.VectorError, match="names cases that do not exist: no-such-case"):
+        vectors.run_cases(_ShortDriver(), [], {"no-such-case": "reason"})  # type: ignore[arg-type]
+
+
+def _run(*arguments: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "spec.cli", "vectors", "run", *arguments],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+
+
+def _json_report(tmp_path: Path, *arguments: str) -> tuple[int, dict[str, Any]]:
+    report = tmp_path / "report.json"
+    finished = _run(*arguments, "--json", str(report))
+    assert "Traceback" not in finished.stdout + finished.stderr
+    return finished.returncode, json.loads(report.read_text(encoding="utf-8"))
+
+
+def test_the_python_adapter_passes_every_case(tmp_path: Path) -> None:
+    status, report = _json_report(tmp_path)
+    assert status == 0
+    assert report["counts"] == {
+        "passed": len(vectors.load_cases(VECTORS)),
+        "failed": 0,
+        "skipped": 0,
+    }
+
+
+def test_the_rust_adapter_passes_every_case(tmp_path: Path, rust_adapter: str) -> None:
+    status, report = _json_report(tmp_path, "--impl-cmd", rust_adapter)
+    assert status == 0, report
+    assert report["counts"]["failed"] == 0
+
+
+def test_a_skipped_case_is_reported_with_its_reason(tmp_path: Path) -> None:
+    status, report = _json_report(tmp_path, "--skip", "ring-k0=not built for k 0")
+    assert status == 0
+    skipped = [case for case in report["cases"] if case["outcome"] == "skipped"]
+    assert skipped == [
+        {
+            "id": "ring-k0",
+            "clauses": ["RB-SIZE-2"],
+            "outcome": "skipped",
+            "detail": "not built for k 0",
+        }
+    ]
+
+
+@pytest.mark.parametrize(
+    "name",
+    sorted(
+        name
+        for name, mutant in MUTANTS.items()
+        if not mutant.python_only and name not in NOT_CAUGHT_BY_FIXED_CASES
+    ),
+)
+def test_every_wrong_implementation_fails_the_vectors(name: str) -> None:
+    finished = _run("--impl-cmd", f"{sys.executable} -m tests.selftest.mutant_adapter {name}")
+    assert finished.returncode == 1, finished.stdout[-3000:] + finished.stderr[-2000:]
+    assert "FAIL  " in finished.stdout
+    assert "Traceback" not in finished.stdout + finished.stderr
