@@ -107,9 +107,17 @@ def python_api(impl: Implementation) -> PythonApi:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    from tests.traceability import spec_clauses  # noqa: PLC0415 - needs the rootdir importable
+
+    known = set(spec_clauses())
     for item in items:
-        for marker in item.iter_markers("clause"):
-            item.user_properties.extend(("clause", clause) for clause in marker.args)
+        clauses = [clause for marker in item.iter_markers("clause") for clause in marker.args]
+        unknown = sorted(set(clauses) - known)
+        if unknown:
+            raise pytest.UsageError(f"{item.nodeid} cites unknown clauses {unknown}; see SPEC.md")
+        if not clauses and "tests/properties/" in item.nodeid:
+            raise pytest.UsageError(f"{item.nodeid} is a property but cites no SPEC.md clause")
+        item.user_properties.extend(("clause", clause) for clause in clauses)
 
 
 @pytest.fixture(scope="session")
