@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
-from spec import SPEC_VERSION, __version__, vectors
+from spec import SPEC_VERSION, __version__, sizing, vectors
 from spec.subprocess_driver import (
     DEFAULT_TIMEOUT,
     AdapterFailure,
@@ -305,6 +305,149 @@ def _vectors_arguments(commands: argparse._SubParsersAction[argparse.ArgumentPar
     run.set_defaults(run=_vectors_run)
 
 
+def _human(size: int, /) -> str:
+    value = float(size)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{size:,} B" if unit == "B" else f"{size:,} B ({value:.1f} {unit})"
+        value /= 1024
+    raise AssertionError  # pragma: no cover - the loop always returns
+
+
+_DIMENSION_FLAGS: Final = {
+    "gdn_layers": "num_gdn_layers",
+    "key_heads": "num_key_heads",
+    "key_head_dim": "key_head_dim",
+    "value_heads": "num_value_heads",
+    "value_head_dim": "value_head_dim",
+    "conv_kernel": "conv_kernel",
+}
+
+
+def _dimensions(arguments: argparse.Namespace, /) -> sizing.GdnDimensions:
+    given = {flag: getattr(arguments, flag) for flag in _DIMENSION_FLAGS}
+    if arguments.config is not None:
+        if any(value is not None for value in given.values()):
+            raise CliError("give either --config or the explicit dimensions, not both")
+        try:
+            config = json.loads(Path(arguments.config).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as error:
+            raise CliError(f"--config {arguments.config}: {error}") from None
+        if not isinstance(config, dict):
+            raise CliError(f"--config {arguments.config}: not a JSON object")
+        try:
+            return sizing.dimensions_from_config(config)
+        except sizing.ConfigError as error:
+            raise CliError(f"--config {arguments.config}: {error}") from None
+    missing = [f"--{flag.replace('_', '-')}" for flag, value in given.items() if value is None]
+    if missing:
+        raise CliError(f"give --config, or every dimension (missing {', '.join(missing)})")
+    return sizing.GdnDimensions(**{_DIMENSION_FLAGS[f]: v for f, v in given.items()})
+
+
+def _size(arguments: argparse.Namespace, /) -> int:
+    dimensions = _dimensions(arguments)
+    mtp_state_slots = arguments.mtp_state_slots
+    if mtp_state_slots is None:
+        mtp_state_slots = arguments.mtp_slots + 1
+    num_intermediates = arguments.num_intermediates
+    if num_intermediates is None:
+        num_intermediates = arguments.num_drafts + 1
+    try:
+        figures = sizing.size_replay(
+            dimensions,
+            num_drafts=arguments.num_drafts,
+            mtp_slots=arguments.mtp_slots,
+            mtp_state_slots=mtp_state_slots,
+            num_intermediates=num_intermediates,
+            state_dtype=arguments.state_dtype,
+            conv_dtype=arguments.conv_dtype,
+        )
+    except (OverflowError, ValueError) as error:
+        raise CliError(str(error)) from None
+    if arguments.json:
+        document = {"spec_version": SPEC_VERSION, **figures.as_dict()}
+        print(json.dumps(document, indent=2))
+        return 0
+    d, f = dimensions, figures
+    covers = "yes" if f.preflight_covers_pool else f"no: short by {_human(f.shortfall_bytes)}"
+    qkvz = (
+        f"2 x {d.num_key_heads} x {d.key_head_dim} + 2 x {d.num_value_heads} x {d.value_head_dim}"
+    )
+    recurrent = f"{d.recurrent_state_values:,} x {arguments.state_dtype}"
+    conv = f"{d.conv_state_values:,} x {arguments.conv_dtype}"
+    rows = [
+        f"GDN layers               {f.num_gdn_layers}",
+        f"qkvz row elements        {f.qkvz_elems:,}  ({qkvz})",
+        (
+            f"replay row               {_human(f.row_bytes)} per token per layer"
+            f"  ({f.qkvz_elems:,} BF16 + {d.num_value_heads} x 2 FP32)"
+        ),
+        (
+            f"preflight reservation    {_human(f.preflight_ring_bytes)}"
+            f"  (k = num_drafts + 1 = {f.preflight_k}, mtp_state_slots = {f.preflight_slots})"
+        ),
+        (
+            f"pool allocation          {_human(f.pool_ring_bytes)}"
+            f"  (k = num_intermediates = {f.pool_k}, mtp_slots + 1 = {f.pool_slots})"
+        ),
+        f"preflight covers pool    {covers}",
+        "",
+        "Estimate, not part of the module's contract: snapshot mode for the pool's window",
+        (
+            f"  recurrent state          {_human(f.snapshot_recurrent_bytes_per_token_layer)}"
+            f" per token per layer ({recurrent})"
+        ),
+        (
+            f"  conv state               {_human(f.snapshot_conv_bytes_per_token_layer)}"
+            f" per token per layer ({conv})"
+        ),
+        (
+            f"  slots x k x layers       {f.pool_slots} x {f.pool_k} x {f.num_gdn_layers}"
+            f" = {_human(f.snapshot_estimate_bytes)}"
+        ),
+    ]
+    print("\n".join(rows))
+    return 0
+
+
+def _count(text: str, /) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative: {value}")
+    return value
+
+
+def _size_arguments(commands: argparse._SubParsersAction[argparse.ArgumentParser], /) -> None:
+    size = commands.add_parser(
+        "size", help="size the replay ring (and estimate snapshot state) for a design review"
+    )
+    size.add_argument("--config", metavar="PATH", help="a Hugging Face style config.json")
+    for flag in _DIMENSION_FLAGS:
+        size.add_argument(f"--{flag.replace('_', '-')}", type=_count, metavar="N")
+    size.add_argument("--num-drafts", type=_count, required=True, metavar="N")
+    size.add_argument("--mtp-slots", type=_count, required=True, metavar="N")
+    size.add_argument(
+        "--mtp-state-slots",
+        type=_count,
+        metavar="N",
+        help="slots preflight reserves for (default: --mtp-slots plus the dummy slot)",
+    )
+    size.add_argument(
+        "--num-intermediates",
+        type=_count,
+        metavar="N",
+        help="the pool's verify window (default: --num-drafts + 1)",
+    )
+    size.add_argument("--state-dtype", choices=sizing.DTYPE_BYTES, default="fp32")
+    size.add_argument("--conv-dtype", choices=sizing.DTYPE_BYTES, default="bf16")
+    size.add_argument("--json", action="store_true", help="print the figures as JSON")
+    size.set_defaults(run=_size)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ssm-rollback-spec",
@@ -318,6 +461,7 @@ def _parser() -> argparse.ArgumentParser:
     _check_arguments(check)
     check.set_defaults(run=_check)
     _vectors_arguments(commands)
+    _size_arguments(commands)
     return parser
 
 
@@ -333,6 +477,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("ssm-rollback-spec: interrupted", file=sys.stderr)
         return 130
+    except Exception as error:  # noqa: BLE001 - the last guard against a traceback
+        print(
+            f"ssm-rollback-spec: internal error: {type(error).__name__}: {error} "
+            "(please report it with the command line)",
+            file=sys.stderr,
+        )
+        return 70
     return status
 
 

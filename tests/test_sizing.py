@@ -1,0 +1,151 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
+"""Design-review sizing, checked against arithmetic worked by hand."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Final
+
+import pytest
+
+from spec import sizing
+
+ROOT: Final = Path(__file__).resolve().parents[1]
+QWEN3_NEXT: Final = ROOT / "examples" / "qwen3-next-80b-a3b-instruct.config.json"
+
+
+def _config() -> dict[str, object]:
+    loaded: dict[str, object] = json.loads(QWEN3_NEXT.read_text(encoding="utf-8"))
+    return loaded
+
+
+def test_the_sample_config_gives_qwen3_next_dimensions_by_hand() -> None:
+    dimensions = sizing.dimensions_from_config(_config())
+    # 48 layers, every 4th full attention: 48 - 48 / 4 = 36 GDN layers.
+    assert dimensions.num_gdn_layers == 36
+    # q and k: 16 heads x 128; v and z: 32 heads x 128. 2*2048 + 2*4096.
+    assert dimensions.qkvz_elems == 12_288
+    # (4 - 1) kernel columns of q, k, v: 3 * (2048 + 2048 + 4096).
+    assert dimensions.conv_state_values == 24_576
+    # One 128 x 128 matrix per value head: 32 * 16384.
+    assert dimensions.recurrent_state_values == 524_288
+
+
+def test_the_sample_config_sizes_by_hand() -> None:
+    figures = sizing.size_replay(
+        sizing.dimensions_from_config(_config()),
+        num_drafts=3,
+        mtp_slots=1,
+        mtp_state_slots=2,
+        num_intermediates=4,
+    )
+    # 12288 BF16 values (24576 B) + 32 heads x (gate, beta) FP32 (256 B).
+    assert figures.row_bytes == 24_832
+    # 2 slots x (4 - 1) rows x 36 layers x 24832 B.
+    assert figures.preflight_ring_bytes == 5_363_712
+    assert (figures.pool_k, figures.pool_slots) == (4, 2)
+    assert figures.pool_ring_bytes == 5_363_712
+    assert figures.preflight_covers_pool
+    assert figures.shortfall_bytes == 0
+    # Per token and layer: 524288 x 4 B + 24576 x 2 B = 2146304 B; x 2 x 4 x 36.
+    assert figures.snapshot_estimate_bytes == 618_135_552
+
+
+def test_a_preflight_without_the_dummy_slot_falls_short_by_one_slot() -> None:
+    figures = sizing.size_replay(
+        sizing.dimensions_from_config(_config()),
+        num_drafts=3,
+        mtp_slots=1,
+        mtp_state_slots=1,
+        num_intermediates=4,
+    )
+    assert figures.preflight_ring_bytes == 2_681_856
+    assert not figures.preflight_covers_pool
+    # One slot's worth: 3 x 36 x 24832.
+    assert figures.shortfall_bytes == 2_681_856
+
+
+def test_layer_types_win_over_the_interval() -> None:
+    config = _config() | {"layer_types": ["linear_attention", "full_attention"] * 3}
+    assert sizing.dimensions_from_config(config).num_gdn_layers == 3
+
+
+def test_a_multimodal_config_is_read_through_its_text_config() -> None:
+    assert sizing.dimensions_from_config({"text_config": _config()}).num_gdn_layers == 36
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"linear_num_value_heads": None}, "the config has no 'linear_num_value_heads'"),
+        ({"linear_key_head_dim": 0}, "'linear_key_head_dim' must be a positive integer, got 0"),
+        ({"linear_conv_kernel_dim": True}, "'linear_conv_kernel_dim' must be a positive integer"),
+        ({"full_attention_interval": None}, "neither 'layer_types' nor 'full_attention_interval'"),
+        ({"full_attention_interval": 1}, "no linear_attention (GDN) layer"),
+        ({"layer_types": "linear_attention"}, "'layer_types' must be a list of strings"),
+    ],
+)
+def test_a_config_without_gdn_layers_is_refused_by_name(
+    change: dict[str, object], message: str
+) -> None:
+    config = {k: v for k, v in (_config() | change).items() if v is not None}
+    with pytest.raises(sizing.ConfigError) as raised:
+        sizing.dimensions_from_config(config)
+    assert message in str(raised.value)
+
+
+def _size(*arguments: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "spec.cli", "size", *arguments],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_the_command_prints_the_review_in_human_units() -> None:
+    finished = _size("--config", str(QWEN3_NEXT), "--num-drafts", "3", "--mtp-slots", "1")
+    assert finished.returncode == 0, finished.stderr
+    assert "GDN layers               36" in finished.stdout
+    assert "replay row               24,832 B (24.2 KiB)" in finished.stdout
+    assert "preflight reservation    5,363,712 B (5.1 MiB)" in finished.stdout
+    assert "preflight covers pool    yes" in finished.stdout
+    assert "Estimate, not part of the module's contract" in finished.stdout
+    assert "= 618,135,552 B (589.5 MiB)" in finished.stdout
+
+
+def test_the_command_reports_a_shortfall_and_json() -> None:
+    finished = _size(
+        "--gdn-layers", "36", "--key-heads", "16", "--key-head-dim", "128",
+        "--value-heads", "32", "--value-head-dim", "128", "--conv-kernel", "4",
+        "--num-drafts", "3", "--mtp-slots", "1", "--mtp-state-slots", "1", "--json",
+    )  # fmt: skip
+    assert finished.returncode == 0, finished.stderr
+    report = json.loads(finished.stdout)
+    assert report["preflight_covers_pool"] is False
+    assert report["shortfall_bytes"] == 2_681_856
+
+
+_REVIEW: Final = ["--num-drafts", "3", "--mtp-slots", "1"]
+_SAMPLE: Final = ["--config", str(QWEN3_NEXT)]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (_REVIEW, "give --config, or every dimension"),
+        (["--config", "/nonexistent.json", *_REVIEW], "/nonexistent.json"),
+        ([*_SAMPLE, "--gdn-layers", "3", *_REVIEW], "not both"),
+        ([*_SAMPLE, "--num-drafts", "x", "--mtp-slots", "1"], "not a whole number: 'x'"),
+        ([*_SAMPLE, "--num-drafts", str(2**64 - 1), "--mtp-slots", "1"], "argument 'k_ceiling'"),
+    ],
+)
+def test_bad_input_gets_one_clear_line_and_no_traceback(arguments: list[str], message: str) -> None:
+    finished = _size(*arguments)
+    assert finished.returncode == 2
+    assert message in finished.stderr
+    assert "Traceback" not in finished.stderr
