@@ -71,10 +71,8 @@ def _preflight(command: str, timeout: float, /) -> None:
     # One describe first, so an adapter that cannot start fails once, clearly,
     # rather than once per property.
     try:
-        with SubprocessDriver(split_command(command), timeout=timeout) as driver:
+        with SubprocessDriver(_adapter_argv(command, timeout), timeout=timeout) as driver:
             driver.request({"op": "describe"})
-    except ValueError as error:
-        raise CliError(f"--impl-cmd: {error}") from None
     except AdapterFailure as failure:
         raise CliError(f"the adapter failed its first request:\n{failure}", status=1) from None
 
@@ -93,8 +91,6 @@ def _run_suite(arguments: argparse.Namespace, /) -> dict[str, object]:
             f"check needs pytest and hypothesis ({error}); "
             "install them with: pip install 'ssm-rollback-spec[check]'"
         ) from None
-    if arguments.impl_timeout <= 0:
-        raise CliError(f"--impl-timeout must be positive, got {arguments.impl_timeout:g}")
     command = [
         sys.executable,
         "-m",
@@ -108,6 +104,8 @@ def _run_suite(arguments: argparse.Namespace, /) -> dict[str, object]:
         f"--impl-timeout={arguments.impl_timeout}",
         "-q",
     ]
+    if arguments.impl_timeout <= 0:
+        raise CliError(f"--impl-timeout must be positive, got {arguments.impl_timeout:g}")
     if arguments.impl_cmd is not None:
         _preflight(arguments.impl_cmd, arguments.impl_timeout)
         command.append(f"--impl-cmd={arguments.impl_cmd}")
