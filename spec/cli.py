@@ -8,6 +8,7 @@ exit status, never a traceback.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import shlex
@@ -32,7 +33,7 @@ __all__ = ["CliError", "main"]
 
 _ROOT: Final = Path(__file__).resolve().parent.parent
 _PROPERTIES: Final = _ROOT / "tests" / "properties"
-_PROFILES: Final = ("dev", "ci", "thorough")
+_PROFILES: Final = ("dev", "ci", "thorough", "crosshair")
 
 
 class CliError(Exception):
@@ -61,7 +62,8 @@ def _check_arguments(parser: argparse.ArgumentParser, /) -> None:
         "--profile",
         choices=_PROFILES,
         default="ci",
-        help="Hypothesis profile (default ci: derandomized, reproducible)",
+        help="Hypothesis profile (default ci: derandomized, reproducible; "
+        "crosshair: symbolic, advisory)",
     )
     parser.add_argument("--json", metavar="PATH", help="also write a machine-readable report")
     parser.add_argument("-v", "--verbose", action="store_true", help="show pytest's own output")
@@ -91,6 +93,13 @@ def _run_suite(arguments: argparse.Namespace, /) -> dict[str, object]:
             f"check needs pytest and hypothesis ({error}); "
             "install them with: pip install 'ssm-rollback-spec[check]'"
         ) from None
+    if arguments.profile == "crosshair" and not importlib.util.find_spec(
+        "hypothesis_crosshair_provider"
+    ):
+        raise CliError(
+            "the crosshair profile needs hypothesis-crosshair: "
+            "pip install 'ssm-rollback-spec[crosshair]'"
+        )
     command = [
         sys.executable,
         "-m",

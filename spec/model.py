@@ -62,10 +62,11 @@ Call = tuple[Literal["set", "get"], str | None]
 
 def _value_pinned_by(call: Call, /) -> str:
     kind, mode = call
-    if kind == "set":
-        assert mode is not None
+    if kind == "set" and mode is not None:
         return mode
-    return DEFAULT_MODE
+    if kind == "get":
+        return DEFAULT_MODE
+    raise ValueError(f"not a call on the published mode: {call!r}")
 
 
 def trace_outcomes(calls: Sequence[Call], /) -> list[str]:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -40,6 +41,17 @@ settings.register_profile(
     print_blob=True,
     **_COMMON,  # type: ignore[arg-type]
 )
+# The symbolic profile: CrossHair explores paths instead of drawing examples
+# (pip install -e '.[crosshair]'); advisory, never a CI gate.
+if importlib.util.find_spec("hypothesis_crosshair_provider") is not None:
+    settings.register_profile(
+        "crosshair",
+        backend="crosshair",
+        max_examples=200,
+        print_blob=True,
+        database=None,
+        **_COMMON,  # type: ignore[arg-type]
+    )
 settings.load_profile(
     os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev")
 )

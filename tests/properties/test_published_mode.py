@@ -63,6 +63,8 @@ def test_a_read_before_any_write_pins_snapshot_for_good(
 @pytest.mark.clause("RB-PUB-1", "RB-PUB-4", "RB-PROTO-5")
 @settings(max_examples=150)
 @given(calls=st.lists(events, min_size=2, max_size=12))
+@example(calls=[])
+@example(calls=[SET_REPLAY])
 @example(calls=[GET, SET_REPLAY])
 @example(calls=[SET_REPLAY, SET_SNAPSHOT, SET_REPLAY, SET_SNAPSHOT])
 def test_concurrent_calls_all_return_the_mode_of_whichever_call_won(

@@ -33,6 +33,7 @@ def test_replay_mode_boots_then_refuses(python_api: PythonApi) -> None:
         assert published is SsmRollbackMode.REPLAY
         with pytest.raises(VerifyRollbackUnsupportedError) as refused:
             api.require_verify_rollback_supported(api.ssm_rollback_mode())
+        assert refused.value.mode is SsmRollbackMode.REPLAY
         assert str(refused.value) == (
             "speculative verify refused: ssm-rollback-mode 'replay' "
             "has no capture or replay implementation"

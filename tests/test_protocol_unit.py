@@ -1,0 +1,245 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
+"""The harness's own parts: request and reply checking, the judge, the adapter core."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Final
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from spec import model, protocol, rollback
+from spec.adapter import respond
+from spec.driver import InProcessDriver
+from spec.first_write_wins import FirstWriteWins
+from spec.oracle import allowed_replies
+from spec.protocol import ErrorKind, MalformedReplyError, ProtocolError, decode_reply
+from tests.properties.strategies import mode_texts, usizes
+
+if TYPE_CHECKING:
+    from spec.rollback import SsmRollbackMode
+
+U64_MAX: Final = 2**64 - 1
+
+
+def _refusal(line: str) -> tuple[str, str]:
+    with pytest.raises(ProtocolError) as raised:
+        protocol.decode_request(line)
+    return raised.value.kind.value, str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("line", "kind", "message"),
+    [
+        ("", "bad-request", "not a JSON line: Expecting value: line 1 column 1 (char 0)"),
+        ("[1]", "bad-request", "a request must be a JSON object, got [1]"),
+        ("{}", "bad-request", "missing field 'op'"),
+        ('{"op": 1}', "bad-request", "field 'op' must be a string, got 1"),
+        ('{"op": "Parse"}', "unknown-op", 'unknown op "Parse"'),
+        ('{"op": "parse"}', "bad-request", "missing field 'text'"),
+        ('{"op": "parse", "text": null}', "bad-request", "field 'text' must be a string, got null"),
+        (
+            '{"op": "row_bytes", "qkvz_elems": -1, "nv": 0}',
+            "bad-request",
+            f"field 'qkvz_elems' must be an integer in [0, {U64_MAX}], got -1",
+        ),
+        (
+            '{"op": "row_bytes", "qkvz_elems": 1, "nv": true}',
+            "bad-request",
+            f"field 'nv' must be an integer in [0, {U64_MAX}], got true",
+        ),
+        (
+            '{"op": "verify_entry", "mode": "Replay"}',
+            "bad-request",
+            'field \'mode\' must be "snapshot" or "replay", got "Replay"',
+        ),
+        ('{"op": "trace", "events": 3}', "bad-request", "field 'events' must be a list, got 3"),
+        ('{"op": "race", "events": [1]}', "bad-request", "events[0] must be an object, got 1"),
+        (
+            '{"op": "trace", "events": [{"op": "get"}, {"op": "put"}]}',
+            "bad-request",
+            'events[1] field \'op\' must be "set" or "get", got "put"',
+        ),
+        (
+            '{"op": "trace", "events": [{"op": "set", "mode": "x"}]}',
+            "bad-request",
+            'events[0] field \'mode\' must be "snapshot" or "replay", got "x"',
+        ),
+    ],
+)
+def test_a_refused_request_says_exactly_what_was_wrong(line: str, kind: str, message: str) -> None:
+    assert _refusal(line) == (kind, message)
+
+
+def test_a_request_keeps_only_the_fields_its_op_uses() -> None:
+    line = '{"op": "trace", "id": 4, "events": [{"op": "set", "mode": "replay", "x": 1}]}'
+    assert protocol.decode_request(line) == {
+        "op": "trace",
+        "events": [{"op": "set", "mode": "replay"}],
+    }
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("nope", "not a JSON line (Expecting value: line 1 column 1 (char 0))"),
+        ("[]", 'not {"ok": VALUE} or {"error": {"kind": ..., "message": ...}}'),
+        ('{"ok": 1, "error": 2}', 'not {"ok": VALUE} or {"error": {"kind": ..., "message": ...}}'),
+        ('{"result": 1}', 'not {"ok": VALUE} or {"error": {"kind": ..., "message": ...}}'),
+        ('{"error": "overflow"}', '"error" must be {"kind": KIND, "message": TEXT}'),
+        ('{"error": {"kind": "overflow"}}', '"error" must be {"kind": KIND, "message": TEXT}'),
+        (
+            '{"error": {"kind": "overflow", "message": 3}}',
+            '"error" must be {"kind": KIND, "message": TEXT}',
+        ),
+        (
+            '{"error": {"kind": "boom", "message": ""}}',
+            (
+                "error kind \"boom\" is not one of ['unknown-mode', 'overflow', "
+                "'unsupported', 'unknown-op', 'bad-request']"
+            ),
+        ),
+    ],
+)
+def test_a_malformed_reply_says_exactly_what_was_wrong(line: str, message: str) -> None:
+    with pytest.raises(MalformedReplyError) as raised:
+        decode_reply(line)
+    assert str(raised.value) == message
+
+
+@given(value=st.one_of(st.none(), st.integers(), st.text(), st.lists(st.integers())))
+def test_every_ok_reply_decodes_to_itself(value: object) -> None:
+    assert decode_reply(json.dumps({"ok": value})) == {"ok": value}
+
+
+def test_a_long_value_is_shown_shortened_to_its_limit() -> None:
+    assert protocol.encode_value("x" * 10, limit=8) == '"xxxx...'
+    assert protocol.encode_value("x" * 6, limit=8) == '"xxxxxx"'
+    assert protocol.encode_value(object()).startswith("<object object at ")
+    assert len(protocol.encode_value(list(range(100)))) == 80
+
+
+@given(value=st.one_of(st.integers(), st.booleans(), st.floats(allow_nan=False), st.none()))
+def test_the_judge_compares_json_values_by_type_as_well_as_value(value: object) -> None:
+    for other in (1, True, 1.0, None, 0, False, [1], {"a": 1}):
+        same = type(value) is type(other) and value == other
+        assert protocol.reply_matches({"ok": value}, {"ok": other}) is same
+
+
+@given(text=mode_texts, wrong=st.text(max_size=30))
+def test_the_judge_demands_the_exact_parse_error_text(text: str, wrong: str) -> None:
+    expected = model.parse(text)
+    if not isinstance(expected, model.Rejected) or wrong == expected.message:
+        return
+    [allowed] = allowed_replies({"op": "parse", "text": text})
+    reply = {"error": {"kind": "unknown-mode", "message": wrong}}
+    assert not protocol.reply_matches(reply, allowed)
+    right = {"error": {"kind": "unknown-mode", "message": expected.message}}
+    assert protocol.reply_matches(right, allowed)
+
+
+@given(k=usizes, wrong_kind=st.sampled_from([k.value for k in ErrorKind]))
+def test_the_judge_takes_any_message_but_only_the_right_kind(k: int, wrong_kind: str) -> None:
+    request = {"op": "ring_bytes", "num_ssm_layers": 2**63, "row_bytes": 2}
+    request |= {"k_ceiling": max(k, 2), "mtp_state_slots": 1}
+    [allowed] = allowed_replies(request)
+    reply = {"error": {"kind": wrong_kind, "message": "anything"}}
+    assert protocol.reply_matches(reply, allowed) is (wrong_kind == "overflow")
+    assert not protocol.reply_matches({"ok": 0}, allowed)
+
+
+def test_the_judge_compares_lists_and_objects_member_by_member() -> None:
+    assert protocol.reply_matches({"ok": ["replay"]}, {"ok": ["replay"]})
+    assert not protocol.reply_matches({"ok": ["replay"]}, {"ok": ["replay", "replay"]})
+    assert not protocol.reply_matches({"ok": ["replay"]}, {"ok": ["snapshot"]})
+    assert protocol.reply_matches({"ok": {"a": [1]}}, {"ok": {"a": [1]}})
+    assert not protocol.reply_matches({"ok": {"a": [1]}}, {"ok": {"b": [1]}})
+    assert not protocol.reply_matches({"ok": {"a": [1]}}, {"ok": {"a": [True]}})
+    assert not protocol.reply_matches({"error": "x"}, {"error": {"kind": "overflow"}})
+    assert not protocol.reply_matches({"ok": None}, {"error": {"kind": "overflow"}})
+
+
+def test_describe_is_not_judged_by_the_oracle() -> None:
+    with pytest.raises(ValueError, match=r"^describe has no single expected reply$"):
+        allowed_replies({"op": "describe"})
+
+
+def test_the_reference_adapter_describes_itself() -> None:
+    assert respond(rollback, '{"op": "describe"}') == {
+        "ok": {"name": "spec.rollback (Python reference)", "usize_bits": 64}
+    }
+
+
+def test_the_adapter_passes_the_implementations_messages_on() -> None:
+    overflow = respond(rollback, f'{{"op": "row_bytes", "qkvz_elems": {U64_MAX}, "nv": 0}}')
+    assert overflow == protocol.error_reply(
+        ErrorKind.OVERFLOW,
+        f"ssm_replay_row_bytes(qkvz_elems={U64_MAX}, nv=0) = {2 * U64_MAX} "
+        f"exceeds usize max {U64_MAX}",
+    )
+    refused = respond(rollback, '{"op": "verify_entry", "mode": "replay"}')
+    assert refused == protocol.error_reply(
+        ErrorKind.UNSUPPORTED,
+        "speculative verify refused: ssm-rollback-mode 'replay' "
+        "has no capture or replay implementation",
+    )
+    assert respond(rollback, '{"op": "parse"}') == protocol.error_reply(
+        ErrorKind.BAD_REQUEST, "missing field 'text'"
+    )
+
+
+class _Raising:
+    """An implementation whose read of the mode fails."""
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(rollback, name)
+
+    def ssm_rollback_mode(self) -> SsmRollbackMode:
+        raise RuntimeError("the read failed")
+
+
+class _ReturnsText(_Raising):
+    def ssm_rollback_mode(self) -> SsmRollbackMode:
+        return "snapshot"  # type: ignore[return-value]
+
+
+@pytest.mark.parametrize("op", ["trace", "race"])
+def test_a_failing_call_in_a_trace_or_race_is_raised_not_hidden(op: str) -> None:
+    line = json.dumps({"op": op, "events": [{"op": "get"}, {"op": "get"}]})
+    with pytest.raises(RuntimeError, match=r"^the read failed$"):
+        respond(_Raising(), line)  # type: ignore[arg-type]
+
+
+def test_a_mode_of_the_wrong_type_is_named() -> None:
+    with pytest.raises(TypeError) as raised:
+        respond(_ReturnsText(), '{"op": "trace", "events": [{"op": "get"}]}')  # type: ignore[arg-type]
+    assert str(raised.value) == "the implementation returned 'snapshot', not an SsmRollbackMode"
+
+
+@pytest.mark.parametrize("events", [[], [{"op": "get"}]])
+def test_a_race_of_zero_or_one_call_still_answers(events: list[dict[str, str]]) -> None:
+    reply = InProcessDriver.reference().request({"op": "race", "events": events})
+    assert reply == {"ok": ["snapshot"] * len(events)}
+
+
+def test_the_reference_driver_names_itself_and_its_import_path() -> None:
+    driver = InProcessDriver.reference()
+    assert driver.name == "spec.rollback (in-process)"
+    assert repr(driver) == "InProcessDriver('spec.rollback (in-process)')"
+    assert driver.python is not None
+    assert driver.python.import_path == "spec.rollback"
+    assert driver.python.new_cell().get() is None
+
+
+def test_a_cell_shows_its_value() -> None:
+    cell: FirstWriteWins[int] = FirstWriteWins()
+    assert repr(cell) == "FirstWriteWins(<empty>)"
+    cell.set(3)
+    assert repr(cell) == "FirstWriteWins(3)"
+
+
+def test_the_model_refuses_a_call_it_does_not_know() -> None:
+    with pytest.raises(ValueError, match="not a call on the published mode"):
+        model.trace_outcomes([("put", None)])  # type: ignore[list-item]
