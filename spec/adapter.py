@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 import threading
-from typing import TYPE_CHECKING, BinaryIO, Protocol
+from typing import TYPE_CHECKING, BinaryIO, Final, Protocol
 
 from spec import protocol
 from spec.protocol import ErrorKind, Op
@@ -49,18 +49,24 @@ def _mode_name(value: object, /) -> str:
 def _call(api: RollbackApi, event: dict[str, object], /) -> str:
     if event["op"] == "set":
         return _mode_name(api.set_ssm_rollback_mode(SsmRollbackMode(event["mode"])))
-    return _mode_name(api.ssm_rollback_mode())
+    if event["op"] == "get":
+        return _mode_name(api.ssm_rollback_mode())
+    raise ValueError(f"not an event: {event!r}")
+
+
+_BARRIER_SECONDS: Final = 30.0
 
 
 def _race(api: RollbackApi, events: Sequence[dict[str, object]], /) -> list[str]:
-    # Every thread waits at the barrier, so all the calls start together.
-    barrier = threading.Barrier(max(len(events), 1))
+    # Every thread waits at the barrier, so all the calls start together; the
+    # timeout turns a barrier that can never fill into an error, not a hang.
+    barrier = threading.Barrier(max(len(events), 1), timeout=_BARRIER_SECONDS)
     returned: list[str | None] = [None] * len(events)
     failures: list[BaseException] = []
 
     def run(index: int, event: dict[str, object]) -> None:
-        barrier.wait()
         try:
+            barrier.wait()
             returned[index] = _call(api, event)
         except BaseException as error:  # noqa: BLE001 - re-raised on the caller's thread
             failures.append(error)

@@ -61,11 +61,11 @@ Call = tuple[Literal["set", "get"], str | None]
 
 
 def _value_pinned_by(call: Call, /) -> str:
-    kind, mode = call
-    if kind == "set" and mode is not None:
-        return mode
-    if kind == "get":
-        return DEFAULT_MODE
+    match call:
+        case ("set", str() as mode):
+            return mode
+        case ("get", None):
+            return DEFAULT_MODE
     raise ValueError(f"not a call on the published mode: {call!r}")
 
 

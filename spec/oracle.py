@@ -7,7 +7,7 @@ so a request means the same thing to either of them.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 from spec import model
 from spec.protocol import ErrorKind, Op, decode_request, encode
@@ -26,12 +26,26 @@ def _overflow_or(value: int, /) -> dict[str, object]:
 
 
 def _calls(request: Mapping[str, object], /) -> list[model.Call]:
-    events = cast("list[dict[str, str]]", request["events"])
-    return [("set", event["mode"]) if event["op"] == "set" else ("get", None) for event in events]
+    events = request["events"]
+    assert isinstance(events, list)
+    calls: list[model.Call] = []
+    for event in events:
+        if event["op"] == "set":
+            calls.append(("set", str(event["mode"])))
+        elif event["op"] == "get":
+            calls.append(("get", None))
+        else:
+            raise ValueError(f"not an event: {event!r}")
+    return calls
 
 
 def _numbers(request: Mapping[str, object], /, *names: str) -> list[int]:
-    return [cast("int", request[name]) for name in names]
+    numbers = []
+    for name in names:
+        value = request[name]
+        assert isinstance(value, int)
+        numbers.append(value)
+    return numbers
 
 
 def allowed_replies(request: Mapping[str, object], /) -> list[dict[str, object]]:  # noqa: PLR0911 - one return per op
@@ -47,7 +61,7 @@ def allowed_replies(request: Mapping[str, object], /) -> list[dict[str, object]]
         # The name is the adapter's own; the describe property checks the shape.
         raise ValueError("describe has no single expected reply")
     if op is Op.PARSE:
-        parsed = model.parse(cast("str", checked["text"]))
+        parsed = model.parse(str(checked["text"]))
         if isinstance(parsed, model.Rejected):
             return [{"error": {"kind": ErrorKind.UNKNOWN_MODE.value, "message": parsed.message}}]
         return [{"ok": parsed}]
@@ -57,7 +71,7 @@ def allowed_replies(request: Mapping[str, object], /) -> list[dict[str, object]]
         fields = ("num_ssm_layers", "row_bytes", "k_ceiling", "mtp_state_slots")
         return [_overflow_or(model.ring_bytes(*_numbers(checked, *fields)))]
     if op is Op.VERIFY_ENTRY:
-        if model.verify_may_enter(cast("str", checked["mode"])):
+        if model.verify_may_enter(str(checked["mode"])):
             return [{"ok": None}]
         return [{"error": {"kind": ErrorKind.UNSUPPORTED.value}}]
     calls = _calls(checked)

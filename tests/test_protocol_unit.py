@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 from typing import TYPE_CHECKING, Final
 
@@ -11,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from spec import model, protocol, rollback
-from spec.adapter import respond
+from spec.adapter import main, respond, serve
 from spec.driver import InProcessDriver
 from spec.first_write_wins import FirstWriteWins
 from spec.oracle import allowed_replies
@@ -39,7 +40,8 @@ def _refusal(line: str) -> tuple[str, str]:
         ('{"op": 1}', "bad-request", "field 'op' must be a string, got 1"),
         ('{"op": "Parse"}', "unknown-op", 'unknown op "Parse"'),
         ('{"op": "parse"}', "bad-request", "missing field 'text'"),
-        ('{"op": "parse", "text": null}', "bad-request", "field 'text' must be a string, got null"),
+        ('{"op": "parse", "text": 7}', "bad-request", "field 'text' must be a string, got 7"),
+        ('{"op": "réplay"}', "unknown-op", 'unknown op "réplay"'),
         (
             '{"op": "row_bytes", "qkvz_elems": -1, "nv": 0}',
             "bad-request",
@@ -200,6 +202,25 @@ class _Raising:
         raise RuntimeError("the read failed")
 
 
+class _FailsOnce(_Raising):
+    """Only the first read fails."""
+
+    def __init__(self) -> None:
+        self._reads = 0
+
+    def ssm_rollback_mode(self) -> SsmRollbackMode:
+        self._reads += 1
+        if self._reads == 1:
+            raise RuntimeError("the first read failed")
+        return rollback.SsmRollbackMode.SNAPSHOT
+
+
+def test_one_failing_call_in_a_race_is_raised() -> None:
+    line = json.dumps({"op": "race", "events": [{"op": "get"}, {"op": "get"}]})
+    with pytest.raises(RuntimeError, match=r"^the first read failed$"):
+        respond(_FailsOnce(), line)  # type: ignore[arg-type]
+
+
 class _ReturnsText(_Raising):
     def ssm_rollback_mode(self) -> SsmRollbackMode:
         return "snapshot"  # type: ignore[return-value]
@@ -238,6 +259,50 @@ def test_a_cell_shows_its_value() -> None:
     assert repr(cell) == "FirstWriteWins(<empty>)"
     cell.set(3)
     assert repr(cell) == "FirstWriteWins(3)"
+
+
+def test_serve_answers_each_line_in_order_until_end_of_input() -> None:
+    requests = io.BytesIO(b'{"op": "parse", "text": "replay"}\n\xff\n{"op": "describe"}\n')
+    replies = io.BytesIO()
+    serve(rollback, requests, replies)
+    lines = replies.getvalue().split(b"\n")
+    assert lines[-1] == b""
+    assert [json.loads(line) for line in lines[:-1]] == [
+        {"ok": "replay"},
+        {
+            "error": {
+                "kind": "bad-request",
+                "message": "not UTF-8: 'utf-8' codec can't decode byte 0xff in position 0: "
+                "invalid start byte",
+            }
+        },
+        {"ok": {"name": "spec.rollback (Python reference)", "usize_bits": 64}},
+    ]
+
+
+def test_main_serves_standard_input(monkeypatch: pytest.MonkeyPatch) -> None:
+    replies = io.BytesIO()
+    stdin = io.TextIOWrapper(io.BytesIO(b'{"op": "parse", "text": "snapshot"}\n'))
+    stdout = io.TextIOWrapper(replies)
+    monkeypatch.setattr("sys.stdin", stdin)
+    monkeypatch.setattr("sys.stdout", stdout)
+    assert main() == 0
+    assert replies.getvalue() == b'{"ok":"snapshot"}\n'
+
+
+class _AlwaysReplay(_Raising):
+    def parse_ssm_rollback_mode(self, text: str, /) -> SsmRollbackMode:
+        del text
+        return rollback.SsmRollbackMode.REPLAY
+
+
+def test_main_serves_the_api_it_is_given(monkeypatch: pytest.MonkeyPatch) -> None:
+    replies = io.BytesIO()
+    stdin = io.TextIOWrapper(io.BytesIO(b'{"op": "parse", "text": "snapshot"}\n'))
+    monkeypatch.setattr("sys.stdin", stdin)
+    monkeypatch.setattr("sys.stdout", io.TextIOWrapper(replies))
+    assert main(_AlwaysReplay) == 0  # type: ignore[arg-type]
+    assert replies.getvalue() == b'{"ok":"replay"}\n'
 
 
 def test_the_model_refuses_a_call_it_does_not_know() -> None:
