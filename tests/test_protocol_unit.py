@@ -305,6 +305,19 @@ def test_main_serves_the_api_it_is_given(monkeypatch: pytest.MonkeyPatch) -> Non
     assert replies.getvalue() == b'{"ok":"replay"}\n'
 
 
+class _ClosedPipe(io.BytesIO):
+    def write(self, data: object, /) -> int:
+        del data
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+def test_main_exits_1_when_the_reader_goes_away(monkeypatch: pytest.MonkeyPatch) -> None:
+    stdin = io.TextIOWrapper(io.BytesIO(b'{"op": "describe"}\n'))
+    monkeypatch.setattr("sys.stdin", stdin)
+    monkeypatch.setattr("sys.stdout", io.TextIOWrapper(_ClosedPipe()))
+    assert main() == 1
+
+
 def test_the_model_refuses_a_call_it_does_not_know() -> None:
     with pytest.raises(ValueError, match="not a call on the published mode"):
         model.trace_outcomes([("put", None)])  # type: ignore[list-item]

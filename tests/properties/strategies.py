@@ -7,6 +7,7 @@ from itertools import product
 from math import prod
 from typing import Final
 
+from hypothesis import settings
 from hypothesis import strategies as st
 
 from spec import model
@@ -26,6 +27,17 @@ _BOUNDARY_NUMBERS: Final = sorted(
     | {USIZE_MAX // divisor for divisor in (2, 3, 4, 8, 255, 256)}
     | set(USIZE_MAX_PRIMES)
 )
+
+
+def scaled(examples: int, /) -> settings:
+    """Settings for ``examples`` examples under ``ci``, scaled with the profile.
+
+    A property that needs many tries (a race) or few (one interpreter per
+    example) says so; ``thorough`` still multiplies it like every other.
+    """
+    factor = settings().max_examples / 100
+    return settings(max_examples=max(examples, round(examples * factor)))
+
 
 #: Any usize, biased towards zero, powers of two and the top of the range.
 usizes: Final = st.one_of(

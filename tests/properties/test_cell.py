@@ -19,6 +19,7 @@ from hypothesis.stateful import (
 )
 
 from spec import model
+from tests.properties.strategies import scaled
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -80,7 +81,7 @@ def test_none_is_a_value_like_any_other(python_api: PythonApi) -> None:
 
 
 @pytest.mark.clause("RB-CELL-4")
-@settings(max_examples=150)
+@scaled(150)
 @given(
     calls=st.lists(
         st.tuples(st.sampled_from(["set", "get_or_init"]), values), min_size=2, max_size=8

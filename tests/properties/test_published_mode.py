@@ -10,13 +10,13 @@ import textwrap
 from typing import TYPE_CHECKING, Final
 
 import pytest
-from hypothesis import example, given, settings
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from spec import model
 from spec.rollback import SsmRollbackMode, SsmRollbackModeTypeError
 from tests.properties.conformance import exchange
-from tests.properties.strategies import as_calls, events
+from tests.properties.strategies import as_calls, events, scaled
 
 if TYPE_CHECKING:
     from spec.driver import Implementation, PythonApi
@@ -61,7 +61,7 @@ def test_a_read_before_any_write_pins_snapshot_for_good(
 # Races need many tries: a check-then-set without a lock loses only when a
 # thread switch lands between the check and the set.
 @pytest.mark.clause("RB-PUB-1", "RB-PUB-4", "RB-PROTO-5")
-@settings(max_examples=150)
+@scaled(150)
 @given(calls=st.lists(events, min_size=2, max_size=12))
 @example(calls=[])
 @example(calls=[SET_REPLAY])
@@ -98,7 +98,7 @@ _PROCESS_SCRIPT: Final = textwrap.dedent(
 
 
 @pytest.mark.clause("RB-PUB-3")
-@settings(max_examples=12)
+@scaled(12)
 @given(trace=st.lists(events, min_size=1, max_size=6))
 @example(trace=[SET_REPLAY, GET])
 @example(trace=[GET, SET_REPLAY])

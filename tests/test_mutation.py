@@ -1,0 +1,106 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
+"""The mutation score: every mutant mutmut makes is killed or a listed equivalent.
+
+mutmut (configured in pyproject.toml) mutates the contract and the harness
+core and runs the in-process properties against each mutant. This test fails
+on any survivor that is not listed below with the reason no test can tell it
+apart, and on any listed equivalent that mutmut no longer makes, so the list
+stays true. docs/mutation.md explains the run and repeats this list.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Final
+
+ROOT: Final = Path(__file__).resolve().parents[1]
+
+#: (function, line removed, line added) -> why no test can tell it apart.
+EQUIVALENT: Final = {
+    (
+        "spec.protocol.x_encode_value",
+        "shown = json.dumps(value, ensure_ascii=False)",
+        "shown = json.dumps(value, ensure_ascii=None)",
+    ): "json treats any false value as False",
+    (
+        "spec.adapter.x_serve",
+        'line = raw.decode("utf-8")',
+        'line = raw.decode("UTF-8")',
+    ): "codec names are case-insensitive",
+    (
+        "spec.adapter.x_serve",
+        'replies.write(protocol.encode(reply).encode("utf-8") + b"\\n")',
+        'replies.write(protocol.encode(reply).encode("UTF-8") + b"\\n")',
+    ): "codec names are case-insensitive",
+    (
+        "spec.oracle.x__calls",
+        'raise ValueError(f"not an event: {event!r}")',
+        "raise ValueError(None)",
+    ): "unreachable: decode_request has already refused every other event",
+    (
+        "spec.adapter.x__call",
+        'raise ValueError(f"not an event: {event!r}")',
+        "raise ValueError(None)",
+    ): "unreachable: decode_request has already refused every other event",
+    (
+        "spec.adapter.x__race",
+        "barrier = threading.Barrier(max(len(events), 1), timeout=_BARRIER_SECONDS)",
+        "barrier = threading.Barrier(max(len(events), 1), timeout=None)",
+    ): "the timeout only fires when a barrier cannot fill, which a correct race never does",
+    (
+        "spec.adapter.x__race",
+        "barrier = threading.Barrier(max(len(events), 1), timeout=_BARRIER_SECONDS)",
+        "barrier = threading.Barrier(max(len(events), 1), )",
+    ): "the same timeout, dropped: it only fires when a barrier cannot fill",
+}
+
+_SHOWN: Final = re.compile(r"^([-+]) {4,}(.*)$")
+
+
+def _mutmut(*arguments: str) -> str:
+    env = {**os.environ, "HYPOTHESIS_PROFILE": "ci"}
+    env.pop("SSM_ROLLBACK_IMPL_CMD", None)
+    finished = subprocess.run(
+        [sys.executable, "-m", "mutmut", *arguments],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1500,
+        check=False,
+    )
+    assert finished.returncode == 0, finished.stdout[-3000:] + finished.stderr[-3000:]
+    return finished.stdout
+
+
+def _change(name: str) -> tuple[str, str, str]:
+    removed = added = ""
+    for line in _mutmut("show", name).splitlines():
+        match = _SHOWN.match(line)
+        if match and match[1] == "-" and not removed:
+            removed = match[2].strip()
+        elif match and match[1] == "+" and not added:
+            added = match[2].strip()
+    return name.split("__mutmut_", maxsplit=1)[0], removed, added
+
+
+def test_every_mutant_is_killed_or_a_listed_equivalent() -> None:
+    shutil.rmtree(ROOT / "mutants", ignore_errors=True)
+    _mutmut("run")
+    statuses = {}
+    for line in _mutmut("results", "--all", "true").splitlines():
+        name, _, status = line.strip().rpartition(": ")
+        if name:
+            statuses[name] = status
+    assert len(statuses) > 500, "mutmut made suspiciously few mutants"
+    not_killed = {n: s for n, s in statuses.items() if s not in {"killed", "timeout"}}
+    survivors = {_change(name): (name, status) for name, status in not_killed.items()}
+    unexplained = {change: found for change, found in survivors.items() if change not in EQUIVALENT}
+    assert not unexplained, f"mutants no test kills: {unexplained}"
+    stale = set(EQUIVALENT) - set(survivors)
+    assert not stale, f"listed equivalents mutmut no longer makes: {stale}"
