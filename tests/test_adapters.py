@@ -9,31 +9,16 @@ import sys
 from pathlib import Path
 from typing import Final
 
+from tests.child import run_module
+
 ROOT: Final = Path(__file__).resolve().parents[1]
 RUST_CRATE: Final = ROOT / "adapters" / "rust"
 
 
 def _suite_through(command: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "HYPOTHESIS_PROFILE": os.environ.get("HYPOTHESIS_PROFILE", "ci")}
-    env.pop("SSM_ROLLBACK_IMPL_CMD", None)
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "tests/properties",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            f"--impl-cmd={command}",
-        ],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=1800,
-        check=False,
-    )
+    profile = os.environ.get("HYPOTHESIS_PROFILE", "ci")
+    suite = ("tests/properties", "-q", "-p", "no:cacheprovider", f"--impl-cmd={command}")
+    return run_module("pytest", *suite, profile=profile)
 
 
 def _require_pass(finished: subprocess.CompletedProcess[str]) -> None:

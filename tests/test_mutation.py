@@ -10,15 +10,11 @@ stays true. docs/mutation.md explains the run and repeats this list.
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
-import subprocess
-import sys
-from pathlib import Path
 from typing import Final
 
-ROOT: Final = Path(__file__).resolve().parents[1]
+from tests.child import ROOT, run_module
 
 #: (function, line removed, line added) -> why no test can tell it apart.
 EQUIVALENT: Final = {
@@ -63,17 +59,7 @@ _SHOWN: Final = re.compile(r"^([-+]) {4,}(.*)$")
 
 
 def _mutmut(*arguments: str) -> str:
-    env = {**os.environ, "HYPOTHESIS_PROFILE": "ci"}
-    env.pop("SSM_ROLLBACK_IMPL_CMD", None)
-    finished = subprocess.run(
-        [sys.executable, "-m", "mutmut", *arguments],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=1500,
-        check=False,
-    )
+    finished = run_module("mutmut", *arguments, timeout=1500)
     assert finished.returncode == 0, finished.stdout[-3000:] + finished.stderr[-3000:]
     return finished.stdout
 

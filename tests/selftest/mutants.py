@@ -127,12 +127,28 @@ class Mutant:
         return self._published.get_or_init(self.default)  # type: ignore[return-value]
 
     def ssm_replay_row_bytes(self, qkvz_elems: int, nv: int) -> int:
-        return rollback.ssm_replay_row_bytes(qkvz_elems, nv)
+        _checked("ssm_replay_row_bytes", qkvz_elems=qkvz_elems, nv=nv)
+        return self._row(qkvz_elems, nv)
 
     def ssm_replay_ring_bytes(
         self, num_ssm_layers: int, row_bytes: int, k_ceiling: int, mtp_state_slots: int
     ) -> int:
-        return rollback.ssm_replay_ring_bytes(num_ssm_layers, row_bytes, k_ceiling, mtp_state_slots)
+        _checked(
+            "ssm_replay_ring_bytes",
+            num_ssm_layers=num_ssm_layers,
+            row_bytes=row_bytes,
+            k_ceiling=k_ceiling,
+            mtp_state_slots=mtp_state_slots,
+        )
+        return self._ring(mtp_state_slots, k_ceiling, num_ssm_layers, row_bytes)
+
+    # The arithmetic mutants override these two, after the reference's type
+    # and range checks have run, so only the mistake under test differs.
+    def _row(self, qkvz_elems: int, nv: int, /) -> int:
+        return rollback.ssm_replay_row_bytes(qkvz_elems, nv)
+
+    def _ring(self, slots: int, k: int, layers: int, row: int, /) -> int:
+        return rollback.ssm_replay_ring_bytes(layers, row, k, slots)
 
     def require_verify_rollback_supported(self, mode: SsmRollbackMode, /) -> None:
         rollback.require_verify_rollback_supported(mode)
@@ -225,90 +241,43 @@ def _overflow(value: int) -> int:
 class KInsteadOfKMinusOne(Mutant):
     family = "sizes"
 
-    def ssm_replay_ring_bytes(
-        self, num_ssm_layers: int, row_bytes: int, k_ceiling: int, mtp_state_slots: int
-    ) -> int:
-        _checked(
-            "ssm_replay_ring_bytes",
-            num_ssm_layers=num_ssm_layers,
-            row_bytes=row_bytes,
-            k_ceiling=k_ceiling,
-            mtp_state_slots=mtp_state_slots,
-        )
-        return _overflow(mtp_state_slots * k_ceiling * num_ssm_layers * row_bytes)
+    def _ring(self, slots: int, k: int, layers: int, row: int, /) -> int:
+        return _overflow(slots * k * layers * row)
 
 
 class KMinusOneUnsaturated(Mutant):
     family = "sizes"
 
-    def ssm_replay_ring_bytes(
-        self, num_ssm_layers: int, row_bytes: int, k_ceiling: int, mtp_state_slots: int
-    ) -> int:
-        _checked(
-            "ssm_replay_ring_bytes",
-            num_ssm_layers=num_ssm_layers,
-            row_bytes=row_bytes,
-            k_ceiling=k_ceiling,
-            mtp_state_slots=mtp_state_slots,
-        )
-        return _overflow(mtp_state_slots * (k_ceiling - 1) * num_ssm_layers * row_bytes)
+    def _ring(self, slots: int, k: int, layers: int, row: int, /) -> int:
+        return _overflow(slots * (k - 1) * layers * row)
 
 
 class RingWrapsAround(Mutant):
     family = "sizes"
 
-    def ssm_replay_ring_bytes(
-        self, num_ssm_layers: int, row_bytes: int, k_ceiling: int, mtp_state_slots: int
-    ) -> int:
-        _checked(
-            "ssm_replay_ring_bytes",
-            num_ssm_layers=num_ssm_layers,
-            row_bytes=row_bytes,
-            k_ceiling=k_ceiling,
-            mtp_state_slots=mtp_state_slots,
-        )
-        exact = mtp_state_slots * max(k_ceiling - 1, 0) * num_ssm_layers * row_bytes
-        return exact % (_MAX + 1)
+    def _ring(self, slots: int, k: int, layers: int, row: int, /) -> int:
+        return (slots * max(k - 1, 0) * layers * row) % (_MAX + 1)
 
 
 class RowWrapsAround(Mutant):
     family = "sizes"
 
-    def ssm_replay_row_bytes(self, qkvz_elems: int, nv: int) -> int:
-        _checked("ssm_replay_row_bytes", qkvz_elems=qkvz_elems, nv=nv)
+    def _row(self, qkvz_elems: int, nv: int, /) -> int:
         return (qkvz_elems * 2 + nv * 8) % (_MAX + 1)
 
 
 class RingSaturates(Mutant):
     family = "sizes"
 
-    def ssm_replay_ring_bytes(
-        self, num_ssm_layers: int, row_bytes: int, k_ceiling: int, mtp_state_slots: int
-    ) -> int:
-        _checked(
-            "ssm_replay_ring_bytes",
-            num_ssm_layers=num_ssm_layers,
-            row_bytes=row_bytes,
-            k_ceiling=k_ceiling,
-            mtp_state_slots=mtp_state_slots,
-        )
-        return min(mtp_state_slots * max(k_ceiling - 1, 0) * num_ssm_layers * row_bytes, _MAX)
+    def _ring(self, slots: int, k: int, layers: int, row: int, /) -> int:
+        return min(slots * max(k - 1, 0) * layers * row, _MAX)
 
 
 class RingOverflowsOneEarly(Mutant):
     family = "sizes"
 
-    def ssm_replay_ring_bytes(
-        self, num_ssm_layers: int, row_bytes: int, k_ceiling: int, mtp_state_slots: int
-    ) -> int:
-        _checked(
-            "ssm_replay_ring_bytes",
-            num_ssm_layers=num_ssm_layers,
-            row_bytes=row_bytes,
-            k_ceiling=k_ceiling,
-            mtp_state_slots=mtp_state_slots,
-        )
-        exact = mtp_state_slots * max(k_ceiling - 1, 0) * num_ssm_layers * row_bytes
+    def _ring(self, slots: int, k: int, layers: int, row: int, /) -> int:
+        exact = slots * max(k - 1, 0) * layers * row
         if exact >= _MAX:
             raise rollback.SsmReplayBytesOverflowError("overflow")
         return exact
@@ -317,8 +286,7 @@ class RingOverflowsOneEarly(Mutant):
 class RowOverflowsOneLate(Mutant):
     family = "sizes"
 
-    def ssm_replay_row_bytes(self, qkvz_elems: int, nv: int) -> int:
-        _checked("ssm_replay_row_bytes", qkvz_elems=qkvz_elems, nv=nv)
+    def _row(self, qkvz_elems: int, nv: int, /) -> int:
         exact = qkvz_elems * 2 + nv * 8
         if exact > _MAX + 1:
             raise rollback.SsmReplayBytesOverflowError("overflow")
@@ -330,18 +298,9 @@ class RingCheckedLeftToRight(Mutant):
 
     family = "sizes"
 
-    def ssm_replay_ring_bytes(
-        self, num_ssm_layers: int, row_bytes: int, k_ceiling: int, mtp_state_slots: int
-    ) -> int:
-        _checked(
-            "ssm_replay_ring_bytes",
-            num_ssm_layers=num_ssm_layers,
-            row_bytes=row_bytes,
-            k_ceiling=k_ceiling,
-            mtp_state_slots=mtp_state_slots,
-        )
+    def _ring(self, slots: int, k: int, layers: int, row: int, /) -> int:
         product = 1
-        for factor in (mtp_state_slots, max(k_ceiling - 1, 0), num_ssm_layers, row_bytes):
+        for factor in (slots, max(k - 1, 0), layers, row):
             product = _overflow(product * factor)
         return product
 
@@ -349,34 +308,23 @@ class RingCheckedLeftToRight(Mutant):
 class RowGatesAsBf16(Mutant):
     family = "sizes"
 
-    def ssm_replay_row_bytes(self, qkvz_elems: int, nv: int) -> int:
-        _checked("ssm_replay_row_bytes", qkvz_elems=qkvz_elems, nv=nv)
+    def _row(self, qkvz_elems: int, nv: int, /) -> int:
         return _overflow(qkvz_elems * 2 + nv * 2 * 2)
 
 
 class RowWithoutGates(Mutant):
     family = "sizes"
 
-    def ssm_replay_row_bytes(self, qkvz_elems: int, nv: int) -> int:
-        _checked("ssm_replay_row_bytes", qkvz_elems=qkvz_elems, nv=nv)
+    def _row(self, qkvz_elems: int, nv: int, /) -> int:
+        del nv
         return _overflow(qkvz_elems * 2)
 
 
 class RingCountsTheDummySlot(Mutant):
     family = "sizes"
 
-    def ssm_replay_ring_bytes(
-        self, num_ssm_layers: int, row_bytes: int, k_ceiling: int, mtp_state_slots: int
-    ) -> int:
-        _checked(
-            "ssm_replay_ring_bytes",
-            num_ssm_layers=num_ssm_layers,
-            row_bytes=row_bytes,
-            k_ceiling=k_ceiling,
-            mtp_state_slots=mtp_state_slots,
-        )
-        slots = mtp_state_slots + 1
-        return _overflow(slots * max(k_ceiling - 1, 0) * num_ssm_layers * row_bytes)
+    def _ring(self, slots: int, k: int, layers: int, row: int, /) -> int:
+        return _overflow((slots + 1) * max(k - 1, 0) * layers * row)
 
 
 class ReplayVerifyEnters(Mutant):

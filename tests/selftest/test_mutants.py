@@ -3,41 +3,21 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
-from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING
 
 import pytest
 
+from tests.child import run_module
 from tests.selftest.mutants import MUTANTS
 
-ROOT: Final = Path(__file__).resolve().parents[2]
+if TYPE_CHECKING:
+    import subprocess
 
 
 def _run_family(family: str, *impl_options: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "HYPOTHESIS_PROFILE": "ci"}
-    env.pop("SSM_ROLLBACK_IMPL_CMD", None)
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            f"tests/properties/test_{family}.py",
-            "-x",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            *impl_options,
-        ],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
+    test_file = f"tests/properties/test_{family}.py"
+    return run_module("pytest", test_file, "-x", "-q", "-p", "no:cacheprovider", *impl_options)
 
 
 def _require_rejection(finished: subprocess.CompletedProcess[str], name: str) -> None:

@@ -1,0 +1,33 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
+"""Run a Python module of this project in a child process, the way users do."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Final
+
+ROOT: Final = Path(__file__).resolve().parents[1]
+
+
+def run_module(
+    module: str, /, *arguments: str, timeout: float = 1800, profile: str = "ci"
+) -> subprocess.CompletedProcess[str]:
+    """``python -m module arguments...`` from the repository root, output captured.
+
+    The child runs the reproducible Hypothesis profile by default and never
+    inherits an implementation chosen for the parent's own run.
+    """
+    env = {**os.environ, "HYPOTHESIS_PROFILE": profile}
+    env.pop("SSM_ROLLBACK_IMPL_CMD", None)
+    return subprocess.run(
+        [sys.executable, "-m", module, *arguments],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
