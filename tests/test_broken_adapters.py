@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -14,8 +13,10 @@ from typing import TYPE_CHECKING, Final
 import pytest
 
 from spec.subprocess_driver import AdapterFailure, SubprocessDriver
+from tests.child import run_module
 
 if TYPE_CHECKING:
+    import subprocess
     from collections.abc import Mapping
 
 BROKEN: Final = str(Path(__file__).with_name("broken_adapter.py"))
@@ -130,14 +131,7 @@ def test_an_adapter_that_cannot_start_is_named() -> None:
 
 
 def _check(*arguments: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "spec.cli", "check", *arguments],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
+    return run_module("spec.cli", "check", *arguments, timeout=600)
 
 
 def test_check_against_an_adapter_that_hangs_on_one_op_finishes_and_fails() -> None:

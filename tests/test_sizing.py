@@ -4,14 +4,16 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import pytest
 
 from spec import sizing
+from tests.child import run_module
+
+if TYPE_CHECKING:
+    import subprocess
 
 ROOT: Final = Path(__file__).resolve().parents[1]
 QWEN3_NEXT: Final = ROOT / "examples" / "qwen3-next-80b-a3b-instruct.config.json"
@@ -98,13 +100,7 @@ def test_a_config_without_gdn_layers_is_refused_by_name(
 
 
 def _size(*arguments: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "spec.cli", "size", *arguments],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    return run_module("spec.cli", "size", *arguments, timeout=60)
 
 
 def test_the_command_prints_the_review_in_human_units() -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -16,9 +15,11 @@ import pytest
 from spec import SPEC_VERSION, vectors
 from spec.oracle import allowed_replies
 from spec.protocol import PROTOCOL_VERSION, ProtocolError
+from tests.child import run_module
 from tests.selftest.mutants import MUTANTS
 
 if TYPE_CHECKING:
+    import subprocess
     from collections.abc import Mapping, Sequence
 
 ROOT: Final = Path(__file__).resolve().parents[1]
@@ -131,14 +132,7 @@ def test_a_skip_naming_no_case_is_an_error() -> None:
 
 
 def _run(*arguments: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "spec.cli", "vectors", "run", *arguments],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
+    return run_module("spec.cli", "vectors", "run", *arguments, timeout=600)
 
 
 def _json_report(tmp_path: Path, *arguments: str) -> tuple[int, dict[str, Any]]:
