@@ -55,28 +55,30 @@ def requests_per_second(argv: list[str], count: int) -> float:
         return count / (time.perf_counter() - started)
 
 
-def _median_seconds(action: Callable[[], object], count: int) -> float:
-    samples = []
-    for _ in range(count):
-        started = time.perf_counter()
-        action()
-        samples.append(time.perf_counter() - started)
-    return statistics.median(samples)
+def _seconds(action: Callable[[], object], /) -> float:
+    started = time.perf_counter()
+    action()
+    return time.perf_counter() - started
 
 
-def fresh_trace_seconds(argv: list[str], count: int) -> float:
-    """Median seconds of one trace in a fresh adapter process, start to exit."""
+def start_costs(argv: list[str], count: int) -> tuple[float, float]:
+    """Median seconds of a bare start and exit, and of one trace in a fresh process.
+
+    The two alternate, sample by sample, so both see the same machine.
+    """
     driver = SubprocessDriver(argv)
-    return _median_seconds(lambda: driver.request(TRACE), count)
 
-
-def bare_start_seconds(argv: list[str], count: int) -> float:
-    """Median seconds to start the same adapter and see it exit at end of input."""
-
-    def start_and_exit() -> None:
+    def bare() -> None:
         subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, check=True)
 
-    return _median_seconds(start_and_exit, count)
+    def trace() -> None:
+        driver.request(TRACE)
+
+    samples = [(_seconds(bare), _seconds(trace)) for _ in range(count)]
+    return (
+        statistics.median(sample[0] for sample in samples),
+        statistics.median(sample[1] for sample in samples),
+    )
 
 
 def suite_seconds(impl_cmd: str | None) -> float:
@@ -94,7 +96,8 @@ def main() -> int:
     """Run every measurement and print (or write) the Markdown report."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=5000)
-    parser.add_argument("--fresh", type=int, default=40)
+    parser.add_argument("--fresh", type=int, default=100)
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--no-suite", action="store_true", help="skip the suite wall times")
     parser.add_argument("--write", metavar="PATH", help="write the results as Markdown")
     arguments = parser.parse_args()
@@ -112,7 +115,7 @@ def main() -> int:
     )
     command = (
         f"Command: `python benchmarks/protocol_bench.py --requests {arguments.requests} "
-        f"--fresh {arguments.fresh}`"
+        f"--fresh {arguments.fresh} --rounds {arguments.rounds}`"
     )
     lines = [
         machine,
@@ -120,18 +123,31 @@ def main() -> int:
         "",
         "### Stateless requests through the protocol (lock-step, one long-lived process)",
         "",
-        "| peer | requests/s | share of its echo limit |",
+        "| peer | requests/s | share of the echo limit |",
         "| --- | ---: | ---: |",
     ]
-    native_echo = requests_per_second(NATIVE_ECHO, arguments.requests)
-    python_echo = requests_per_second(PYTHON_ECHO, arguments.requests)
-    rust = requests_per_second([str(RUST_ADAPTER)], arguments.requests)
-    python = requests_per_second(PYTHON_ADAPTER, arguments.requests)
+    peers = {
+        "native echo": NATIVE_ECHO,
+        "Python echo": PYTHON_ECHO,
+        "Rust adapter": [str(RUST_ADAPTER)],
+        "Python adapter": PYTHON_ADAPTER,
+    }
+    # Rounds interleave the peers, so a burst of load elsewhere on the machine
+    # hits all of them alike; each figure is the median of its rounds.
+    rounds: dict[str, list[float]] = {name: [] for name in peers}
+    for _ in range(arguments.rounds):
+        for name, argv in peers.items():
+            rounds[name].append(requests_per_second(argv, arguments.requests))
+    rate = {name: statistics.median(values) for name, values in rounds.items()}
+    limit = max(rate["native echo"], rate["Python echo"])
     lines += [
-        f"| echo, native (`sed -u`) | {native_echo:,.0f} | 100% |",
-        f"| Rust adapter | {rust:,.0f} | {rust / native_echo:.0%} of native echo |",
-        f"| echo, Python | {python_echo:,.0f} | 100% |",
-        f"| Python adapter | {python:,.0f} | {python / python_echo:.0%} of Python echo |",
+        f"| {name} | {rate[name]:,.0f} | {rate[name] / limit:.0%} |"
+        for name in ("native echo", "Python echo", "Rust adapter", "Python adapter")
+    ]
+    lines += [
+        "",
+        "The limit is the faster echo: a peer that answers each line at once and does",
+        "no work, over the same pipes and the same driver.",
         "",
         "### One trace in a fresh process, against a bare start and exit (median)",
         "",
@@ -139,8 +155,7 @@ def main() -> int:
         "| --- | ---: | ---: | ---: |",
     ]
     for name, argv in (("Rust", [str(RUST_ADAPTER)]), ("Python", PYTHON_ADAPTER)):
-        bare = bare_start_seconds(argv, arguments.fresh)
-        fresh = fresh_trace_seconds(argv, arguments.fresh)
+        bare, fresh = start_costs(argv, arguments.fresh)
         lines.append(
             f"| {name} | {bare * 1000:.1f} ms | {fresh * 1000:.1f} ms | {fresh / bare:.2f} |"
         )
