@@ -4,12 +4,14 @@
 The ring sizes come from :mod:`spec.rollback`, the contract. The snapshot
 figures beside them are an estimate for comparison, not part of the contract.
 
-Model facts: the GDN layer shapes follow Hugging Face transformers'
-``Qwen3NextConfig`` and ``Qwen3NextGatedDeltaNet`` (the fused ``in_proj_qkvz``
-projects to ``2 * key_dim + 2 * value_dim`` values per token, the causal
-convolution runs over ``2 * key_dim + value_dim`` channels, and the recurrent
-state is ``num_v_heads x head_k_dim x head_v_dim`` per layer); a layer ``i`` is
-linear attention unless ``(i + 1) % full_attention_interval == 0``.
+Model facts, from Hugging Face transformers' Qwen3-Next code
+(``src/transformers/models/qwen3_next/configuration_qwen3_next.py`` and
+``modeling_qwen3_next.py``): the fused ``in_proj_qkvz`` projects each token to
+``2 * key_dim + 2 * value_dim`` values and ``in_proj_ba`` to ``2 * num_v_heads``
+(a gate and a beta per value head); the causal convolution runs over
+``2 * key_dim + value_dim`` channels; the gated delta rule keeps a
+``head_k_dim x head_v_dim`` state per value head; and, without ``layer_types``,
+layer ``i`` is linear attention unless ``(i + 1) % full_attention_interval == 0``.
 """
 
 from __future__ import annotations
