@@ -35,6 +35,20 @@ def _alive(pid: int) -> bool:
     return status.exists() and status.read_text().split(") ")[-1][:1] != "Z"
 
 
+def _processes_running(fragment: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if fragment in command and _alive(int(entry.name)):
+            found.append(int(entry.name))
+    return found
+
+
 def _driver(how: str, *only: str, timeout: float = 1.0) -> SubprocessDriver:
     return SubprocessDriver([sys.executable, BROKEN, how, *only], timeout=timeout)
 
@@ -143,6 +157,7 @@ def test_check_against_an_adapter_that_hangs_on_one_op_finishes_and_fails() -> N
     assert "sent no reply within 0.5 s (hang)" in finished.stdout
     assert "PASS  test_parse.py::test_each_mode_name_parses_to_itself[replay]" in finished.stdout
     assert "Traceback" not in finished.stdout + finished.stderr
+    assert _processes_running(f"{BROKEN} hang ring_bytes") == [], "check left adapters running"
 
 
 def test_check_against_an_adapter_that_crashes_at_once_says_so_in_one_line() -> None:
