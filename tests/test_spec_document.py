@@ -9,7 +9,7 @@ from typing import Final
 
 import pytest
 
-from spec import SPEC_VERSION
+from spec import SPEC_VERSION, first_write_wins, model, rollback
 from tests import traceability
 from tests.conftest import pytest_collection_modifyitems
 
@@ -53,6 +53,20 @@ def test_every_clause_a_fixed_case_can_express_has_vectors() -> None:
         else:
             assert clause in with_vectors, f"{clause} has no vector case"
     assert with_vectors <= set(traceability.spec_clauses())
+
+
+def test_every_row_of_the_module_map_names_things_that_exist() -> None:
+    spec_text = (ROOT / "SPEC.md").read_text(encoding="utf-8")
+    section = spec_text.split("## Map of the runtime module", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| `")]
+    assert len(rows) == 8
+    known = set(traceability.spec_clauses())
+    for row in rows:
+        _, python_name, model_name, clauses = (cell.strip() for cell in row.strip("|").split("|"))
+        assert hasattr(rollback, python_name.strip("`")), python_name
+        assert hasattr(model, model_name.strip("`")), model_name
+        assert set(clauses.split(", ")) <= known, clauses
+    assert rollback.FirstWriteWins is first_write_wins.FirstWriteWins  # type: ignore[attr-defined]
 
 
 def test_the_traceability_section_is_current() -> None:
