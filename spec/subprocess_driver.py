@@ -104,11 +104,15 @@ class _AdapterProcess:
                 extra.append(line)
         return extra
 
-    def send(self, request: Mapping[str, object], /) -> None:
+    def require_no_extra_output(self, request: Mapping[str, object], /) -> None:
+        """Fail, naming ``request``, if lines came that no request asked for."""
         extra = self._extra_output()
         if extra:
             shown = _show(b"".join(extra))
             raise self.failure("wrote lines nobody asked for", dict(request), shown)
+
+    def send(self, request: Mapping[str, object], /) -> None:
+        self.require_no_extra_output(request)
         assert self._process.stdin is not None
         try:
             self._process.stdin.write(protocol.encode(request).encode("utf-8") + b"\n")
@@ -345,20 +349,24 @@ class SubprocessDriver(Implementation):
             if self._shared is None:
                 self._shared = _AdapterProcess(self.argv, self.timeout)
             adapter = self._shared
-            writer = threading.Thread(target=adapter.send_all, args=(requests,), daemon=True)
-            writer.start()
             replies: list[dict[str, object] | AdapterFailure] = []
+            if not requests:
+                return replies
+            writer = threading.Thread(target=adapter.send_all, args=(requests,), daemon=True)
             try:
+                adapter.require_no_extra_output(requests[0])
+                writer.start()
                 replies.extend(adapter.receive(request) for request in requests)
             except AdapterFailure as failure:
                 self._shared = None
                 replies.extend([failure] * (len(requests) - len(replies)))
-            writer.join(timeout=self.timeout)
+            if writer.ident is not None:
+                writer.join(timeout=self.timeout)
             return replies
 
     def _request_fresh(self, request: Mapping[str, object], /) -> dict[str, object]:
-        # One request, then end of input: communicate() reads both pipes
-        # without threads, which keeps a fresh process close to a bare start.
+        # One request, then end of input, read without threads (see
+        # _exchange_once), which keeps a fresh process close to a bare start.
         process = _start(self.argv)
         line = protocol.encode(request).encode("utf-8") + b"\n"
         try:

@@ -166,3 +166,34 @@ def test_check_against_an_adapter_that_crashes_at_once_says_so_in_one_line() -> 
     assert "the adapter failed its first request" in finished.stderr
     assert "exited (code 3)" in finished.stderr
     assert "Traceback" not in finished.stdout + finished.stderr
+
+
+def test_a_pipelined_batch_gets_each_reply_in_order() -> None:
+    requests = [{"op": "parse", "text": text} for text in ("replay", "x", "snapshot")] * 50
+    with SubprocessDriver([sys.executable, "-m", "spec.adapter"]) as driver:
+        replies = driver.request_many(requests)
+    assert all(isinstance(reply, dict) for reply in replies)
+    assert [reply.get("ok") for reply in replies if isinstance(reply, dict)] == [
+        "replay",
+        None,
+        "snapshot",
+    ] * 50
+
+
+def test_a_crash_mid_batch_fails_that_request_and_every_later_one() -> None:
+    requests = [PARSE, PARSE, {"op": "describe"}, PARSE, PARSE]
+    with _driver("crash", "describe") as driver:
+        replies = driver.request_many(requests)
+    assert replies[:2] == [{"ok": "replay"}, {"ok": "replay"}]
+    failures = replies[2:]
+    assert all(isinstance(failure, AdapterFailure) for failure in failures)
+    assert "op: describe" in str(failures[0])
+    assert "exited (code 3) without replying" in str(failures[0])
+
+
+def test_lines_left_over_before_a_batch_are_caught() -> None:
+    with _driver("extra-lines", "parse") as driver:
+        assert driver.request(PARSE) == {"ok": "replay"}
+        [failure] = driver.request_many([{"op": "describe"}])
+    assert isinstance(failure, AdapterFailure)
+    assert "wrote lines nobody asked for" in str(failure)
