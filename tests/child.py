@@ -31,3 +31,18 @@ def run_module(
         timeout=timeout,
         check=False,
     )
+
+
+RUST_CRATE: Final = ROOT / "adapters" / "rust"
+
+
+def run_cargo(cargo: str, command: str, /) -> subprocess.CompletedProcess[str]:
+    """``cargo COMMAND --release --offline`` on the Rust adapter's crate."""
+    manifest = str(RUST_CRATE / "Cargo.toml")
+    return subprocess.run(
+        [cargo, command, "--release", "--offline", "--quiet", "--manifest-path", manifest],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )

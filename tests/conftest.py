@@ -6,8 +6,6 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
-import subprocess
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -15,6 +13,7 @@ from hypothesis import HealthCheck, Phase, Verbosity, settings
 
 from spec.driver import Implementation, InProcessDriver, PythonApi
 from spec.subprocess_driver import DEFAULT_TIMEOUT, SubprocessDriver, split_command
+from tests.child import RUST_CRATE, run_cargo
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -57,7 +56,6 @@ settings.load_profile(
 )
 
 IMPL_CMD_ENV = "SSM_ROLLBACK_IMPL_CMD"
-RUST_CRATE = Path(__file__).resolve().parents[1] / "adapters" / "rust"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -142,20 +140,6 @@ def cargo() -> str:
 
 @pytest.fixture(scope="session")
 def rust_adapter(cargo: str) -> str:
-    built = subprocess.run(
-        [
-            cargo,
-            "build",
-            "--release",
-            "--offline",
-            "--quiet",
-            "--manifest-path",
-            str(RUST_CRATE / "Cargo.toml"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-    )
+    built = run_cargo(cargo, "build")
     assert built.returncode == 0, built.stderr
     return str(RUST_CRATE / "target" / "release" / "ssm-rollback-adapter")

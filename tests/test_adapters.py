@@ -4,15 +4,13 @@
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
-from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING
 
-from tests.child import run_module
+from tests.child import run_cargo, run_module
 
-ROOT: Final = Path(__file__).resolve().parents[1]
-RUST_CRATE: Final = ROOT / "adapters" / "rust"
+if TYPE_CHECKING:
+    import subprocess
 
 
 def _suite_through(command: str) -> subprocess.CompletedProcess[str]:
@@ -37,20 +35,6 @@ def test_the_rust_adapter_passes_the_whole_suite(rust_adapter: str) -> None:
 
 
 def test_the_rust_crate_passes_its_own_unit_tests(cargo: str) -> None:
-    tested = subprocess.run(
-        [
-            cargo,
-            "test",
-            "--release",
-            "--offline",
-            "--quiet",
-            "--manifest-path",
-            str(RUST_CRATE / "Cargo.toml"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-    )
+    tested = run_cargo(cargo, "test")
     assert tested.returncode == 0, tested.stdout + tested.stderr
     assert "test result: ok. 2 passed" in tested.stdout
