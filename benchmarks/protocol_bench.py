@@ -39,8 +39,13 @@ for _ in sys.stdin.buffer:
     sys.stdout.buffer.flush()
 """
 PYTHON_ECHO: Final = [sys.executable, "-c", _PYTHON_ECHO_CODE]
-STATELESS: Final = {"op": "ring_bytes", "num_ssm_layers": 36, "row_bytes": 24832}
-STATELESS_FULL: Final = {**STATELESS, "k_ceiling": 4, "mtp_state_slots": 2}
+STATELESS: Final = {
+    "op": "ring_bytes",
+    "num_ssm_layers": 36,
+    "row_bytes": 24832,
+    "k_ceiling": 4,
+    "mtp_state_slots": 2,
+}
 TRACE: Final = {"op": "trace", "events": [{"op": "get"}, {"op": "set", "mode": "replay"}]}
 
 
@@ -48,10 +53,10 @@ def requests_per_second(argv: list[str], count: int) -> float:
     """Lock-step requests per second through one long-lived process."""
     with SubprocessDriver(argv) as driver:
         for _ in range(50):
-            driver.request(STATELESS_FULL)
+            driver.request(STATELESS)
         started = time.perf_counter()
         for _ in range(count):
-            driver.request(STATELESS_FULL)
+            driver.request(STATELESS)
         return count / (time.perf_counter() - started)
 
 

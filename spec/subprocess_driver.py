@@ -40,7 +40,15 @@ _STDERR_TAIL_BYTES: Final = 2000
 
 
 class AdapterFailure(AssertionError):  # noqa: N818 - it reads as what happened
-    """The adapter under test broke the protocol (RB-PROTO-1 to RB-PROTO-5)."""
+    """The adapter under test broke the protocol (RB-PROTO-1 to RB-PROTO-5).
+
+    ``hung`` says the adapter went silent (no reply, or no exit) for its whole
+    timeout, rather than answering wrongly.
+    """
+
+    def __init__(self, message: str, /, *, hung: bool = False) -> None:
+        super().__init__(message)
+        self.hung: Final = hung
 
 
 def split_command(command: str, /) -> list[str]:
@@ -92,10 +100,12 @@ class _AdapterProcess:
         with self._stderr_lock:
             return self._stderr.decode("utf-8", "replace")
 
-    def failure(self, what: str, request: object, came_back: str, /) -> AdapterFailure:
+    def failure(
+        self, what: str, request: object, came_back: str, /, *, hung: bool = False
+    ) -> AdapterFailure:
         """Kill the adapter and describe what went wrong."""
         self.kill()
-        return _failure(self.argv, what, request, came_back, self.stderr_tail())
+        return _failure(self.argv, what, request, came_back, self.stderr_tail(), hung=hung)
 
     def _extra_output(self) -> list[bytes]:
         extra = []
@@ -136,7 +146,10 @@ class _AdapterProcess:
             line = self._lines.get(timeout=self.timeout)
         except queue.Empty:
             raise self.failure(
-                f"sent no reply within {self.timeout:g} s (hang)", dict(request), "(nothing)"
+                f"sent no reply within {self.timeout:g} s (hang)",
+                dict(request),
+                "(nothing)",
+                hung=True,
             ) from None
         if line is None:
             code = self._exit_code()
@@ -170,7 +183,10 @@ class _AdapterProcess:
             code = self._process.wait(timeout=max(deadline - time.monotonic(), 0.01))
         except subprocess.TimeoutExpired:
             raise self.failure(
-                f"did not exit within {self.timeout:g} s of end of input", request, "(nothing)"
+                f"did not exit within {self.timeout:g} s of end of input",
+                request,
+                "(nothing)",
+                hung=True,
             ) from None
         self._readers[1].join(timeout=max(deadline - time.monotonic(), 0.01))
         extra = self._extra_output()
@@ -185,8 +201,15 @@ class _AdapterProcess:
         _kill_group(self._process)
 
 
-def _failure(
-    argv: Sequence[str], what: str, request: object, came_back: str, stderr: str, /
+def _failure(  # noqa: PLR0913 - the parts of one message
+    argv: Sequence[str],
+    what: str,
+    request: object,
+    came_back: str,
+    stderr: str,
+    /,
+    *,
+    hung: bool = False,
 ) -> AdapterFailure:
     op = request.get("op") if isinstance(request, dict) else None
     tail = stderr[-_STDERR_TAIL_BYTES:].rstrip() or "(empty)"
@@ -195,7 +218,8 @@ def _failure(
         f"  op: {op}\n"
         f"  request: {_shown_request(request)}\n"
         f"  came back: {came_back}\n"
-        f"  stderr tail:\n    " + tail.replace("\n", "\n    ")
+        f"  stderr tail:\n    " + tail.replace("\n", "\n    "),
+        hung=hung,
     )
 
 
@@ -332,7 +356,7 @@ class SubprocessDriver(Implementation):
                     return self._request_fresh(request)
                 return self._request_shared(request)
             except AdapterFailure as failure:
-                if "(hang)" in str(failure) or "did not exit" in str(failure):
+                if failure.hung:
                     self._hangs += 1
                 raise
 
@@ -376,12 +400,14 @@ class SubprocessDriver(Implementation):
         lines = out.splitlines(keepends=True)
         stderr = err.decode("utf-8", "replace")
 
-        def fail(what: str, came_back: str, /) -> AdapterFailure:
-            return _failure(self.argv, what, dict(request), came_back, stderr)
+        def fail(what: str, came_back: str, /, *, hung: bool = False) -> AdapterFailure:
+            return _failure(self.argv, what, dict(request), came_back, stderr, hung=hung)
 
         if not lines:
             if timed_out:
-                raise fail(f"sent no reply within {self.timeout:g} s (hang)", "(nothing)")
+                raise fail(
+                    f"sent no reply within {self.timeout:g} s (hang)", "(nothing)", hung=True
+                )
             raise fail(f"exited (code {process.returncode}) without replying", "(end of output)")
         if len(lines) > 1:
             raise fail("wrote lines nobody asked for", _show(b"".join(lines[1:])))
@@ -390,7 +416,8 @@ class SubprocessDriver(Implementation):
         except (UnicodeDecodeError, protocol.MalformedReplyError) as error:
             raise fail(f"sent a malformed reply: {error}", _show(lines[0])) from None
         if timed_out:
-            raise fail(f"did not exit within {self.timeout:g} s of end of input", "(nothing)")
+            what = f"did not exit within {self.timeout:g} s of end of input"
+            raise fail(what, "(nothing)", hung=True)
         if process.returncode != 0:
             raise fail(f"exited with code {process.returncode} at end of input", "(nothing)")
         return reply

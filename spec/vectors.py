@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from spec import SPEC_VERSION, model
@@ -363,7 +363,6 @@ class CaseResult:
     clauses: list[str]
     outcome: str
     detail: str = ""
-    reply: object = field(default=None)
 
 
 def run_cases(
@@ -409,11 +408,11 @@ def run_cases(
         if isinstance(reply, BaseException):
             results[case_id] = CaseResult(case_id, clauses, "failed", str(reply))
         elif any(reply_matches(reply, e) for e in expected):
-            results[case_id] = CaseResult(case_id, clauses, "passed", reply=reply)
+            results[case_id] = CaseResult(case_id, clauses, "passed")
         else:
             shown = " or ".join(encode(e) for e in expected)
             detail = f"request {encode(case['request'])}\nreplied {encode(reply)}\nexpected {shown}"
-            results[case_id] = CaseResult(case_id, clauses, "failed", detail, reply)
+            results[case_id] = CaseResult(case_id, clauses, "failed", detail)
     missing = sorted(known - results.keys())
     if missing:
         raise VectorError(f"cases neither run nor skipped: {', '.join(missing)}")

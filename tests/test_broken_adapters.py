@@ -80,8 +80,14 @@ def test_a_broken_adapter_fails_the_request_with_a_clear_message(
     how: str, what: str, shown: str
 ) -> None:
     started = time.monotonic()
-    with _driver(how) as driver:
-        message = _failure(driver, PARSE)
+    with _driver(how) as driver, pytest.raises(AdapterFailure) as raised:
+        driver.request(PARSE)
+    message = str(raised.value)
+    assert "op: parse" in message
+    assert '"op": "parse"' in message
+    assert "came back:" in message
+    assert "stderr tail:" in message
+    assert raised.value.hung is (how == "hang")
     assert what in message
     assert shown in message
     # Generous: this bounds a hang, it does not measure speed.

@@ -41,9 +41,14 @@ out_of_range: Final = st.one_of(
 )
 
 
-def _function(api: object, name: str) -> Callable[..., int]:
-    function: Callable[..., int] = getattr(api, name)
-    return function
+def _call_with_one_bad_argument(
+    api: object, function: tuple[str, tuple[str, ...]], field: str, bad: object
+) -> None:
+    name, fields = function
+    arguments: dict[str, object] = dict.fromkeys(fields, 1)
+    arguments[field] = bad
+    call: Callable[..., int] = getattr(api, name)
+    call(**arguments)
 
 
 @pytest.mark.clause("RB-PY-2")
@@ -53,10 +58,8 @@ def test_a_non_int_size_argument_raises_type_error_naming_it(
 ) -> None:
     name, fields = function
     field = data.draw(st.sampled_from(fields))
-    arguments: dict[str, object] = dict.fromkeys(fields, 1)
-    arguments[field] = bad
     with pytest.raises(UsizeTypeError) as raised:
-        _function(python_api.api, name)(**arguments)
+        _call_with_one_bad_argument(python_api.api, function, field, bad)
     assert str(raised.value) == (
         f"{name}() argument '{field}' must be int, not {type(bad).__name__}"
     )
@@ -69,10 +72,8 @@ def test_an_out_of_range_size_argument_raises_value_error_naming_it(
 ) -> None:
     name, fields = function
     field = data.draw(st.sampled_from(fields))
-    arguments: dict[str, object] = dict.fromkeys(fields, 1)
-    arguments[field] = bad
     with pytest.raises(UsizeRangeError) as raised:
-        _function(python_api.api, name)(**arguments)
+        _call_with_one_bad_argument(python_api.api, function, field, bad)
     assert str(raised.value) == (
         f"{name}() argument '{field}' must be in [0, {USIZE_MAX}], got {bad}"
     )

@@ -203,26 +203,29 @@ class PrefixParse(Mutant):
         return rollback.parse_ssm_rollback_mode(text)
 
 
+def _parse_with_message(text: str, message: str, /) -> SsmRollbackMode:
+    # The reference's parse, but its error says ``message`` instead.
+    try:
+        return rollback.parse_ssm_rollback_mode(text)
+    except rollback.UnknownSsmRollbackModeError as error:
+        error.args = (message,)
+        raise
+
+
 class ReprQuotedError(Mutant):
     family = "parse"
 
     def parse_ssm_rollback_mode(self, text: str, /) -> SsmRollbackMode:
-        if text in {"snapshot", "replay"}:
-            return SsmRollbackMode(text)
-        error = rollback.UnknownSsmRollbackModeError(text)
-        error.args = (f"unknown ssm-rollback-mode {text!r} (valid: snapshot, replay)",)
-        raise error
+        message = f"unknown ssm-rollback-mode {text!r} (valid: snapshot, replay)"
+        return _parse_with_message(text, message)
 
 
 class ErrorListsModesBackwards(Mutant):
     family = "parse"
 
     def parse_ssm_rollback_mode(self, text: str, /) -> SsmRollbackMode:
-        if text in {"snapshot", "replay"}:
-            return SsmRollbackMode(text)
-        error = rollback.UnknownSsmRollbackModeError(text)
-        error.args = (f"unknown ssm-rollback-mode '{text}' (valid: replay, snapshot)",)
-        raise error
+        message = f"unknown ssm-rollback-mode '{text}' (valid: replay, snapshot)"
+        return _parse_with_message(text, message)
 
 
 def _checked(function: str, /, **arguments: int) -> None:
