@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from spec.rollback import SsmRollbackMode, UnknownSsmRollbackModeError, parse_ssm_rollback_mode
+from .rollback import SsmRollbackMode, UnknownSsmRollbackModeError, parse_ssm_rollback_mode
 
 __all__ = ["add_ssm_rollback_mode_argument"]
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 import enum
 from typing import Final
 
-from spec.first_write_wins import FirstWriteWins
+from .first_write_wins import FirstWriteWins
 
 __all__ = [
     "USIZE_MAX",

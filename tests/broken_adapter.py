@@ -12,8 +12,9 @@ import subprocess
 import sys
 import time
 
-from spec import protocol, rollback
-from spec.adapter import respond
+from spec import rollback
+from spec.harness import protocol
+from spec.harness.adapter import respond
 
 _HOW = (
     "crash",

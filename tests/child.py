@@ -7,21 +7,31 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 ROOT: Final = Path(__file__).resolve().parents[1]
 
 
 def run_module(
-    module: str, /, *arguments: str, timeout: float = 1800, profile: str = "ci"
+    module: str,
+    /,
+    *arguments: str,
+    timeout: float = 1800,
+    profile: str = "ci",
+    env: Mapping[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """``python -m module arguments...`` from the repository root, output captured.
 
     The child runs the reproducible Hypothesis profile by default and never
-    inherits an implementation chosen for the parent's own run.
+    inherits an implementation chosen for the parent's own run; ``env`` adds
+    to its environment.
     """
-    env = {**os.environ, "HYPOTHESIS_PROFILE": profile}
-    env.pop("SSM_ROLLBACK_IMPL_CMD", None)
+    env = {**os.environ, "HYPOTHESIS_PROFILE": profile, **(env or {})}
+    for name in ("SSM_ROLLBACK_IMPL_CMD", "SSM_ROLLBACK_IMPL_MODULE"):
+        env.pop(name, None)
     return subprocess.run(
         [sys.executable, "-m", module, *arguments],
         cwd=ROOT,

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Final
 
 import pytest
 
-from spec.subprocess_driver import AdapterFailure, SubprocessDriver
+from spec.harness.failures import AdapterFailure, Breakage
+from spec.harness.subprocess_driver import SubprocessDriver
 from tests.child import run_module
 
 if TYPE_CHECKING:
@@ -64,14 +65,26 @@ def _failure(driver: SubprocessDriver, request: Mapping[str, object]) -> str:
     return message
 
 
+def _said(breakage: Breakage, **details: object) -> str:
+    return breakage.value.format(**details)
+
+
 CASES: Final = [
-    ("crash", "exited (code 3) without replying", "broken adapter: about to crash"),
-    ("hang", "sent no reply within 1 s (hang)", "broken adapter: hanging"),
-    ("non-json", "sent a malformed reply: not a JSON line", "'this is not json\\n'"),
-    ("wrong-shape", 'sent a malformed reply: not {"ok": VALUE}', '{"result": "snapshot"}'),
-    ("silent-exit", "exited (code 0) without replying", "(end of output)"),
-    ("exit-zero", "exited (code 0) without replying", "broken adapter: leaving early"),
-    ("stderr-flood", "sent a malformed reply", "noise\n    noise"),
+    ("crash", _said(Breakage.EXITED_WITHOUT_REPLY, code=3), "broken adapter: about to crash"),
+    ("hang", _said(Breakage.HANG, timeout=1), "broken adapter: hanging"),
+    (
+        "non-json",
+        _said(Breakage.MALFORMED_REPLY, error="not a JSON line"),
+        "'this is not json\\n'",
+    ),
+    (
+        "wrong-shape",
+        _said(Breakage.MALFORMED_REPLY, error='not {"ok": VALUE}'),
+        '{"result": "snapshot"}',
+    ),
+    ("silent-exit", _said(Breakage.EXITED_WITHOUT_REPLY, code=0), "(end of output)"),
+    ("exit-zero", _said(Breakage.EXITED_WITHOUT_REPLY, code=0), "broken adapter: leaving early"),
+    ("stderr-flood", _said(Breakage.MALFORMED_REPLY, error=""), "noise\n    noise"),
 ]
 
 
@@ -98,7 +111,7 @@ def test_extra_lines_are_caught_before_the_next_request() -> None:
     driver = _driver("extra-lines", "parse")
     assert driver.request(PARSE) == {"ok": "replay"}
     message = _failure(driver, {"op": "describe"})
-    assert "wrote lines nobody asked for" in message
+    assert Breakage.EXTRA_LINES.value in message
     assert '{"ok":"replay"}' in message
     driver.close()
 
@@ -106,13 +119,13 @@ def test_extra_lines_are_caught_before_the_next_request() -> None:
 def test_extra_lines_after_the_last_reply_fail_the_close() -> None:
     driver = _driver("extra-lines", "parse")
     assert driver.request(PARSE) == {"ok": "replay"}
-    with pytest.raises(AdapterFailure, match="wrote lines nobody asked for"):
+    with pytest.raises(AdapterFailure, match=Breakage.EXTRA_LINES.value):
         driver.close()
 
 
 def test_extra_lines_in_a_fresh_process_fail_its_request() -> None:
     with _driver("extra-lines", "trace") as driver:
-        assert "wrote lines nobody asked for" in _failure(driver, TRACE)
+        assert Breakage.EXTRA_LINES.value in _failure(driver, TRACE)
 
 
 def test_a_hung_adapter_and_its_children_are_killed() -> None:
@@ -132,7 +145,7 @@ def test_after_two_hangs_the_driver_stops_waiting() -> None:
         _failure(driver, PARSE)
     # Were a third adapter started, this command would fail differently.
     driver.argv = ["/nonexistent/adapter"]
-    with pytest.raises(AdapterFailure, match="hung 2 times; not asked again"):
+    with pytest.raises(AdapterFailure, match=_said(Breakage.GAVE_UP, hangs=2)):
         driver.request(PARSE)
 
 
@@ -145,13 +158,18 @@ def test_one_bad_reply_does_not_poison_the_next_request() -> None:
 def test_an_adapter_that_cannot_start_is_named() -> None:
     with (
         SubprocessDriver(["/nonexistent/adapter"]) as driver,
-        pytest.raises(AdapterFailure, match="cannot start adapter /nonexistent/adapter"),
+        pytest.raises(AdapterFailure) as raised,
     ):
         driver.request(PARSE)
+    assert str(raised.value) == (
+        "adapter /nonexistent/adapter cannot be started: "
+        "[Errno 2] No such file or directory: '/nonexistent/adapter'"
+    )
+    assert raised.value.breakage is Breakage.CANNOT_START
 
 
 def _check(*arguments: str) -> subprocess.CompletedProcess[str]:
-    return run_module("spec.cli", "check", *arguments, timeout=600)
+    return run_module("spec.tools.cli", "check", *arguments, timeout=600)
 
 
 def test_check_against_an_adapter_that_hangs_on_one_op_finishes_and_fails() -> None:
@@ -160,7 +178,7 @@ def test_check_against_an_adapter_that_hangs_on_one_op_finishes_and_fails() -> N
     )
     assert finished.returncode == 1, finished.stdout + finished.stderr
     assert "FAIL  test_sizes.py::test_ring_bytes_is_the_exact_value_or_overflow" in finished.stdout
-    assert "sent no reply within 0.5 s (hang)" in finished.stdout
+    assert _said(Breakage.HANG, timeout=0.5) in finished.stdout
     assert "PASS  test_parse.py::test_each_mode_name_parses_to_itself[replay]" in finished.stdout
     assert "Traceback" not in finished.stdout + finished.stderr
     assert _processes_running(f"{BROKEN} hang ring_bytes") == [], "check left adapters running"
@@ -176,7 +194,7 @@ def test_check_against_an_adapter_that_crashes_at_once_says_so_in_one_line() -> 
 
 def test_a_pipelined_batch_gets_each_reply_in_order() -> None:
     requests = [{"op": "parse", "text": text} for text in ("replay", "x", "snapshot")] * 50
-    with SubprocessDriver([sys.executable, "-m", "spec.adapter"]) as driver:
+    with SubprocessDriver([sys.executable, "-m", "spec.harness.adapter"]) as driver:
         replies = driver.request_many(requests)
     assert all(isinstance(reply, dict) for reply in replies)
     assert [reply.get("ok") for reply in replies if isinstance(reply, dict)] == [
@@ -194,7 +212,7 @@ def test_a_crash_mid_batch_fails_that_request_and_every_later_one() -> None:
     failures = replies[2:]
     assert all(isinstance(failure, AdapterFailure) for failure in failures)
     assert "op: describe" in str(failures[0])
-    assert "exited (code 3) without replying" in str(failures[0])
+    assert _said(Breakage.EXITED_WITHOUT_REPLY, code=3) in str(failures[0])
 
 
 def test_lines_left_over_before_a_batch_are_caught() -> None:
@@ -202,4 +220,4 @@ def test_lines_left_over_before_a_batch_are_caught() -> None:
         assert driver.request(PARSE) == {"ok": "replay"}
         [failure] = driver.request_many([{"op": "describe"}])
     assert isinstance(failure, AdapterFailure)
-    assert "wrote lines nobody asked for" in str(failure)
+    assert Breakage.EXTRA_LINES.value in str(failure)

@@ -18,10 +18,10 @@ if TYPE_CHECKING:
 
 def test_check_against_the_reference_reports_every_property_and_clause(tmp_path: Path) -> None:
     report = tmp_path / "report.json"
-    finished = run_module("spec.cli", "check", "--json", str(report))
+    finished = run_module("spec.tools.cli", "check", "--json", str(report))
     assert finished.returncode == 0, finished.stdout[-3000:] + finished.stderr
     assert finished.stdout.startswith(
-        f"ssm-rollback-spec check: spec/rollback.py (in-process), profile ci, spec {SPEC_VERSION}"
+        f"ssm-rollback-spec check: spec.rollback (in-process), profile ci, spec {SPEC_VERSION}"
     )
     document = json.loads(report.read_text(encoding="utf-8"))
     assert document["counts"]["failed"] == 0
@@ -33,38 +33,114 @@ def test_check_against_the_reference_reports_every_property_and_clause(tmp_path:
 
 
 def test_the_version_names_the_spec_version() -> None:
-    finished = run_module("spec.cli", "--version")
+    finished = run_module("spec.tools.cli", "--version")
     assert finished.stdout.strip() == f"ssm-rollback-spec {__version__} (spec {SPEC_VERSION})"
 
 
 @pytest.mark.parametrize(
-    ("arguments", "message"),
+    ("arguments", "line"),
     [
         ([], "the following arguments are required: COMMAND"),
-        (["check", "--impl-timeout", "0"], "--impl-timeout must be positive, got 0"),
-        (["check", "--profile", "fast"], "argument --profile: invalid choice: 'fast'"),
+        (
+            ["check", "--impl-timeout", "0"],
+            (
+                "argument --impl-timeout: must be a number of seconds above 0 and at most 86400, "
+                "got '0'"
+            ),
+        ),
+        (
+            ["vectors", "run", "--impl-timeout", "nan"],
+            (
+                "argument --impl-timeout: must be a number of seconds above 0 and at most 86400, "
+                "got 'nan'"
+            ),
+        ),
+        (
+            ["check", "--impl-timeout", "inf"],
+            (
+                "argument --impl-timeout: must be a number of seconds above 0 and at most 86400, "
+                "got 'inf'"
+            ),
+        ),
+        (
+            ["check", "--impl-timeout", "1e308"],
+            (
+                "argument --impl-timeout: must be a number of seconds above 0 and at most 86400, "
+                "got '1e308'"
+            ),
+        ),
+        (
+            ["check", "--profile", "fast"],
+            (
+                "argument --profile: invalid choice: 'fast' "
+                "(choose from 'dev', 'ci', 'thorough', 'crosshair')"
+            ),
+        ),
         (["check", "--impl-cmd", ""], "--impl-cmd: the adapter command is empty"),
-        (["vectors", "run", "--skip", "ring-k0"], "write it as CASE_ID=REASON, with a reason"),
-        (["vectors", "run", "--skip", "ring-k0= "], "write it as CASE_ID=REASON, with a reason"),
-        (["vectors", "run", "--skip-file", "/nonexistent.json"], "--skip-file /nonexistent.json"),
+        (
+            ["check", "--impl-cmd", "x", "--impl-module", "y"],
+            "argument --impl-module: not allowed with argument --impl-cmd",
+        ),
+        (
+            ["check", "--impl-module", "no_such_module_here"],
+            (
+                "--impl-module: cannot import no_such_module_here: "
+                "ModuleNotFoundError: No module named 'no_such_module_here'"
+            ),
+        ),
+        (
+            ["check", "--impl-module", "json"],
+            (
+                "--impl-module: json lacks USIZE_MAX, SsmReplayBytesOverflowError, SsmRollbackMode, "
+                "SsmRollbackModeTypeError, UnknownSsmRollbackModeError, UsizeRangeError, "
+                "UsizeTypeError, VerifyRollbackUnsupportedError, parse_ssm_rollback_mode, "
+                "require_verify_rollback_supported, set_ssm_rollback_mode, ssm_replay_ring_bytes, "
+                "ssm_replay_row_bytes, ssm_rollback_mode (the public names of spec.rollback)"
+            ),
+        ),
+        (
+            ["check", "--clause", "RB-NOPE-1"],
+            (
+                "--clause: unknown clause 'RB-NOPE-1': give an ID such as RB-SIZE-3 or a family "
+                "(RB-MODE, RB-PARSE, RB-PUB, RB-CELL, RB-SIZE, RB-VERIFY, RB-PY, RB-PROTO)"
+            ),
+        ),
+        (
+            ["vectors", "run", "--skip", "ring-k0"],
+            "--skip 'ring-k0': write it as CASE_ID=REASON, with a reason",
+        ),
+        (
+            ["vectors", "run", "--skip", "ring-k0= "],
+            "--skip 'ring-k0= ': write it as CASE_ID=REASON, with a reason",
+        ),
+        (
+            ["vectors", "run", "--skip-file", "/nonexistent.json"],
+            "--skip-file /nonexistent.json: No such file or directory",
+        ),
         (
             ["vectors", "run", "--vectors", "/nonexistent"],
-            "cannot read the vectors in /nonexistent",
+            "--vectors /nonexistent: /nonexistent/manifest.json: No such file or directory",
         ),
-        (["vectors", "run", "--impl-cmd", "'open"], "No closing quotation"),
+        (
+            ["vectors", "run", "--impl-cmd", "'open"],
+            '--impl-cmd: cannot split adapter command "\'open": No closing quotation',
+        ),
     ],
 )
-def test_bad_input_gets_one_clear_line_and_status_2(arguments: list[str], message: str) -> None:
-    finished = run_module("spec.cli", *arguments, timeout=120)
+def test_bad_input_gets_one_clear_line_and_status_2(arguments: list[str], line: str) -> None:
+    finished = run_module("spec.tools.cli", *arguments, timeout=120)
     assert finished.returncode == 2, finished.stdout + finished.stderr
-    assert message in finished.stderr
+    # argparse names the subcommand before "error:"; the rest is the whole message.
+    last = finished.stderr.splitlines()[-1]
+    assert last.startswith("ssm-rollback-spec")
+    assert last.partition(": error: ")[2] == line
     assert "Traceback" not in finished.stdout + finished.stderr
 
 
 def test_a_skip_file_must_map_case_ids_to_reasons(tmp_path: Path) -> None:
     skips = tmp_path / "skips.json"
     skips.write_text('["ring-k0"]', encoding="utf-8")
-    finished = run_module("spec.cli", "vectors", "run", "--skip-file", str(skips))
+    finished = run_module("spec.tools.cli", "vectors", "run", "--skip-file", str(skips))
     assert finished.returncode == 2
     assert "must be a JSON object of case ID to reason" in finished.stderr
 
@@ -72,6 +148,6 @@ def test_a_skip_file_must_map_case_ids_to_reasons(tmp_path: Path) -> None:
 def test_a_skip_file_skips_with_its_reasons(tmp_path: Path) -> None:
     skips = tmp_path / "skips.json"
     skips.write_text('{"ring-k0": "our ring starts at k 1"}', encoding="utf-8")
-    finished = run_module("spec.cli", "vectors", "run", "--skip-file", str(skips))
+    finished = run_module("spec.tools.cli", "vectors", "run", "--skip-file", str(skips))
     assert finished.returncode == 0, finished.stdout + finished.stderr
     assert "SKIP  ring-k0  [RB-SIZE-2]\n      our ring starts at k 1" in finished.stdout

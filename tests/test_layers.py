@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT OR Apache-2.0
-"""The package's floors: imports only go down, and the contract vendors alone."""
+"""The package's floors: imports only go down, and the contract vendors under any name."""
 
 from __future__ import annotations
 
@@ -7,96 +7,173 @@ import ast
 import shutil
 import subprocess
 import sys
-from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import pytest
 
-ROOT: Final = Path(__file__).resolve().parents[1]
+from tests.child import ROOT, run_module
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
 SPEC: Final = ROOT / "spec"
 
-CONTRACT: Final = {"spec", "spec.first_write_wins", "spec.rollback", "spec.model"}
-HARNESS: Final = {
-    "spec.protocol",
-    "spec.adapter",
-    "spec.driver",
-    "spec.subprocess_driver",
-    "spec.oracle",
-}
-TOOLS: Final = {
-    "spec.cli",
-    "spec.check_report",
-    "spec.vectors",
-    "spec.sizing",
-    "spec.argparse_mode",
-}
-FLOOR: Final = {
-    **dict.fromkeys(CONTRACT, 1),
-    **dict.fromkeys(HARNESS, 2),
-    **dict.fromkeys(TOOLS, 3),
+#: The contract floor: what a runtime vendors, standard library only.
+CONTRACT: Final = ("__init__.py", "py.typed", "first_write_wins.py", "rollback.py", "model.py")
+VENDORED: Final = (*CONTRACT, "argparse_mode.py")
+
+# Within the tools, the command line calls the commands, which call helpers.
+COMMANDS: Final = {"spec.tools.check", "spec.tools.vectors", "spec.tools.size"}
+# The only modules allowed a third-party import, and which.
+THIRD_PARTY: Final = {
+    "spec.harness.pytest_plugin": {"pytest", "hypothesis"},
+    "spec.tools.check_report": {"pytest"},
 }
 # The oracle and the implementation must not lean on each other.
 INDEPENDENT: Final = {("spec.model", "spec.rollback"), ("spec.rollback", "spec.model")}
 
 
 def _module_name(path: Path) -> str:
-    return "spec" if path.name == "__init__.py" else f"spec.{path.stem}"
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
 
 
-def _spec_imports(path: Path) -> set[str]:
-    found = set()
+def _floor(module: str) -> int:
+    if module.startswith("spec.tools"):
+        return 3
+    if module.startswith("spec.harness"):
+        return 2
+    return 1
+
+
+MODULES: Final = sorted(
+    path for path in SPEC.rglob("*.py") if "suite" not in path.relative_to(SPEC).parts
+)
+
+
+def _imports(path: Path) -> tuple[set[str], set[str], bool]:
+    """The package modules ``path`` imports, the top-level others, and whether any is absolute."""
+    package = _module_name(path) if path.name == "__init__.py" else _module_name(path.parent)
+    ours, others, absolute = set(), set(), False
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        names: list[str] = []
         if isinstance(node, ast.Import):
-            found |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            found.add(node.module)
-            found |= {f"{node.module}.{alias.name}" for alias in node.names}
-    return {name for name in found if name in FLOOR}
+            names = [alias.name for alias in node.names]
+            absolute |= any(name.split(".")[0] == "spec" for name in names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                module = f"{base}.{node.module}" if node.module else base
+            else:
+                module = node.module or ""
+                absolute |= module.split(".")[0] == "spec"
+            names = [module, *(f"{module}.{alias.name}" for alias in node.names)]
+        for name in names:
+            if name.split(".")[0] == "spec":
+                ours.add(name)
+            elif name.split(".")[0] not in sys.stdlib_module_names and name != "__future__":
+                others.add(name.split(".")[0])
+    known = {_module_name(p) for p in MODULES}
+    return {name for name in ours if name in known}, others, absolute
 
 
-def test_every_module_has_a_floor() -> None:
-    assert {_module_name(path) for path in SPEC.glob("*.py")} == set(FLOOR)
+def test_every_module_declares_its_public_names() -> None:
+    for path in MODULES:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        assigned = {
+            target.id
+            for node in tree.body
+            if isinstance(node, (ast.Assign, ast.AnnAssign))
+            for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
+            if isinstance(target, ast.Name)
+        }
+        assert "__all__" in assigned, f"{_module_name(path)} has no __all__"
+        assert path.read_text(encoding="utf-8").startswith("# SPDX-License-Identifier: ")
 
 
-@pytest.mark.parametrize("path", sorted(SPEC.glob("*.py")), ids=lambda path: path.name)
+@pytest.mark.parametrize("path", MODULES, ids=_module_name)
 def test_imports_only_go_down(path: Path) -> None:
     module = _module_name(path)
-    for imported in _spec_imports(path) - {module, "spec"}:
-        assert FLOOR[imported] <= FLOOR[module], (
-            f"{module} (floor {FLOOR[module]}) imports {imported}"
-        )
+    ours, others, absolute = _imports(path)
+    for imported in ours - {module, "spec"}:
+        assert _floor(imported) <= _floor(module), f"{module} imports {imported} from above"
         assert (module, imported) not in INDEPENDENT, f"{module} must not import {imported}"
-        # Tools sit on top: nothing but the command line calls up into them.
-        if imported in TOOLS:
-            assert module == "spec.cli", f"{module} calls up into the tool {imported}"
+        if imported in COMMANDS or imported == "spec.tools.cli":
+            # Nothing calls up into a command but the command line itself.
+            assert module == "spec.tools.cli", f"{module} calls up into {imported}"
+    assert others <= THIRD_PARTY.get(module, set()), f"{module} imports {others}"
+    if _floor(module) == 1:
+        # Relative, so the floor works under whatever name a runtime gives it.
+        assert not absolute, f"{module} imports the package by name"
 
 
-def test_the_contract_floor_works_copied_alone_with_the_standard_library(tmp_path: Path) -> None:
-    vendored = tmp_path / "vendor" / "spec"
+def _vendor(tmp_path: Path) -> Path:
+    vendored = tmp_path / "host_runtime" / "_vendor" / "rollback_spec"
     vendored.mkdir(parents=True)
-    for name in ("__init__.py", "py.typed", "first_write_wins.py", "rollback.py", "model.py"):
+    for package in (tmp_path / "host_runtime", tmp_path / "host_runtime" / "_vendor"):
+        (package / "__init__.py").write_text("", encoding="utf-8")
+    for name in VENDORED:
         shutil.copy2(SPEC / name, vendored / name)
+    return vendored
+
+
+def test_the_contract_floor_vendors_under_another_name_on_the_bare_standard_library(
+    tmp_path: Path,
+) -> None:
+    _vendor(tmp_path)
     probe = (
-        f"import sys; sys.path.insert(0, {str(vendored.parent)!r})\n"
-        "import spec.rollback as r, spec.model as m\n"
-        f"assert r.__file__.startswith({str(vendored)!r}), r.__file__\n"
+        "import sys\n"
+        "from host_runtime._vendor.rollback_spec import rollback as r, model as m\n"
+        "from host_runtime._vendor.rollback_spec import argparse_mode as a\n"
         "assert r.parse_ssm_rollback_mode('replay') is r.SsmRollbackMode.REPLAY\n"
         "assert r.set_ssm_rollback_mode(r.SsmRollbackMode.REPLAY).value == 'replay'\n"
         "assert r.ssm_replay_ring_bytes(36, 24832, 4, 2) == m.ring_bytes(36, 24832, 4, 2)\n"
-        "import sys; print(sorted(n for n in sys.modules if n.startswith('spec')))\n"
+        "import argparse; p = argparse.ArgumentParser(); a.add_ssm_rollback_mode_argument(p)\n"
+        "assert p.parse_args([]).ssm_rollback_mode is r.SsmRollbackMode.SNAPSHOT\n"
+        "print(sorted(n for n in sys.modules if n.startswith(('spec', 'host_runtime'))))\n"
     )
     # -S -E -s: no site-packages, no environment, no user site, so only the
     # standard library and the copied folder can be imported.
     finished = subprocess.run(
         [sys.executable, "-S", "-E", "-s", "-c", probe],
-        cwd=vendored.parent,
+        cwd=tmp_path,
         capture_output=True,
         text=True,
         timeout=60,
         check=False,
     )
     assert finished.returncode == 0, finished.stderr
-    assert (
-        finished.stdout.strip()
-        == "['spec', 'spec.first_write_wins', 'spec.model', 'spec.rollback']"
+    copy = "host_runtime._vendor.rollback_spec"
+    assert finished.stdout.strip() == str(
+        [
+            "host_runtime",
+            "host_runtime._vendor",
+            copy,
+            f"{copy}.argparse_mode",
+            f"{copy}.first_write_wins",
+            f"{copy}.model",
+            f"{copy}.rollback",
+        ]
     )
+
+
+def test_the_whole_property_suite_passes_against_a_vendored_copy(tmp_path: Path) -> None:
+    _vendor(tmp_path)
+    copy = "host_runtime._vendor.rollback_spec.rollback"
+    finished = run_module(
+        "pytest",
+        "tests/properties",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "--impl-module",
+        copy,
+        env={"PYTHONPATH": str(tmp_path)},
+    )
+    summary = finished.stdout.strip().splitlines()[-1]
+    assert finished.returncode == 0, finished.stdout[-3000:] + finished.stderr[-2000:]
+    # Python-API clauses included: nothing skips for a Python implementation.
+    assert "skipped" not in summary, summary
+    assert " passed" in summary, summary

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Final
 
 import pytest
 
-from spec import sizing
+from spec.tools import sizing
 from tests.child import run_module
 
 if TYPE_CHECKING:
@@ -71,8 +71,23 @@ def test_a_preflight_without_the_dummy_slot_falls_short_by_one_slot() -> None:
 
 
 def test_layer_types_win_over_the_interval() -> None:
+    config = _config() | {"layer_types": ["linear_attention", "full_attention"] * 24}
+    assert sizing.dimensions_from_config(config).num_gdn_layers == 24
+
+
+def test_layer_types_must_list_every_layer() -> None:
     config = _config() | {"layer_types": ["linear_attention", "full_attention"] * 3}
-    assert sizing.dimensions_from_config(config).num_gdn_layers == 3
+    with pytest.raises(sizing.ConfigError) as raised:
+        sizing.dimensions_from_config(config)
+    assert str(raised.value) == (
+        "the config's 'layer_types' has 6 entries but 'num_hidden_layers' is 48"
+    )
+
+
+@pytest.mark.parametrize("layers", [10**15, 2**64 - 1])
+def test_the_interval_counts_any_number_of_layers_at_once(layers: int) -> None:
+    config = _config() | {"num_hidden_layers": layers}
+    assert sizing.dimensions_from_config(config).num_gdn_layers == layers - layers // 4
 
 
 def test_a_multimodal_config_is_read_through_its_text_config() -> None:
@@ -100,7 +115,7 @@ def test_a_config_without_gdn_layers_is_refused_by_name(
 
 
 def _size(*arguments: str) -> subprocess.CompletedProcess[str]:
-    return run_module("spec.cli", "size", *arguments, timeout=60)
+    return run_module("spec.tools.cli", "size", *arguments, timeout=60)
 
 
 def test_the_command_prints_the_review_in_human_units() -> None:
@@ -118,7 +133,7 @@ def test_the_command_reports_a_shortfall_and_json() -> None:
     finished = _size(
         "--gdn-layers", "36", "--key-heads", "16", "--key-head-dim", "128",
         "--value-heads", "32", "--value-head-dim", "128", "--conv-kernel", "4",
-        "--num-drafts", "3", "--mtp-slots", "1", "--mtp-state-slots", "1", "--json",
+        "--num-drafts", "3", "--mtp-slots", "1", "--mtp-state-slots", "1", "--json", "-",
     )  # fmt: skip
     assert finished.returncode == 0, finished.stderr
     report = json.loads(finished.stdout)
@@ -133,15 +148,53 @@ _SAMPLE: Final = ["--config", str(QWEN3_NEXT)]
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
-        (_REVIEW, "give --config, or every dimension"),
-        (["--config", "/nonexistent.json", *_REVIEW], "/nonexistent.json"),
-        ([*_SAMPLE, "--gdn-layers", "3", *_REVIEW], "not both"),
-        ([*_SAMPLE, "--num-drafts", "x", "--mtp-slots", "1"], "not a whole number: 'x'"),
-        ([*_SAMPLE, "--num-drafts", str(2**64 - 1), "--mtp-slots", "1"], "argument 'k_ceiling'"),
+        (
+            _REVIEW,
+            ("give --config, or every dimension (missing --gdn-layers, --key-heads, "
+            "--key-head-dim, --value-heads, --value-head-dim, --conv-kernel)"),
+        ),
+        (
+            ["--config", "/nonexistent.json", *_REVIEW],
+            "--config /nonexistent.json: No such file or directory",
+        ),
+        (
+            [*_SAMPLE, "--gdn-layers", "3", *_REVIEW],
+            "give either --config or the explicit dimensions, not both",
+        ),
+        (
+            [*_SAMPLE, "--num-drafts", "x", "--mtp-slots", "1"],
+            "argument --num-drafts: not a whole number: 'x'",
+        ),
+        (
+            [*_SAMPLE, "--num-drafts", str(2**64 - 1), "--mtp-slots", "1"],
+            ("the preflight reservation exceeds the runtime's 64-bit usize with "
+            f"--num-drafts {2**64 - 1}, --mtp-state-slots 2, --config {QWEN3_NEXT}"),
+        ),
+        (
+            [*_SAMPLE, "--num-drafts", "1", "--mtp-slots", str(2**64), "--mtp-state-slots", "1"],
+            ("the pool allocation exceeds the runtime's 64-bit usize with "
+            f"--num-intermediates 2, --mtp-slots {2**64}, --config {QWEN3_NEXT}"),
+        ),
+        (
+            [
+                "--gdn-layers", "36", "--key-heads", "16", "--key-head-dim", "128",
+                "--value-heads", "32", "--value-head-dim", "128", "--conv-kernel", "0",
+                *_REVIEW,
+            ],
+            "argument --conv-kernel: must be at least 1, got 0",
+        ),
+        (
+            ["--config", "/dev/zero", *_REVIEW],
+            "--config /dev/zero: not a regular file",
+        ),
+        (
+            ["--config", "/", *_REVIEW],
+            "--config /: not a regular file",
+        ),
     ],
-)
+)  # fmt: skip
 def test_bad_input_gets_one_clear_line_and_no_traceback(arguments: list[str], message: str) -> None:
     finished = _size(*arguments)
-    assert finished.returncode == 2
-    assert message in finished.stderr
+    assert finished.returncode == 2, finished.stdout + finished.stderr
+    assert finished.stderr.splitlines()[-1].partition(": error: ")[2] == message
     assert "Traceback" not in finished.stderr

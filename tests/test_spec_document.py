@@ -10,8 +10,9 @@ from typing import Final
 import pytest
 
 from spec import SPEC_VERSION, first_write_wins, model, rollback
+from spec.harness.clauses import CLAUSES
+from spec.harness.pytest_plugin import pytest_collection_modifyitems
 from tests import traceability
-from tests.conftest import pytest_collection_modifyitems
 
 ROOT: Final = Path(__file__).resolve().parents[1]
 # Clauses about Python types and the Python cell: a JSON vector cannot carry them.
@@ -86,28 +87,49 @@ def test_the_package_protocol_page_and_spec_name_one_version() -> None:
 
 
 class _FakeItem:
+    """Just what the collection hook reads of a collected property."""
+
     def __init__(self, nodeid: str, *clauses: str) -> None:
         self.nodeid = nodeid
+        self.fixturenames = ["impl"]
         self.user_properties: list[tuple[str, object]] = []
+        self.extra_keyword_matches: set[str] = set()
         self._marks = [pytest.mark.clause(*clauses).mark] if clauses else []
 
     def iter_markers(self, name: str) -> list[pytest.Mark]:
         return [mark for mark in self._marks if mark.name == name]
 
 
+class _FakeConfig:
+    """A configuration with no ``--clause`` selection."""
+
+    def getoption(self, name: str) -> list[str]:
+        assert name == "--clause"
+        return []
+
+
+def _collect(*items: _FakeItem) -> None:
+    pytest_collection_modifyitems(_FakeConfig(), list(items))  # type: ignore[arg-type]
+
+
 def test_collection_refuses_an_unknown_clause_id() -> None:
-    item = _FakeItem("tests/properties/test_x.py::test_y", "RB-SIZE-2", "RB-NOPE-9")
+    item = _FakeItem("test_x.py::test_y", "RB-SIZE-2", "RB-NOPE-9")
     with pytest.raises(pytest.UsageError, match=r"cites unknown clauses \['RB-NOPE-9'\]"):
-        pytest_collection_modifyitems([item])  # type: ignore[list-item]
+        _collect(item)
 
 
 def test_collection_refuses_a_property_that_cites_no_clause() -> None:
-    item = _FakeItem("tests/properties/test_x.py::test_y")
+    item = _FakeItem("test_x.py::test_y")
     with pytest.raises(pytest.UsageError, match=r"cites no SPEC\.md clause"):
-        pytest_collection_modifyitems([item])  # type: ignore[list-item]
+        _collect(item)
 
 
-def test_collection_records_the_clauses_for_the_report() -> None:
-    item = _FakeItem("tests/properties/test_x.py::test_y", "RB-SIZE-2")
-    pytest_collection_modifyitems([item])  # type: ignore[list-item]
+def test_collection_records_the_clauses_for_the_report_and_for_k() -> None:
+    item = _FakeItem("test_x.py::test_y", "RB-SIZE-2")
+    _collect(item)
     assert item.user_properties == [("clause", "RB-SIZE-2")]
+    assert item.extra_keyword_matches == {"RB-SIZE-2"}
+
+
+def test_the_shipped_clause_table_is_spec_md_in_order() -> None:
+    assert traceability.spec_clauses() == list(CLAUSES)

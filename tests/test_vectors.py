@@ -12,11 +12,12 @@ from typing import TYPE_CHECKING, Any, Final
 import jsonschema
 import pytest
 
-from spec import SPEC_VERSION, vectors
-from spec.oracle import allowed_replies
-from spec.protocol import PROTOCOL_VERSION, ProtocolError
+from spec import SPEC_VERSION
+from spec.harness.oracle import allowed_replies
+from spec.harness.protocol import PROTOCOL_VERSION, ProtocolError, decode_request
+from spec.tools import corpus
 from tests.child import run_module
-from tests.selftest.mutants import MUTANTS
+from tests.selftest.wrong import WRONG, import_path
 
 if TYPE_CHECKING:
     import subprocess
@@ -46,7 +47,7 @@ def test_every_file_validates_against_the_schema() -> None:
 
 
 def test_the_committed_corpus_is_exactly_a_fresh_generation() -> None:
-    generated = vectors.generate()
+    generated = corpus.generate()
     assert sorted(generated) == [path.name for path in _files()]
     for name, text in generated.items():
         committed = (VECTORS / name).read_text(encoding="ascii")
@@ -54,14 +55,14 @@ def test_the_committed_corpus_is_exactly_a_fresh_generation() -> None:
 
 
 def test_generation_is_deterministic() -> None:
-    assert vectors.generate() == vectors.generate()
+    assert corpus.generate() == corpus.generate()
 
 
 def test_the_manifest_pins_every_file_and_names_the_versions() -> None:
     manifest = json.loads((VECTORS / "manifest.json").read_text(encoding="ascii"))
     assert manifest["spec_version"] == SPEC_VERSION
     assert manifest["protocol_version"] == PROTOCOL_VERSION
-    cases = vectors.load_cases(VECTORS)
+    cases = corpus.load_cases(VECTORS)
     assert sum(entry["cases"] for entry in manifest["files"]) == len(cases)
 
 
@@ -71,24 +72,27 @@ def test_a_tampered_file_is_refused(tmp_path: Path) -> None:
     parse = tmp_path / "parse.json"
     parse.write_text(parse.read_text(encoding="ascii").replace("SNAPSHOT", "snapshot"), "ascii")
     expected = re.escape("parse.json: SHA-256 differs from manifest.json")
-    with pytest.raises(vectors.VectorError, match=expected):
-        vectors.load_cases(tmp_path)
+    with pytest.raises(corpus.VectorError, match=expected):
+        corpus.load_cases(tmp_path)
 
 
-def test_every_well_formed_case_expects_what_the_model_allows() -> None:
-    for case in vectors.load_cases(VECTORS):
-        try:
-            allowed = allowed_replies(case["request"])
-        except ProtocolError:
-            assert "RB-PROTO-4" in case["clauses"]
-            continue
-        assert case["expected"] == allowed, case["id"]
+def test_every_case_expects_what_the_model_allows() -> None:
+    for case in corpus.load_cases(VECTORS):
+        assert case["expected"] == allowed_replies(case["request"]), case["id"]
+
+
+def test_the_oracle_allows_a_refused_request_only_its_error_kind() -> None:
+    with pytest.raises(ProtocolError) as raised:
+        decode_request('{"op": "parse"}')
+    assert raised.value.kind.value == "bad-request"
+    assert allowed_replies({"op": "parse"}) == [{"error": {"kind": "bad-request"}}]
+    assert allowed_replies({"op": "rewind"}) == [{"error": {"kind": "unknown-op"}}]
 
 
 def test_the_required_boundaries_are_covered() -> None:
-    requests = {
+    requests: dict[str, dict[str, Any]] = {
         case["id"]: case["request"]
-        for case in vectors.load_cases(VECTORS)
+        for case in corpus.load_cases(VECTORS)
         if "RB-PROTO-4" not in case["clauses"]
     }
     rings = [r for r in requests.values() if r.get("op") == "ring_bytes"]
@@ -121,18 +125,18 @@ class _ShortDriver:
 
 
 def test_a_case_neither_run_nor_skipped_is_an_error() -> None:
-    cases = [case for case in vectors.load_cases(VECTORS) if case["id"].startswith("parse-")]
-    with pytest.raises(vectors.VectorError, match="cases neither run nor skipped: parse-"):
-        vectors.run_cases(_ShortDriver(), cases, {})  # type: ignore[arg-type]
+    cases = [case for case in corpus.load_cases(VECTORS) if case["id"].startswith("parse-")]
+    with pytest.raises(corpus.VectorError, match="cases neither run nor skipped: parse-"):
+        corpus.run_cases(_ShortDriver(), cases, {})  # type: ignore[arg-type]
 
 
 def test_a_skip_naming_no_case_is_an_error() -> None:
-    with pytest.raises(vectors.VectorError, match="names cases that do not exist: no-such-case"):
-        vectors.run_cases(_ShortDriver(), [], {"no-such-case": "reason"})  # type: ignore[arg-type]
+    with pytest.raises(corpus.VectorError, match="names cases that do not exist: no-such-case"):
+        corpus.run_cases(_ShortDriver(), [], {"no-such-case": "reason"})  # type: ignore[arg-type]
 
 
 def _run(*arguments: str) -> subprocess.CompletedProcess[str]:
-    return run_module("spec.cli", "vectors", "run", *arguments, timeout=600)
+    return run_module("spec.tools.cli", "vectors", "run", *arguments, timeout=600)
 
 
 def _json_report(tmp_path: Path, *arguments: str) -> tuple[int, dict[str, Any]]:
@@ -146,9 +150,10 @@ def test_the_python_adapter_passes_every_case(tmp_path: Path) -> None:
     status, report = _json_report(tmp_path)
     assert status == 0
     assert report["counts"] == {
-        "passed": len(vectors.load_cases(VECTORS)),
+        "passed": len(corpus.load_cases(VECTORS)),
         "failed": 0,
         "skipped": 0,
+        "not-run": 0,
     }
 
 
@@ -176,12 +181,13 @@ def test_a_skipped_case_is_reported_with_its_reason(tmp_path: Path) -> None:
     "name",
     sorted(
         name
-        for name, mutant in MUTANTS.items()
-        if not mutant.python_only and name not in NOT_CAUGHT_BY_FIXED_CASES
+        for name, expected in WRONG.items()
+        if not expected.python_only and name not in NOT_CAUGHT_BY_FIXED_CASES
     ),
 )
 def test_every_wrong_implementation_fails_the_vectors(name: str) -> None:
-    finished = _run("--impl-cmd", f"{sys.executable} -m tests.selftest.mutant_adapter {name}")
+    adapter = f"{sys.executable} -m spec.harness.adapter --impl-module {import_path(name)}"
+    finished = _run("--impl-cmd", adapter)
     assert finished.returncode == 1, finished.stdout[-3000:] + finished.stderr[-2000:]
     assert "FAIL  " in finished.stdout
     assert "Traceback" not in finished.stdout + finished.stderr

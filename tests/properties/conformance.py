@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from spec.oracle import allowed_replies
-from spec.protocol import encode, reply_matches
+from spec.harness.oracle import allowed_replies
+from spec.harness.protocol import encode, reply_matches
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from spec.driver import Implementation
+    from spec.harness.driver import Implementation
 
 
 def exchange(impl: Implementation, request: Mapping[str, object], /) -> dict[str, object]:

@@ -9,18 +9,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from spec.rollback import (
-    SsmRollbackMode,
-    SsmRollbackModeTypeError,
-    UsizeRangeError,
-    UsizeTypeError,
-)
-from tests.properties.strategies import USIZE_MAX
+from spec.rollback import SsmRollbackMode
+
+from .strategies import USIZE_MAX
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from spec.driver import PythonApi
+    from spec.harness.python_impl import PythonImplementation
 
 ROW: Final = ("ssm_replay_row_bytes", ("qkvz_elems", "nv"))
 RING: Final = (
@@ -54,11 +50,14 @@ def _call_with_one_bad_argument(
 @pytest.mark.clause("RB-PY-2")
 @given(function=st.sampled_from([ROW, RING]), data=st.data(), bad=not_ints)
 def test_a_non_int_size_argument_raises_type_error_naming_it(
-    python_api: PythonApi, function: tuple[str, tuple[str, ...]], data: st.DataObject, bad: object
+    python_api: PythonImplementation,
+    function: tuple[str, tuple[str, ...]],
+    data: st.DataObject,
+    bad: object,
 ) -> None:
     name, fields = function
     field = data.draw(st.sampled_from(fields))
-    with pytest.raises(UsizeTypeError) as raised:
+    with pytest.raises(python_api.api.UsizeTypeError) as raised:
         _call_with_one_bad_argument(python_api.api, function, field, bad)
     assert str(raised.value) == (
         f"{name}() argument '{field}' must be int, not {type(bad).__name__}"
@@ -68,11 +67,14 @@ def test_a_non_int_size_argument_raises_type_error_naming_it(
 @pytest.mark.clause("RB-PY-3")
 @given(function=st.sampled_from([ROW, RING]), data=st.data(), bad=out_of_range)
 def test_an_out_of_range_size_argument_raises_value_error_naming_it(
-    python_api: PythonApi, function: tuple[str, tuple[str, ...]], data: st.DataObject, bad: int
+    python_api: PythonImplementation,
+    function: tuple[str, tuple[str, ...]],
+    data: st.DataObject,
+    bad: int,
 ) -> None:
     name, fields = function
     field = data.draw(st.sampled_from(fields))
-    with pytest.raises(UsizeRangeError) as raised:
+    with pytest.raises(python_api.api.UsizeRangeError) as raised:
         _call_with_one_bad_argument(python_api.api, function, field, bad)
     assert str(raised.value) == (
         f"{name}() argument '{field}' must be in [0, {USIZE_MAX}], got {bad}"
@@ -80,21 +82,21 @@ def test_an_out_of_range_size_argument_raises_value_error_naming_it(
 
 
 @pytest.mark.clause("RB-PY-3", "RB-SIZE-3")
-def test_the_range_ends_are_accepted(python_api: PythonApi) -> None:
+def test_the_range_ends_are_accepted(python_api: PythonImplementation) -> None:
     assert python_api.api.ssm_replay_row_bytes(0, 0) == 0
     assert python_api.api.ssm_replay_ring_bytes(USIZE_MAX, USIZE_MAX, 1, USIZE_MAX) == 0
 
 
 @pytest.mark.clause("RB-SIZE-3")
-def test_overflow_names_the_function_and_its_arguments(python_api: PythonApi) -> None:
-    with pytest.raises(OverflowError) as raised:
+def test_overflow_names_the_function_and_its_arguments(python_api: PythonImplementation) -> None:
+    with pytest.raises(python_api.api.SsmReplayBytesOverflowError) as raised:
         python_api.api.ssm_replay_ring_bytes(2, USIZE_MAX, 2, 1)
     assert str(raised.value) == (
         "ssm_replay_ring_bytes(num_ssm_layers=2, row_bytes=18446744073709551615, "
         "k_ceiling=2, mtp_state_slots=1) = 36893488147419103230 "
         "exceeds usize max 18446744073709551615"
     )
-    with pytest.raises(OverflowError) as raised:
+    with pytest.raises(python_api.api.SsmReplayBytesOverflowError) as raised:
         python_api.api.ssm_replay_row_bytes(USIZE_MAX, 0)
     assert str(raised.value) == (
         "ssm_replay_row_bytes(qkvz_elems=18446744073709551615, nv=0) = 36893488147419103230 "
@@ -106,16 +108,18 @@ def test_overflow_names_the_function_and_its_arguments(python_api: PythonApi) ->
 @given(
     bad=st.one_of(st.none(), st.integers(), st.binary(max_size=4), st.just(SsmRollbackMode.REPLAY))
 )
-def test_parsing_a_non_str_raises_type_error(python_api: PythonApi, bad: object) -> None:
-    with pytest.raises(SsmRollbackModeTypeError) as raised:
+def test_parsing_a_non_str_raises_type_error(python_api: PythonImplementation, bad: object) -> None:
+    with pytest.raises(python_api.api.SsmRollbackModeTypeError) as raised:
         python_api.api.parse_ssm_rollback_mode(bad)  # type: ignore[arg-type]
     assert str(raised.value) == (f"parse_ssm_rollback_mode() takes a str, not {type(bad).__name__}")
 
 
 @pytest.mark.clause("RB-PY-1", "RB-VERIFY-2")
 @given(bad=st.one_of(st.sampled_from(["replay", "snapshot"]), st.none(), st.integers()))
-def test_verify_entry_with_a_non_mode_raises_type_error(python_api: PythonApi, bad: object) -> None:
-    with pytest.raises(SsmRollbackModeTypeError) as raised:
+def test_verify_entry_with_a_non_mode_raises_type_error(
+    python_api: PythonImplementation, bad: object
+) -> None:
+    with pytest.raises(python_api.api.SsmRollbackModeTypeError) as raised:
         python_api.api.require_verify_rollback_supported(bad)  # type: ignore[arg-type]
     assert str(raised.value) == (
         f"require_verify_rollback_supported() takes an SsmRollbackMode, not {type(bad).__name__}"

@@ -19,12 +19,13 @@ from hypothesis.stateful import (
 )
 
 from spec import model
-from tests.properties.strategies import scaled
+
+from .strategies import scaled
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from spec.driver import Cell, PythonApi
+    from spec.harness.python_impl import Cell
 
 # Small values collide often, which is where first-write-wins bugs show.
 values: Final = st.integers(0, 3)
@@ -66,10 +67,12 @@ class CellMachine(RuleBasedStateMachine):
 
 
 @pytest.mark.clause("RB-CELL-1", "RB-CELL-2", "RB-CELL-3")
-def test_any_interleaving_of_writes_and_reads_follows_the_model(python_api: PythonApi) -> None:
+def test_any_interleaving_of_writes_and_reads_follows_the_model(
+    new_cell: Callable[[], Cell[object]],
+) -> None:
     class MachineOnThisCell(CellMachine):
         def __init__(self) -> None:
-            super().__init__(python_api.new_cell)
+            super().__init__(new_cell)
 
     # Older Hypothesis releases leave this function unannotated; the typed
     # alias keeps strict mypy quiet on every release.
@@ -78,8 +81,8 @@ def test_any_interleaving_of_writes_and_reads_follows_the_model(python_api: Pyth
 
 
 @pytest.mark.clause("RB-CELL-3")
-def test_none_is_a_value_like_any_other(python_api: PythonApi) -> None:
-    cell = python_api.new_cell()
+def test_none_is_a_value_like_any_other(new_cell: Callable[[], Cell[object]]) -> None:
+    cell = new_cell()
     assert cell.set(None) is None
     assert cell.get_or_init(1) is None
     assert cell.set(2) is None
@@ -93,9 +96,9 @@ def test_none_is_a_value_like_any_other(python_api: PythonApi) -> None:
     )
 )
 def test_calls_released_together_all_return_one_winners_value(
-    python_api: PythonApi, calls: list[tuple[str, int]]
+    new_cell: Callable[[], Cell[object]], calls: list[tuple[str, int]]
 ) -> None:
-    cell = python_api.new_cell()
+    cell = new_cell()
     barrier = threading.Barrier(len(calls))
     returned: list[object] = [None] * len(calls)
 

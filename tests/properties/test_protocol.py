@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from spec.protocol import ErrorKind, Op
+from spec.harness.protocol import ErrorKind, Op
 
 if TYPE_CHECKING:
-    from spec.driver import Implementation
+    from spec.harness.driver import Implementation
 
 U64_MAX: Final = 2**64 - 1
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -14,12 +15,13 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from spec import model
-from spec.rollback import SsmRollbackMode, SsmRollbackModeTypeError
-from tests.properties.conformance import exchange
-from tests.properties.strategies import as_calls, events, scaled
+
+from .conformance import exchange
+from .strategies import as_calls, events, scaled
 
 if TYPE_CHECKING:
-    from spec.driver import Implementation, PythonApi
+    from spec.harness.driver import Implementation
+    from spec.harness.python_impl import PythonImplementation
 
 GET: Final = {"op": "get"}
 SET_REPLAY: Final = {"op": "set", "mode": "replay"}
@@ -75,15 +77,13 @@ def test_concurrent_calls_all_return_the_mode_of_whichever_call_won(
 
 _PROCESS_SCRIPT: Final = textwrap.dedent(
     """
-    import importlib, json, sys, threading
-    from spec.rollback import SsmRollbackMode
-    path, _, attribute = sys.argv[1].partition(":")
-    api = importlib.import_module(path)
-    api = getattr(api, attribute)() if attribute else api
+    import json, sys, threading
+    from spec.harness.python_impl import load_python_implementation
+    api = load_python_implementation(sys.argv[1]).api
     returned = []
     def call(event):
         if event["op"] == "set":
-            returned.append(api.set_ssm_rollback_mode(SsmRollbackMode(event["mode"])).value)
+            returned.append(api.set_ssm_rollback_mode(api.SsmRollbackMode(event["mode"])).value)
         else:
             returned.append(api.ssm_rollback_mode().value)
     # Each call on a thread of its own, one after another: the published mode
@@ -103,11 +103,14 @@ _PROCESS_SCRIPT: Final = textwrap.dedent(
 @example(trace=[SET_REPLAY, GET])
 @example(trace=[GET, SET_REPLAY])
 def test_the_published_mode_is_one_per_process_and_starts_unwritten(
-    python_api: PythonApi, trace: list[dict[str, str]]
+    python_api: PythonImplementation, trace: list[dict[str, str]]
 ) -> None:
-    # The state cannot be reset in-process, so each trace gets an interpreter.
+    # The state cannot be reset in-process, so each trace gets an interpreter,
+    # which finds the implementation where this one does.
+    path = os.pathsep.join(entry for entry in sys.path if entry)
     finished = subprocess.run(
         [sys.executable, "-c", _PROCESS_SCRIPT, python_api.import_path, json.dumps(trace)],
+        env={**os.environ, "PYTHONPATH": path},
         capture_output=True,
         text=True,
         timeout=60,
@@ -120,11 +123,12 @@ def test_the_published_mode_is_one_per_process_and_starts_unwritten(
 @pytest.mark.clause("RB-PUB-1", "RB-PY-1")
 @given(bad=st.one_of(st.sampled_from(model.MODE_NAMES), st.none(), st.integers()))
 def test_publishing_a_non_mode_raises_and_publishes_nothing(
-    python_api: PythonApi, bad: object
+    python_api: PythonImplementation, bad: object
 ) -> None:
-    with python_api.fresh() as api:
-        with pytest.raises(SsmRollbackModeTypeError) as raised:
-            api.set_ssm_rollback_mode(bad)  # type: ignore[arg-type]
-        shown = type(bad).__name__
-        assert str(raised.value) == f"set_ssm_rollback_mode() takes an SsmRollbackMode, not {shown}"
-        assert api.set_ssm_rollback_mode(SsmRollbackMode.REPLAY) is SsmRollbackMode.REPLAY
+    api = python_api.fresh()
+    with pytest.raises(api.SsmRollbackModeTypeError) as raised:
+        api.set_ssm_rollback_mode(bad)  # type: ignore[arg-type]
+    shown = type(bad).__name__
+    assert str(raised.value) == f"set_ssm_rollback_mode() takes an SsmRollbackMode, not {shown}"
+    replay = api.SsmRollbackMode.REPLAY
+    assert api.set_ssm_rollback_mode(replay) is replay

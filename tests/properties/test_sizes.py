@@ -9,8 +9,8 @@ import pytest
 from hypothesis import assume, example, given
 from hypothesis import strategies as st
 
-from tests.properties.conformance import exchange
-from tests.properties.strategies import (
+from .conformance import exchange
+from .strategies import (
     USIZE_MAX,
     small_usizes,
     usize_max_factorizations,
@@ -18,7 +18,7 @@ from tests.properties.strategies import (
 )
 
 if TYPE_CHECKING:
-    from spec.driver import Implementation
+    from spec.harness.driver import Implementation
 
 RING_FIELDS: Final = ("num_ssm_layers", "row_bytes", "k_ceiling", "mtp_state_slots")
 ROW_FIELDS: Final = ("qkvz_elems", "nv")

@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from spec.rollback import SsmRollbackMode, VerifyRollbackUnsupportedError
-from tests.properties.conformance import exchange
+from .conformance import exchange
 
 if TYPE_CHECKING:
-    from spec.driver import Implementation, PythonApi
+    from spec.harness.driver import Implementation
+    from spec.harness.python_impl import PythonImplementation
 
 
 @pytest.mark.clause("RB-VERIFY-1")
@@ -27,15 +27,16 @@ def test_every_verify_in_replay_mode_is_refused(impl: Implementation) -> None:
 
 
 @pytest.mark.clause("RB-VERIFY-2", "RB-PUB-1")
-def test_replay_mode_boots_then_refuses(python_api: PythonApi) -> None:
-    with python_api.fresh() as api:
-        published = api.set_ssm_rollback_mode(SsmRollbackMode.REPLAY)
-        assert published is SsmRollbackMode.REPLAY
-        with pytest.raises(VerifyRollbackUnsupportedError) as refused:
-            api.require_verify_rollback_supported(api.ssm_rollback_mode())
-        assert refused.value.mode is SsmRollbackMode.REPLAY
-        assert str(refused.value) == (
-            "speculative verify refused: ssm-rollback-mode 'replay' "
-            "has no capture or replay implementation"
-        )
-        api.require_verify_rollback_supported(SsmRollbackMode.SNAPSHOT)
+def test_replay_mode_boots_then_refuses(python_api: PythonImplementation) -> None:
+    api = python_api.fresh()
+    modes = api.SsmRollbackMode
+    published = api.set_ssm_rollback_mode(modes.REPLAY)
+    assert published is modes.REPLAY
+    with pytest.raises(api.VerifyRollbackUnsupportedError) as refused:
+        api.require_verify_rollback_supported(api.ssm_rollback_mode())
+    assert getattr(refused.value, "mode", None) is modes.REPLAY
+    assert str(refused.value) == (
+        "speculative verify refused: ssm-rollback-mode 'replay' "
+        "has no capture or replay implementation"
+    )
+    api.require_verify_rollback_supported(modes.SNAPSHOT)

@@ -15,23 +15,39 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
 __all__ = [
+    "MAX_DEPTH",
+    "MAX_EVENTS",
+    "MAX_LINE_BYTES",
     "PROTOCOL_VERSION",
     "STATEFUL_OPS",
     "ErrorKind",
     "MalformedReplyError",
     "Op",
     "ProtocolError",
+    "TooDeepError",
+    "UnencodableMessageError",
     "decode_reply",
     "decode_request",
     "encode",
+    "encode_line",
     "encode_value",
     "error_reply",
+    "loads_bounded",
     "ok_reply",
     "op_named",
     "reply_matches",
 ]
 
 PROTOCOL_VERSION: Final = 1
+
+#: The longest request line an adapter must read, newline included; a longer one is bad-request.
+MAX_LINE_BYTES: Final = 1 << 20
+
+#: The deepest nesting of arrays and objects a request may have; deeper is bad-request.
+MAX_DEPTH: Final = 16
+
+#: The most events a trace or race may hold; more is bad-request.
+MAX_EVENTS: Final = 256
 
 _U64_MAX: Final = 2**64 - 1
 
@@ -92,6 +108,25 @@ def encode(message: Mapping[str, object], /) -> str:
     return _ENCODER.encode(message)
 
 
+class UnencodableMessageError(ValueError):
+    """A message that cannot be written as a UTF-8 line: it holds a lone surrogate."""
+
+
+def encode_line(message: Mapping[str, object], /) -> bytes:
+    """One protocol line as sent: UTF-8, newline included.
+
+    Raises:
+        UnencodableMessageError: a string in ``message`` is not Unicode.
+    """
+    try:
+        return _ENCODER.encode(message).encode("utf-8") + b"\n"
+    except UnicodeEncodeError:
+        raise UnencodableMessageError(
+            "cannot be sent as UTF-8, it holds a lone surrogate: "
+            + json.dumps(dict(message), ensure_ascii=True)[:200]
+        ) from None
+
+
 def ok_reply(value: object, /) -> dict[str, object]:
     """A successful reply."""
     return {"ok": value}
@@ -144,6 +179,8 @@ def _events(request: Mapping[str, object], /) -> list[dict[str, object]]:
     events = _field(request, "events")
     if not isinstance(events, list):
         raise _bad(f"field 'events' must be a list, got {encode_value(events)}")
+    if len(events) > MAX_EVENTS:
+        raise _bad(f"field 'events' holds {len(events)} events, more than {MAX_EVENTS}")
     checked: list[dict[str, object]] = []
     for index, event in enumerate(events):
         where = f"events[{index}] "
@@ -168,6 +205,65 @@ def encode_value(value: object, /, limit: int = 80) -> str:
     return shown if len(shown) <= limit else f"{shown[: limit - 3]}..."
 
 
+def _reject_constant(name: str, /) -> object:
+    raise ValueError(f"{name} is not JSON")
+
+
+class TooDeepError(ValueError):
+    """A JSON text nested deeper than its reader allows."""
+
+    def __init__(self, limit: int, /) -> None:
+        super().__init__(f"nested deeper than {limit} levels")
+
+
+def _deeper_than(value: object, limit: int, /) -> bool:
+    # Iterative, so a deep value cannot exhaust the interpreter's stack.
+    stack = [(value, 1)]
+    while stack:
+        current, depth = stack.pop()
+        if isinstance(current, (list, dict)):
+            if depth > limit:
+                return True
+            children = current.values() if isinstance(current, dict) else current
+            stack.extend((child, depth + 1) for child in children)
+    return False
+
+
+def loads_bounded(text: str, /, max_depth: int) -> object:
+    """Strict JSON (RFC 8259) nested at most ``max_depth`` deep.
+
+    ``NaN`` and ``Infinity`` are Python's extensions, not JSON, so they are refused.
+
+    Raises:
+        TooDeepError: the text nests deeper than ``max_depth``.
+        ValueError: the text is not JSON.
+    """
+    try:
+        value = json.loads(text, parse_constant=_reject_constant)
+    except RecursionError:
+        raise TooDeepError(max_depth) from None
+    if _deeper_than(value, max_depth):
+        raise TooDeepError(max_depth)
+    return value
+
+
+def _load_json(line: str, /) -> object:
+    try:
+        value = loads_bounded(line, MAX_DEPTH)
+    except TooDeepError as error:
+        raise _bad(str(error)) from None
+    except ValueError as error:
+        raise _bad(f"not a JSON line: {error}") from None
+    try:
+        if "\\u" in line:
+            _ENCODER.encode(value).encode("utf-8")
+    except UnicodeEncodeError:
+        # A lone surrogate escape is valid JSON but not Unicode, so no reply
+        # could echo it as UTF-8.
+        raise _bad("a string holds a lone surrogate, which is not Unicode") from None
+    return value
+
+
 def decode_request(line: str, /) -> dict[str, object]:
     """Check one request line and return it with only the fields its op uses.
 
@@ -175,10 +271,7 @@ def decode_request(line: str, /) -> dict[str, object]:
         ProtocolError: the line is not a request (``bad-request``) or names an
             unknown op (``unknown-op``).
     """
-    try:
-        request = json.loads(line)
-    except ValueError as error:
-        raise _bad(f"not a JSON line: {error}") from None
+    request = _load_json(line)
     if not isinstance(request, dict):
         raise _bad(f"a request must be a JSON object, got {encode_value(request)}")
     name = _field(request, "op")
@@ -210,7 +303,7 @@ def decode_reply(line: str, /) -> dict[str, object]:
             ``{"error": {"kind": KIND, "message": TEXT}}`` with a known kind.
     """
     try:
-        reply = json.loads(line)
+        reply = loads_bounded(line, MAX_DEPTH)
     except ValueError as error:
         raise MalformedReplyError(f"not a JSON line ({error})") from None
     if not isinstance(reply, dict) or len(reply) != 1 or not {"ok", "error"} & reply.keys():

@@ -1,28 +1,29 @@
 # SPDX-License-Identifier: MIT OR Apache-2.0
 """Deliberately wrong implementations: the suite must reject every one.
 
-Each mutant is the reference with one plausible mistake. A property earns
-its place by rejecting at least one of them; ``test_mutants.py`` requires the
-suite to reject them all, in-process and through the protocol.
+Each is the reference with one plausible mistake. A property earns its place
+by rejecting at least one of them; ``test_wrong_implementations.py`` requires
+the suite to reject them all, in-process (``--impl-module
+tests.selftest.wrong:NAME``) and through the protocol (``python -m
+spec.harness.adapter --impl-module tests.selftest.wrong:NAME``). mutmut's
+generated mutants are another matter: see docs/mutation.md.
 """
 
 from __future__ import annotations
 
-import contextlib
+import enum
 import threading
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Final, Generic, TypeVar
 
 from spec import rollback
-from spec.driver import InProcessDriver, PythonApi
 from spec.first_write_wins import FirstWriteWins
-from spec.rollback import SsmRollbackMode
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable
 
-    from spec.adapter import RollbackApi
-    from spec.driver import Cell
+    from spec.harness.python_impl import Cell
 
 _T = TypeVar("_T")
 _MAX: Final = rollback.USIZE_MAX
@@ -98,32 +99,53 @@ class _ThreadLocalCell(Generic[_T]):
         return self._cell().get()
 
 
-# --- the mutants ------------------------------------------------------------
+# --- the wrong implementations ----------------------------------------------
 
 
-class Mutant:
-    """The reference, on a published mode of its own; subclasses break one thing."""
+class Family(enum.Enum):
+    """The property module that must reject a wrong implementation."""
 
-    new_cell: ClassVar[Callable[[], Cell[object]]] = FirstWriteWins
-    #: Whether only the Python API can show the mistake.
-    python_only: ClassVar[bool] = False
-    default: ClassVar[SsmRollbackMode] = SsmRollbackMode.SNAPSHOT
-    #: The property family (``tests/properties/test_<family>.py``) that must reject it.
-    family: ClassVar[str]
+    PARSE = "test_parse.py"
+    PUBLISHED_MODE = "test_published_mode.py"
+    SIZES = "test_sizes.py"
+    VERIFY = "test_verify.py"
+    BAD_INPUT = "test_bad_input.py"
+
+
+class WrongImplementation:
+    """The reference, on a published mode of its own; subclasses break one thing.
+
+    It exposes the public names of spec.rollback, so the harness loads it as
+    any other Python implementation; each instance is a fresh process's worth
+    of state.
+    """
+
+    USIZE_MAX = rollback.USIZE_MAX
+    SsmRollbackMode = rollback.SsmRollbackMode
+    UnknownSsmRollbackModeError = rollback.UnknownSsmRollbackModeError
+    SsmRollbackModeTypeError = rollback.SsmRollbackModeTypeError
+    UsizeTypeError = rollback.UsizeTypeError
+    UsizeRangeError = rollback.UsizeRangeError
+    SsmReplayBytesOverflowError = rollback.SsmReplayBytesOverflowError
+    VerifyRollbackUnsupportedError = rollback.VerifyRollbackUnsupportedError
+
+    #: The cell type, which the cell properties check (RB-CELL-*).
+    FirstWriteWins: ClassVar[Callable[[], Cell[object]]] = FirstWriteWins
+    default: ClassVar[rollback.SsmRollbackMode] = SsmRollbackMode.SNAPSHOT
 
     def __init__(self) -> None:
-        self._published: Cell[object] = type(self).new_cell()
+        self._published: Cell[object] = type(self).FirstWriteWins()
 
-    def parse_ssm_rollback_mode(self, text: str, /) -> SsmRollbackMode:
+    def parse_ssm_rollback_mode(self, text: str, /) -> rollback.SsmRollbackMode:
         return rollback.parse_ssm_rollback_mode(text)
 
-    def set_ssm_rollback_mode(self, mode: object, /) -> SsmRollbackMode:
-        if not isinstance(mode, SsmRollbackMode):
+    def set_ssm_rollback_mode(self, mode: object, /) -> rollback.SsmRollbackMode:
+        if not isinstance(mode, rollback.SsmRollbackMode):
             # The reference raises its own type error here.
             return rollback.set_ssm_rollback_mode(mode)  # type: ignore[arg-type]
         return self._published.set(mode)  # type: ignore[return-value]
 
-    def ssm_rollback_mode(self) -> SsmRollbackMode:
+    def ssm_rollback_mode(self) -> rollback.SsmRollbackMode:
         return self._published.get_or_init(self.default)  # type: ignore[return-value]
 
     def ssm_replay_row_bytes(self, qkvz_elems: int, nv: int) -> int:
@@ -142,7 +164,7 @@ class Mutant:
         )
         return self._ring(mtp_state_slots, k_ceiling, num_ssm_layers, row_bytes)
 
-    # The arithmetic mutants override these two, after the reference's type
+    # The arithmetic wrong implementations override these two, after the reference's type
     # and range checks have run, so only the mistake under test differs.
     def _row(self, qkvz_elems: int, nv: int, /) -> int:
         return rollback.ssm_replay_row_bytes(qkvz_elems, nv)
@@ -150,60 +172,49 @@ class Mutant:
     def _ring(self, slots: int, k: int, layers: int, row: int, /) -> int:
         return rollback.ssm_replay_ring_bytes(layers, row, k, slots)
 
-    def require_verify_rollback_supported(self, mode: SsmRollbackMode, /) -> None:
+    def require_verify_rollback_supported(self, mode: rollback.SsmRollbackMode, /) -> None:
         rollback.require_verify_rollback_supported(mode)
 
 
-class LastWriteWins(Mutant):
-    family = "published_mode"
-    new_cell = _LastWriteWinsCell
+class LastWriteWins(WrongImplementation):
+    FirstWriteWins = _LastWriteWinsCell
 
 
-class ReadDoesNotPin(Mutant):
-    family = "published_mode"
-    new_cell = _NonPinningCell
+class ReadDoesNotPin(WrongImplementation):
+    FirstWriteWins = _NonPinningCell
 
 
-class RacyCheckThenSet(Mutant):
-    family = "published_mode"
-    new_cell = _RacyCell
+class RacyCheckThenSet(WrongImplementation):
+    FirstWriteWins = _RacyCell
 
 
-class ThreadLocalMode(Mutant):
-    family = "published_mode"
-    new_cell = _ThreadLocalCell
+class ThreadLocalMode(WrongImplementation):
+    FirstWriteWins = _ThreadLocalCell
 
 
-class DefaultIsReplay(Mutant):
-    family = "published_mode"
-    default = SsmRollbackMode.REPLAY
+class DefaultIsReplay(WrongImplementation):
+    default = rollback.SsmRollbackMode.REPLAY
 
 
-class CaseInsensitiveParse(Mutant):
-    family = "parse"
-
-    def parse_ssm_rollback_mode(self, text: str, /) -> SsmRollbackMode:
+class CaseInsensitiveParse(WrongImplementation):
+    def parse_ssm_rollback_mode(self, text: str, /) -> rollback.SsmRollbackMode:
         return rollback.parse_ssm_rollback_mode(text.lower())
 
 
-class TrimmingParse(Mutant):
-    family = "parse"
-
-    def parse_ssm_rollback_mode(self, text: str, /) -> SsmRollbackMode:
+class TrimmingParse(WrongImplementation):
+    def parse_ssm_rollback_mode(self, text: str, /) -> rollback.SsmRollbackMode:
         return rollback.parse_ssm_rollback_mode(text.strip())
 
 
-class PrefixParse(Mutant):
-    family = "parse"
-
-    def parse_ssm_rollback_mode(self, text: str, /) -> SsmRollbackMode:
-        for mode in SsmRollbackMode:
+class PrefixParse(WrongImplementation):
+    def parse_ssm_rollback_mode(self, text: str, /) -> rollback.SsmRollbackMode:
+        for mode in rollback.SsmRollbackMode:
             if text and mode.value.startswith(text):
                 return mode
         return rollback.parse_ssm_rollback_mode(text)
 
 
-def _parse_with_message(text: str, message: str, /) -> SsmRollbackMode:
+def _parse_with_message(text: str, message: str, /) -> rollback.SsmRollbackMode:
     # The reference's parse, but its error says ``message`` instead.
     try:
         return rollback.parse_ssm_rollback_mode(text)
@@ -212,25 +223,21 @@ def _parse_with_message(text: str, message: str, /) -> SsmRollbackMode:
         raise
 
 
-class ReprQuotedError(Mutant):
-    family = "parse"
-
-    def parse_ssm_rollback_mode(self, text: str, /) -> SsmRollbackMode:
+class ReprQuotedError(WrongImplementation):
+    def parse_ssm_rollback_mode(self, text: str, /) -> rollback.SsmRollbackMode:
         message = f"unknown ssm-rollback-mode {text!r} (valid: snapshot, replay)"
         return _parse_with_message(text, message)
 
 
-class ErrorListsModesBackwards(Mutant):
-    family = "parse"
-
-    def parse_ssm_rollback_mode(self, text: str, /) -> SsmRollbackMode:
+class ErrorListsModesBackwards(WrongImplementation):
+    def parse_ssm_rollback_mode(self, text: str, /) -> rollback.SsmRollbackMode:
         message = f"unknown ssm-rollback-mode '{text}' (valid: replay, snapshot)"
         return _parse_with_message(text, message)
 
 
 def _checked(function: str, /, **arguments: int) -> None:
     # Keep the reference's type and range errors, so that only the mistake
-    # under test can tell a mutant apart.
+    # under test can tell one apart.
     for name, value in arguments.items():
         rollback._usize(function, name, value)  # noqa: SLF001
 
@@ -241,44 +248,32 @@ def _overflow(value: int) -> int:
     return value
 
 
-class KInsteadOfKMinusOne(Mutant):
-    family = "sizes"
-
+class KInsteadOfKMinusOne(WrongImplementation):
     def _ring(self, slots: int, k: int, layers: int, row: int, /) -> int:
         return _overflow(slots * k * layers * row)
 
 
-class KMinusOneUnsaturated(Mutant):
-    family = "sizes"
-
+class KMinusOneUnsaturated(WrongImplementation):
     def _ring(self, slots: int, k: int, layers: int, row: int, /) -> int:
         return _overflow(slots * (k - 1) * layers * row)
 
 
-class RingWrapsAround(Mutant):
-    family = "sizes"
-
+class RingWrapsAround(WrongImplementation):
     def _ring(self, slots: int, k: int, layers: int, row: int, /) -> int:
         return (slots * max(k - 1, 0) * layers * row) % (_MAX + 1)
 
 
-class RowWrapsAround(Mutant):
-    family = "sizes"
-
+class RowWrapsAround(WrongImplementation):
     def _row(self, qkvz_elems: int, nv: int, /) -> int:
         return (qkvz_elems * 2 + nv * 8) % (_MAX + 1)
 
 
-class RingSaturates(Mutant):
-    family = "sizes"
-
+class RingSaturates(WrongImplementation):
     def _ring(self, slots: int, k: int, layers: int, row: int, /) -> int:
         return min(slots * max(k - 1, 0) * layers * row, _MAX)
 
 
-class RingOverflowsOneEarly(Mutant):
-    family = "sizes"
-
+class RingOverflowsOneEarly(WrongImplementation):
     def _ring(self, slots: int, k: int, layers: int, row: int, /) -> int:
         exact = slots * max(k - 1, 0) * layers * row
         if exact >= _MAX:
@@ -286,9 +281,7 @@ class RingOverflowsOneEarly(Mutant):
         return exact
 
 
-class RowOverflowsOneLate(Mutant):
-    family = "sizes"
-
+class RowOverflowsOneLate(WrongImplementation):
     def _row(self, qkvz_elems: int, nv: int, /) -> int:
         exact = qkvz_elems * 2 + nv * 8
         if exact > _MAX + 1:
@@ -296,10 +289,8 @@ class RowOverflowsOneLate(Mutant):
         return exact
 
 
-class RingCheckedLeftToRight(Mutant):
+class RingCheckedLeftToRight(WrongImplementation):
     """Rust's debug build: an intermediate product overflows before a later zero."""
-
-    family = "sizes"
 
     def _ring(self, slots: int, k: int, layers: int, row: int, /) -> int:
         product = 1
@@ -308,62 +299,43 @@ class RingCheckedLeftToRight(Mutant):
         return product
 
 
-class RowGatesAsBf16(Mutant):
-    family = "sizes"
-
+class RowGatesAsBf16(WrongImplementation):
     def _row(self, qkvz_elems: int, nv: int, /) -> int:
         return _overflow(qkvz_elems * 2 + nv * 2 * 2)
 
 
-class RowWithoutGates(Mutant):
-    family = "sizes"
-
+class RowWithoutGates(WrongImplementation):
     def _row(self, qkvz_elems: int, nv: int, /) -> int:
         del nv
         return _overflow(qkvz_elems * 2)
 
 
-class RingCountsTheDummySlot(Mutant):
-    family = "sizes"
-
+class RingCountsTheDummySlot(WrongImplementation):
     def _ring(self, slots: int, k: int, layers: int, row: int, /) -> int:
         return _overflow((slots + 1) * max(k - 1, 0) * layers * row)
 
 
-class ReplayVerifyEnters(Mutant):
-    family = "verify"
-
-    def require_verify_rollback_supported(self, mode: SsmRollbackMode, /) -> None:
+class ReplayVerifyEnters(WrongImplementation):
+    def require_verify_rollback_supported(self, mode: rollback.SsmRollbackMode, /) -> None:
         pass
 
 
-class SnapshotVerifyRefused(Mutant):
-    family = "verify"
-
-    def require_verify_rollback_supported(self, mode: SsmRollbackMode, /) -> None:
+class SnapshotVerifyRefused(WrongImplementation):
+    def require_verify_rollback_supported(self, mode: rollback.SsmRollbackMode, /) -> None:
         raise rollback.VerifyRollbackUnsupportedError(mode)
 
 
-class SetPublishesAnything(Mutant):
-    family = "published_mode"
-    python_only = True
-
-    def set_ssm_rollback_mode(self, mode: object, /) -> SsmRollbackMode:
+class SetPublishesAnything(WrongImplementation):
+    def set_ssm_rollback_mode(self, mode: object, /) -> rollback.SsmRollbackMode:
         return self._published.set(mode)  # type: ignore[return-value]
 
 
-class BoolIsAUsize(Mutant):
-    family = "bad_input"
-    python_only = True
-
+class BoolIsAUsize(WrongImplementation):
     def ssm_replay_row_bytes(self, qkvz_elems: int, nv: int) -> int:
         return rollback.ssm_replay_row_bytes(int(qkvz_elems), int(nv))
 
 
-class NegativeSizeWraps(Mutant):
-    family = "bad_input"
-    python_only = True
-
+class NegativeSizeWraps(WrongImplementation):
     def ssm_replay_ring_bytes(
         self, num_ssm_layers: object, row_bytes: object, k_ceiling: object, mtp_state_slots: object
     ) -> int:
@@ -372,39 +344,57 @@ class NegativeSizeWraps(Mutant):
         return rollback.ssm_replay_ring_bytes(*wrapped)  # type: ignore[arg-type]
 
 
-class ParseAcceptsBytes(Mutant):
-    family = "bad_input"
-    python_only = True
-
-    def parse_ssm_rollback_mode(self, text: object, /) -> SsmRollbackMode:
+class ParseAcceptsBytes(WrongImplementation):
+    def parse_ssm_rollback_mode(self, text: object, /) -> rollback.SsmRollbackMode:
         if isinstance(text, bytes):
             text = text.decode("utf-8", "replace")
         return rollback.parse_ssm_rollback_mode(text)  # type: ignore[arg-type]
 
 
-#: Every mutant, by the name the self-test and ``--impl-mutant`` use.
-MUTANTS: Final[dict[str, type[Mutant]]] = {cls.__name__: cls for cls in Mutant.__subclasses__()}
+@dataclass(frozen=True)
+class Expectation:
+    """Which property module must reject a wrong implementation, and how far it reaches.
 
-
-def in_process_mutant(name: str, /) -> InProcessDriver:
-    """An in-process driver over the mutant called ``name``.
-
-    Raises:
-        KeyError: no mutant has that name.
+    ``python_only`` says only the Python API can show the mistake, so the
+    protocol cannot be required to.
     """
-    try:
-        cls = MUTANTS[name]
-    except KeyError:
-        raise KeyError(f"no mutant {name!r}; known: {', '.join(sorted(MUTANTS))}") from None
 
-    @contextlib.contextmanager
-    def fresh() -> Iterator[RollbackApi]:
-        yield cls()
+    family: Family
+    python_only: bool = False
 
-    python = PythonApi(
-        api=cls(),
-        import_path=f"{__name__}:{name}",
-        fresh=fresh,
-        new_cell=cls.new_cell,
-    )
-    return InProcessDriver(f"mutant {name} (in-process)", python)
+
+#: Every wrong implementation, by the name ``--impl-module tests.selftest.wrong:NAME`` uses.
+WRONG: Final[dict[str, Expectation]] = {
+    "LastWriteWins": Expectation(Family.PUBLISHED_MODE),
+    "ReadDoesNotPin": Expectation(Family.PUBLISHED_MODE),
+    "RacyCheckThenSet": Expectation(Family.PUBLISHED_MODE),
+    "ThreadLocalMode": Expectation(Family.PUBLISHED_MODE),
+    "DefaultIsReplay": Expectation(Family.PUBLISHED_MODE),
+    "SetPublishesAnything": Expectation(Family.PUBLISHED_MODE, python_only=True),
+    "CaseInsensitiveParse": Expectation(Family.PARSE),
+    "TrimmingParse": Expectation(Family.PARSE),
+    "PrefixParse": Expectation(Family.PARSE),
+    "ReprQuotedError": Expectation(Family.PARSE),
+    "ErrorListsModesBackwards": Expectation(Family.PARSE),
+    "KInsteadOfKMinusOne": Expectation(Family.SIZES),
+    "KMinusOneUnsaturated": Expectation(Family.SIZES),
+    "RingWrapsAround": Expectation(Family.SIZES),
+    "RowWrapsAround": Expectation(Family.SIZES),
+    "RingSaturates": Expectation(Family.SIZES),
+    "RingOverflowsOneEarly": Expectation(Family.SIZES),
+    "RowOverflowsOneLate": Expectation(Family.SIZES),
+    "RingCheckedLeftToRight": Expectation(Family.SIZES),
+    "RowGatesAsBf16": Expectation(Family.SIZES),
+    "RowWithoutGates": Expectation(Family.SIZES),
+    "RingCountsTheDummySlot": Expectation(Family.SIZES),
+    "ReplayVerifyEnters": Expectation(Family.VERIFY),
+    "SnapshotVerifyRefused": Expectation(Family.VERIFY),
+    "BoolIsAUsize": Expectation(Family.BAD_INPUT, python_only=True),
+    "NegativeSizeWraps": Expectation(Family.BAD_INPUT, python_only=True),
+    "ParseAcceptsBytes": Expectation(Family.BAD_INPUT, python_only=True),
+}
+
+
+def import_path(name: str, /) -> str:
+    """The ``--impl-module`` value of the wrong implementation called ``name``."""
+    return f"{__name__}:{name}"

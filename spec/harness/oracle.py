@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from spec import model
-from spec.protocol import ErrorKind, Op, decode_request, encode
+
+from .protocol import ErrorKind, Op, ProtocolError, decode_request, encode
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -51,11 +52,17 @@ def _numbers(request: Mapping[str, object], /, *names: str) -> list[int]:
 def allowed_replies(request: Mapping[str, object], /) -> list[dict[str, object]]:  # noqa: PLR0911 - one return per op
     """Every reply the model accepts for ``request``; an error without a message accepts any.
 
+    A request the protocol refuses allows only an error of the kind it
+    refuses it with (RB-PROTO-4).
+
     Raises:
-        ProtocolError: ``request`` is not a well-formed protocol request.
         ValueError: ``request`` is a ``describe``, whose reply names the adapter.
     """
-    checked = decode_request(encode(request))
+    try:
+        checked = decode_request(encode(request))
+    except ProtocolError as error:
+        # Only the kind is contractual; each runtime words its own message.
+        return [{"error": {"kind": error.kind.value}}]
     op = Op(checked["op"])
     if op is Op.DESCRIBE:
         # The name is the adapter's own; the describe property checks the shape.

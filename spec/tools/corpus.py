@@ -1,33 +1,48 @@
 # SPDX-License-Identifier: MIT OR Apache-2.0
-"""Language-neutral test vectors: generated from the model, run over the protocol.
+"""The language-neutral vector corpus: generation, loading and validation, and the runner.
 
-The corpus in ``vectors/`` is what runtimes that cannot run Python vendor.
-Generation is deterministic (no randomness, no clock), so a fresh generation
-must equal the committed files byte for byte. Running needs only the standard
-library.
+The corpus (``vectors/`` in a clone, ``spec/vectors`` in the wheel) is what
+runtimes that cannot run Python vendor. Generation is deterministic (no
+randomness, no clock), so a fresh generation must equal the committed files
+byte for byte; every case's expected replies come from the model through the
+oracle. Loading and running need only the standard library.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final, TypedDict, cast
 
 from spec import SPEC_VERSION, model
-from spec.driver import is_stateful
-from spec.oracle import allowed_replies
-from spec.protocol import PROTOCOL_VERSION, encode, reply_matches
+from spec.harness.clauses import CLAUSES
+from spec.harness.driver import is_stateful
+from spec.harness.oracle import allowed_replies
+from spec.harness.protocol import (
+    PROTOCOL_VERSION,
+    UnencodableMessageError,
+    encode,
+    encode_line,
+    reply_matches,
+)
+
+from .files import JsonFileError, read_json_file
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping, Sequence
     from pathlib import Path
 
-    from spec.subprocess_driver import SubprocessDriver
+    from spec.harness.failures import AdapterFailure
+    from spec.harness.subprocess_driver import SubprocessDriver
 
 __all__ = [
     "Case",
+    "CaseFile",
     "CaseResult",
+    "Manifest",
+    "ManifestEntry",
     "VectorError",
     "generate",
     "load_cases",
@@ -35,8 +50,41 @@ __all__ = [
     "write_corpus",
 ]
 
-#: A case as read from JSON: ``id``, ``clauses``, ``request`` and ``expected``.
-Case = dict[str, Any]
+
+class Case(TypedDict):
+    """One vector: a request and every reply the model allows for it."""
+
+    id: str
+    clauses: list[str]
+    request: dict[str, object]
+    #: ``{"ok": VALUE}`` or ``{"error": {"kind": KIND[, "message": TEXT]}}``.
+    expected: list[dict[str, object]]
+
+
+class CaseFile(TypedDict):
+    """One corpus file: the versions it implements and its cases."""
+
+    spec_version: str
+    protocol_version: int
+    cases: list[Case]
+
+
+class ManifestEntry(TypedDict):
+    """One corpus file as the manifest pins it."""
+
+    path: str
+    cases: int
+    sha256: str
+
+
+class Manifest(TypedDict):
+    """``manifest.json``: the versions, the schema's name and every file's hash."""
+
+    spec_version: str
+    protocol_version: int
+    schema: str
+    files: list[ManifestEntry]
+
 
 _MAX: Final = model.USIZE_MAX
 # 2**64 - 1 = 3 * 5 * 17 * 257 * 641 * 65537 * 6700417, so these split it.
@@ -44,11 +92,7 @@ _A, _B = 3 * 5 * 17 * 257, 641 * 65537 * 6700417
 assert _A * _B == _MAX
 
 
-class VectorError(ValueError):
-    """A corpus, skip list or run that cannot be used as it is."""
-
-
-def _case(case_id: str, clauses: Sequence[str], request: dict[str, Any]) -> Case:
+def _case(case_id: str, clauses: Sequence[str], request: dict[str, object]) -> Case:
     return {
         "id": case_id,
         "clauses": list(clauses),
@@ -157,15 +201,15 @@ def _ring_cases() -> Iterator[Case]:
         yield _case(f"ring-{name}", clauses, request)
 
 
-def _set(mode: str) -> dict[str, Any]:
+def _set(mode: str) -> dict[str, object]:
     return {"op": "set", "mode": mode}
 
 
-_GET: Final[dict[str, Any]] = {"op": "get"}
+_GET: Final[dict[str, object]] = {"op": "get"}
 
 
 def _trace_cases() -> Iterator[Case]:
-    traces: dict[str, tuple[list[str], list[dict[str, Any]]]] = {
+    traces: dict[str, tuple[list[str], list[dict[str, object]]]] = {
         "empty": (["RB-PUB-1"], []),
         "read-only": (["RB-PUB-2"], [_GET]),
         "read-before-write": (["RB-PUB-2"], [_GET, _set("replay"), _GET]),
@@ -184,7 +228,7 @@ def _trace_cases() -> Iterator[Case]:
 
 
 def _race_cases() -> Iterator[Case]:
-    races: dict[str, list[dict[str, Any]]] = {
+    races: dict[str, list[dict[str, object]]] = {
         "two-writers": [_set("replay"), _set("snapshot")],
         "writer-and-reader": [_set("replay"), _GET],
         "many-readers": [_GET] * 8,
@@ -197,7 +241,7 @@ def _race_cases() -> Iterator[Case]:
 
 
 def _verify_cases() -> Iterator[Case]:
-    snapshot = {"op": "verify_entry", "mode": "snapshot"}
+    snapshot: dict[str, object] = {"op": "verify_entry", "mode": "snapshot"}
     yield _case("verify-snapshot", ["RB-VERIFY-1", "RB-PROTO-2"], snapshot)
     yield _case(
         "verify-replay", ["RB-VERIFY-2", "RB-PROTO-2"], {"op": "verify_entry", "mode": "replay"}
@@ -205,7 +249,7 @@ def _verify_cases() -> Iterator[Case]:
 
 
 def _protocol_cases() -> Iterator[Case]:
-    bad: dict[str, dict[str, Any]] = {
+    bad: dict[str, dict[str, object]] = {
         "no-op": {"text": "snapshot"},
         "op-not-string": {"op": 7},
         "parse-no-text": {"op": "parse"},
@@ -227,25 +271,14 @@ def _protocol_cases() -> Iterator[Case]:
         "race-unknown-event": {"op": "race", "events": [{"op": "reset"}]},
     }
     for name, request in bad.items():
-        yield {
-            "id": f"protocol-bad-{name}",
-            "clauses": ["RB-PROTO-1", "RB-PROTO-4"],
-            "request": request,
-            "expected": [{"error": {"kind": "bad-request"}}],
-        }
+        yield _case(f"protocol-bad-{name}", ["RB-PROTO-1", "RB-PROTO-4"], request)
     for op in ("rewind", "Parse", "reset"):
-        yield {
-            "id": f"protocol-unknown-op-{op.lower()}",
-            "clauses": ["RB-PROTO-4"],
-            "request": {"op": op},
-            "expected": [{"error": {"kind": "unknown-op"}}],
-        }
-    yield {
-        "id": "protocol-extra-field-ignored",
-        "clauses": ["RB-PROTO-3"],
-        "request": {"op": "parse", "text": "replay", "id": 7},
-        "expected": [{"ok": "replay"}],
-    }
+        yield _case(f"protocol-unknown-op-{op.lower()}", ["RB-PROTO-4"], {"op": op})
+    yield _case(
+        "protocol-extra-field-ignored",
+        ["RB-PROTO-3"],
+        {"op": "parse", "text": "replay", "id": 7},
+    )
 
 
 _FILES: Final = {
@@ -285,33 +318,31 @@ def _dump(document: Mapping[str, object], /) -> str:
 
 
 def generate() -> dict[str, str]:
-    """Every corpus file's path (relative to ``vectors/``) and its exact text."""
+    """Every corpus file's path (relative to the corpus directory) and its exact text."""
     files = {}
-    manifest_entries = []
+    manifest_entries: list[ManifestEntry] = []
     for name, cases in _FILES.items():
-        case_list = list(cases())
-        document = {
+        document: CaseFile = {
             "spec_version": SPEC_VERSION,
             "protocol_version": PROTOCOL_VERSION,
-            "cases": case_list,
+            "cases": list(cases()),
         }
-        text = _dump(document)
+        text = _dump(cast("Mapping[str, object]", document))
         files[name] = text
         manifest_entries.append(
             {
                 "path": name,
-                "cases": len(case_list),
+                "cases": len(document["cases"]),
                 "sha256": hashlib.sha256(text.encode("ascii")).hexdigest(),
             }
         )
-    files["manifest.json"] = _dump(
-        {
-            "spec_version": SPEC_VERSION,
-            "protocol_version": PROTOCOL_VERSION,
-            "schema": "schema.json",
-            "files": manifest_entries,
-        }
-    )
+    manifest: Manifest = {
+        "spec_version": SPEC_VERSION,
+        "protocol_version": PROTOCOL_VERSION,
+        "schema": "schema.json",
+        "files": manifest_entries,
+    }
+    files["manifest.json"] = _dump(cast("Mapping[str, object]", manifest))
     return files
 
 
@@ -326,43 +357,134 @@ def write_corpus(directory: Path, /) -> list[Path]:
     return written
 
 
+class VectorError(ValueError):
+    """A corpus, skip list or run that cannot be used as it is."""
+
+
+_CASE_ID: Final = re.compile(r"[a-z0-9][a-z0-9-]*")
+_FILE_NAME: Final = re.compile(r"[a-z_]+\.json")
+_SHA256: Final = re.compile(r"[0-9a-f]{64}")
+_ERROR_KINDS: Final = ("unknown-mode", "overflow", "unsupported", "unknown-op", "bad-request")
+
+
+def _is_expected_reply(value: object, /) -> bool:
+    if not isinstance(value, dict) or len(value) != 1:
+        return False
+    if "ok" in value:
+        return True
+    body = value.get("error")
+    return (
+        isinstance(body, dict)
+        and body.get("kind") in _ERROR_KINDS
+        and set(body) <= {"kind", "message"}
+        and isinstance(body.get("message", ""), str)
+    )
+
+
+def _case_problem(case: object, /) -> str | None:  # noqa: PLR0911 - one return per rule
+    # The schema's rules for one case, checked with the standard library.
+    if not isinstance(case, dict) or set(case) != {"id", "clauses", "request", "expected"}:
+        return "must be an object with exactly id, clauses, request and expected"
+    if not isinstance(case["id"], str) or not _CASE_ID.fullmatch(case["id"]):
+        return "its id must be lower-case letters, digits and hyphens"
+    clauses = case["clauses"]
+    if not isinstance(clauses, list) or not clauses or len(set(map(str, clauses))) != len(clauses):
+        return "its clauses must be a non-empty list of distinct clause IDs"
+    unknown = [clause for clause in clauses if clause not in CLAUSES]
+    if unknown:
+        return f"it cites clauses SPEC.md does not have: {unknown}"
+    if not isinstance(case["request"], dict):
+        return "its request must be an object"
+    try:
+        encode_line(case["request"])
+    except UnencodableMessageError as error:
+        return f"its request {error}"
+    expected = case["expected"]
+    if not isinstance(expected, list) or not expected:
+        return "its expected replies must be a non-empty list"
+    if not all(_is_expected_reply(reply) for reply in expected):
+        return 'each expected reply must be {"ok": VALUE} or {"error": {"kind": KIND}}'
+    return None
+
+
+def _read(directory: Path, name: str, /) -> tuple[bytes, object]:
+    path = directory / name
+    try:
+        document = read_json_file(path)
+    except JsonFileError as error:
+        raise VectorError(f"{path}: {error}") from None
+    return path.read_bytes(), document
+
+
+def _manifest_entries(directory: Path, /) -> list[ManifestEntry]:
+    _, manifest = _read(directory, "manifest.json")
+    files = manifest.get("files") if isinstance(manifest, dict) else None
+    if not isinstance(files, list) or not files:
+        raise VectorError(f"{directory / 'manifest.json'}: must list its files under 'files'")
+    for index, entry in enumerate(files):
+        if (
+            not isinstance(entry, dict)
+            or not isinstance(entry.get("path"), str)
+            or not _FILE_NAME.fullmatch(entry["path"])
+            or type(entry.get("cases")) is not int
+            or not isinstance(entry.get("sha256"), str)
+            or not _SHA256.fullmatch(entry["sha256"])
+        ):
+            raise VectorError(
+                f"{directory / 'manifest.json'}: files[{index}] must be "
+                "{path: NAME.json, cases: COUNT, sha256: HEX}"
+            )
+    return cast("list[ManifestEntry]", files)
+
+
 def load_cases(directory: Path, /) -> list[Case]:
-    """Every case of the corpus in ``directory``, checked against its manifest.
+    """Every case of the corpus in ``directory``, checked against its manifest and the schema.
 
     Raises:
-        VectorError: the manifest is missing, a file's hash or case count does
-            not match it, or two cases share an ID.
+        VectorError: a file is missing or unreadable, a hash or case count
+            does not match the manifest, a case breaks the schema (named by
+            file and ID), or two cases share an ID.
     """
-    try:
-        manifest = json.loads((directory / "manifest.json").read_text(encoding="ascii"))
-        cases: list[Case] = []
-        for entry in manifest["files"]:
-            raw = (directory / entry["path"]).read_bytes()
-            if hashlib.sha256(raw).hexdigest() != entry["sha256"]:
-                raise VectorError(f"{entry['path']}: SHA-256 differs from manifest.json")
-            file_cases = json.loads(raw)["cases"]
-            if len(file_cases) != entry["cases"]:
-                raise VectorError(f"{entry['path']}: case count differs from manifest.json")
-            cases.extend(file_cases)
-    except OSError as error:
-        raise VectorError(f"cannot read the vectors in {directory}: {error}") from None
-    except (ValueError, KeyError, TypeError) as error:
-        raise VectorError(f"malformed vectors in {directory}: {error!r}") from None
-    ids = [str(case["id"]) for case in cases]
+    cases: list[Case] = []
+    for entry in _manifest_entries(directory):
+        raw, document = _read(directory, entry["path"])
+        if hashlib.sha256(raw).hexdigest() != entry["sha256"]:
+            raise VectorError(f"{entry['path']}: SHA-256 differs from manifest.json")
+        file_cases = document.get("cases") if isinstance(document, dict) else None
+        if not isinstance(file_cases, list):
+            raise VectorError(f"{entry['path']}: must hold its cases under 'cases'")
+        if len(file_cases) != entry["cases"]:
+            raise VectorError(f"{entry['path']}: case count differs from manifest.json")
+        for index, case in enumerate(file_cases):
+            problem = _case_problem(case)
+            if problem is not None:
+                shown = case.get("id") if isinstance(case, dict) else None
+                named = f"case {shown!r}" if isinstance(shown, str) else f"cases[{index}]"
+                raise VectorError(f"{entry['path']}: {named}: {problem}")
+            cases.append(cast("Case", case))
+    ids = [case["id"] for case in cases]
     duplicates = sorted({case_id for case_id in ids if ids.count(case_id) > 1})
     if duplicates:
         raise VectorError(f"duplicate case IDs: {', '.join(duplicates)}")
     return cases
 
 
-@dataclass
+@dataclass(frozen=True)
 class CaseResult:
-    """The outcome of one case: ``passed``, ``failed`` or ``skipped``."""
+    """The outcome of one case: ``passed``, ``failed``, ``skipped`` or ``not-run``."""
 
     case_id: str
     clauses: list[str]
     outcome: str
     detail: str = ""
+
+
+def _judge(case: Case, reply: dict[str, object], /) -> CaseResult:
+    if any(reply_matches(reply, expected) for expected in case["expected"]):
+        return CaseResult(case["id"], case["clauses"], "passed")
+    shown = " or ".join(encode(expected) for expected in case["expected"])
+    detail = f"request {encode(case['request'])}\nreplied {encode(reply)}\nexpected {shown}"
+    return CaseResult(case["id"], case["clauses"], "failed", detail)
 
 
 def run_cases(
@@ -373,47 +495,50 @@ def run_cases(
 ) -> list[CaseResult]:
     """Run every case not skipped; stateless ones pipelined through one process.
 
+    When the adapter breaks on a case, that case fails with what happened, and
+    every later case of its batch is "not run", naming the case it broke on.
+
     Raises:
         VectorError: a skip names no case, or a case was neither run nor skipped.
     """
-    known = {str(case["id"]) for case in cases}
+    known = {case["id"] for case in cases}
     unknown = sorted(set(skips) - known)
     if unknown:
         raise VectorError(f"the skip list names cases that do not exist: {', '.join(unknown)}")
     results: dict[str, CaseResult] = {}
     to_run = []
     for case in cases:
-        case_id = str(case["id"])
-        clauses = [str(c) for c in case["clauses"]]
-        if case_id in skips:
-            results[case_id] = CaseResult(case_id, clauses, "skipped", skips[case_id])
+        if case["id"] in skips:
+            results[case["id"]] = CaseResult(
+                case["id"], case["clauses"], "skipped", skips[case["id"]]
+            )
         else:
             to_run.append(case)
     stateless = [case for case in to_run if not is_stateful(case["request"])]
     stateful = [case for case in to_run if is_stateful(case["request"])]
-    replies: list[dict[str, object] | AssertionError] = list(
+    replies: list[dict[str, object] | AdapterFailure] = list(
         driver.request_many([case["request"] for case in stateless])
     )
     for case in stateful:
         try:
             replies.append(driver.request(case["request"]))
         except AssertionError as failure:
-            replies.append(failure)
+            replies.append(cast("AdapterFailure", failure))
+    broke_on: dict[int, str] = {}
     # Not strict: a driver that answers fewer cases than it was sent leaves
     # those cases unrecorded, and the check below names them.
     for case, reply in zip([*stateless, *stateful], replies, strict=False):
-        case_id = str(case["id"])
-        clauses = [str(c) for c in case["clauses"]]
-        expected = case["expected"]
         if isinstance(reply, BaseException):
-            results[case_id] = CaseResult(case_id, clauses, "failed", str(reply))
-        elif any(reply_matches(reply, e) for e in expected):
-            results[case_id] = CaseResult(case_id, clauses, "passed")
+            first = broke_on.setdefault(id(reply), case["id"])
+            if first == case["id"]:
+                outcome = CaseResult(case["id"], case["clauses"], "failed", str(reply))
+            else:
+                detail = f"not run (the adapter broke at case {first})"
+                outcome = CaseResult(case["id"], case["clauses"], "not-run", detail)
+            results[case["id"]] = outcome
         else:
-            shown = " or ".join(encode(e) for e in expected)
-            detail = f"request {encode(case['request'])}\nreplied {encode(reply)}\nexpected {shown}"
-            results[case_id] = CaseResult(case_id, clauses, "failed", detail)
+            results[case["id"]] = _judge(case, reply)
     missing = sorted(known - results.keys())
     if missing:
         raise VectorError(f"cases neither run nor skipped: {', '.join(missing)}")
-    return [results[str(case["id"])] for case in cases]
+    return [results[case["id"]] for case in cases]

@@ -19,7 +19,12 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Final
 
-from spec.rollback import ssm_replay_ring_bytes, ssm_replay_row_bytes
+from spec.rollback import (
+    SsmReplayBytesOverflowError,
+    UsizeRangeError,
+    ssm_replay_ring_bytes,
+    ssm_replay_row_bytes,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -29,6 +34,7 @@ __all__ = [
     "ConfigError",
     "GdnDimensions",
     "ReplaySizing",
+    "SizingOverflowError",
     "dimensions_from_config",
     "size_replay",
 ]
@@ -39,6 +45,17 @@ DTYPE_BYTES: Final = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
 
 class ConfigError(ValueError):
     """A model config that does not describe GDN linear-attention layers."""
+
+
+class SizingOverflowError(OverflowError):
+    """A figure whose exact value does not fit the runtime's 64-bit usize.
+
+    ``figure`` names it: ``row``, ``preflight`` or ``pool``.
+    """
+
+    def __init__(self, figure: str, /) -> None:
+        super().__init__(f"the {figure} size exceeds the 64-bit usize range")
+        self.figure: Final = figure
 
 
 @dataclass(frozen=True)
@@ -92,12 +109,21 @@ def _gdn_layer_count(config: Mapping[str, object], /) -> int:
     if layer_types is not None:
         if not isinstance(layer_types, list) or not all(isinstance(t, str) for t in layer_types):
             raise ConfigError("the config's 'layer_types' must be a list of strings")
-        return sum(kind == "linear_attention" for kind in layer_types)
+        if "num_hidden_layers" in config:
+            layers = _positive_int(config, "num_hidden_layers")
+            if len(layer_types) != layers:
+                raise ConfigError(
+                    f"the config's 'layer_types' has {len(layer_types)} entries "
+                    f"but 'num_hidden_layers' is {layers}"
+                )
+        return layer_types.count("linear_attention")
     layers = _positive_int(config, "num_hidden_layers")
     if "full_attention_interval" not in config:
         raise ConfigError("the config has neither 'layer_types' nor 'full_attention_interval'")
     interval = _positive_int(config, "full_attention_interval")
-    return sum((index + 1) % interval != 0 for index in range(layers))
+    # Every interval-th layer is full attention; counted, not enumerated, so
+    # any layer count takes constant time.
+    return layers - layers // interval
 
 
 def dimensions_from_config(config: Mapping[str, object], /) -> GdnDimensions:
@@ -167,14 +193,21 @@ def size_replay(  # noqa: PLR0913 - each is a separate dimension of the review
     (the dummy slot).
 
     Raises:
-        SsmReplayBytesOverflowError: a size exceeds the usize range.
+        SizingOverflowError: a size, or an argument of the module's functions,
+            exceeds the usize range.
         KeyError: an unknown dtype name.
     """
-    row = ssm_replay_row_bytes(dimensions.qkvz_elems, dimensions.num_value_heads)
     layers = dimensions.num_gdn_layers
     preflight_k, pool_k, pool_slots = num_drafts + 1, num_intermediates, mtp_slots + 1
-    preflight = ssm_replay_ring_bytes(layers, row, preflight_k, mtp_state_slots)
-    pool = ssm_replay_ring_bytes(layers, row, pool_k, pool_slots)
+    figure = "row"
+    try:
+        row = ssm_replay_row_bytes(dimensions.qkvz_elems, dimensions.num_value_heads)
+        figure = "preflight"
+        preflight = ssm_replay_ring_bytes(layers, row, preflight_k, mtp_state_slots)
+        figure = "pool"
+        pool = ssm_replay_ring_bytes(layers, row, pool_k, pool_slots)
+    except (SsmReplayBytesOverflowError, UsizeRangeError):
+        raise SizingOverflowError(figure) from None
     recurrent = dimensions.recurrent_state_values * DTYPE_BYTES[state_dtype]
     conv = dimensions.conv_state_values * DTYPE_BYTES[conv_dtype]
     return ReplaySizing(

@@ -1,0 +1,195 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
+"""Serve a Python implementation of the contract over the adapter protocol.
+
+``python -m spec.harness.adapter`` serves :mod:`spec.rollback`;
+``--impl-module MODULE[:ATTR]`` serves any other Python implementation. The
+in-process driver answers through :func:`respond` too, so both paths share
+one translation from Python calls to protocol replies.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+from typing import TYPE_CHECKING, BinaryIO, Final
+
+from . import protocol
+from .protocol import ErrorKind, Op
+from .python_impl import REFERENCE, ImplementationModuleError, load_python_implementation
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Sequence
+
+    from .python_impl import RollbackApi
+
+__all__ = ["main", "read_lines", "respond", "serve"]
+
+
+class _RaceError(RuntimeError):
+    """A race the adapter could not run: its threads did not start or meet."""
+
+
+def _mode_name(api: RollbackApi, value: object, /) -> str:
+    if not isinstance(value, api.SsmRollbackMode):
+        raise TypeError(f"the implementation returned {value!r}, not an SsmRollbackMode")
+    return value.value
+
+
+def _call(api: RollbackApi, event: dict[str, object], /) -> str:
+    if event["op"] == "set":
+        return _mode_name(api, api.set_ssm_rollback_mode(api.SsmRollbackMode(event["mode"])))
+    if event["op"] == "get":
+        return _mode_name(api, api.ssm_rollback_mode())
+    raise ValueError(f"not an event: {event!r}")
+
+
+_BARRIER_SECONDS: Final = 30.0
+
+
+def _race(api: RollbackApi, events: Sequence[dict[str, object]], /) -> list[str]:
+    # Every thread waits at the barrier, so all the calls start together; the
+    # timeout turns a barrier that can never fill into an error, not a hang.
+    barrier = threading.Barrier(max(len(events), 1), timeout=_BARRIER_SECONDS)
+    returned: list[str | None] = [None] * len(events)
+    failures: list[BaseException] = []
+
+    def run(index: int, event: dict[str, object]) -> None:
+        try:
+            barrier.wait()
+            returned[index] = _call(api, event)
+        except BaseException as error:  # noqa: BLE001 - re-raised on the caller's thread
+            failures.append(error)
+
+    threads = [threading.Thread(target=run, args=item) for item in enumerate(events)]
+    started = []
+    start_error: RuntimeError | None = None
+    try:
+        for thread in threads:
+            thread.start()
+            started.append(thread)
+    except RuntimeError as error:
+        # The threads already waiting would wait out the barrier: release them.
+        barrier.abort()
+        start_error = error
+    for thread in started:
+        thread.join()
+    if start_error is not None:
+        raise _RaceError(f"could not start the race's threads: {start_error}")
+    if failures:
+        if isinstance(failures[0], threading.BrokenBarrierError):
+            raise _RaceError("the race's threads did not all meet at its barrier") from None
+        raise failures[0]
+    return [name for name in returned if name is not None]
+
+
+def _answer(api: RollbackApi, request: dict[str, object], /) -> object:  # noqa: PLR0911 - one return per op
+    op = protocol.op_named(str(request["op"]))
+    if op is Op.DESCRIBE:
+        return {"name": "spec.rollback (Python reference)", "usize_bits": 64}
+    if op is Op.PARSE:
+        return _mode_name(api, api.parse_ssm_rollback_mode(str(request["text"])))
+    if op is Op.ROW_BYTES:
+        return api.ssm_replay_row_bytes(*_ints(request, "qkvz_elems", "nv"))
+    if op is Op.RING_BYTES:
+        fields = ("num_ssm_layers", "row_bytes", "k_ceiling", "mtp_state_slots")
+        return api.ssm_replay_ring_bytes(*_ints(request, *fields))
+    if op is Op.VERIFY_ENTRY:
+        api.require_verify_rollback_supported(api.SsmRollbackMode(request["mode"]))
+        return None
+    events = request["events"]
+    assert isinstance(events, list)
+    if op is Op.TRACE:
+        return [_call(api, event) for event in events]
+    return _race(api, events)
+
+
+def _ints(request: dict[str, object], /, *names: str) -> list[int]:
+    # decode_request has checked every one of these fields is a u64.
+    return [request[name] for name in names]  # type: ignore[misc]
+
+
+def respond(api: RollbackApi, line: str, /) -> dict[str, object]:
+    """The reply to one request line, computed with ``api``'s own names."""
+    try:
+        request = protocol.decode_request(line)
+        return protocol.ok_reply(_answer(api, request))
+    except protocol.ProtocolError as error:
+        return protocol.error_reply(error.kind, str(error))
+    except api.UnknownSsmRollbackModeError as error:
+        return protocol.error_reply(ErrorKind.UNKNOWN_MODE, str(error))
+    except api.SsmReplayBytesOverflowError as error:
+        return protocol.error_reply(ErrorKind.OVERFLOW, str(error))
+    except api.VerifyRollbackUnsupportedError as error:
+        return protocol.error_reply(ErrorKind.UNSUPPORTED, str(error))
+    except _RaceError as error:
+        return protocol.error_reply(ErrorKind.BAD_REQUEST, str(error))
+
+
+def read_lines(requests: BinaryIO, /) -> Iterator[bytes | None]:
+    """Each line of ``requests``, or None for one longer than ``MAX_LINE_BYTES``.
+
+    An over-long line is read past in bounded pieces, never held whole.
+    """
+    limit = protocol.MAX_LINE_BYTES
+    while raw := requests.readline(limit):
+        if raw.endswith(b"\n") or len(raw) < limit:
+            yield raw
+            continue
+        while (rest := requests.readline(limit)) and not rest.endswith(b"\n"):
+            pass
+        yield None
+
+
+def _reply_line(api: RollbackApi, raw: bytes | None, /) -> bytes:
+    if raw is None:
+        limit = protocol.MAX_LINE_BYTES
+        reply = protocol.error_reply(ErrorKind.BAD_REQUEST, f"line longer than {limit} bytes")
+    else:
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as error:
+            reply = protocol.error_reply(ErrorKind.BAD_REQUEST, f"not UTF-8: {error}")
+        else:
+            reply = respond(api, line)
+    return protocol.encode(reply).encode("utf-8") + b"\n"
+
+
+def serve(api: RollbackApi, requests: BinaryIO, replies: BinaryIO, /) -> None:
+    """Answer each request line of ``requests`` on ``replies``, until end of input."""
+    for raw in read_lines(requests):
+        replies.write(_reply_line(api, raw))
+        replies.flush()
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m spec.harness.adapter",
+        description="Serve a Python implementation over the adapter protocol (docs/protocol.md).",
+    )
+    parser.add_argument(
+        "--impl-module",
+        default=REFERENCE,
+        metavar="MODULE[:ATTR]",
+        help=f"the implementation to serve (default {REFERENCE})",
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Serve an implementation on standard input and output; return the exit status."""
+    arguments = _parser().parse_args(argv)
+    try:
+        api = load_python_implementation(arguments.impl_module).api
+    except ImplementationModuleError as error:
+        sys.stderr.write(f"python -m spec.harness.adapter: error: --impl-module: {error}\n")
+        return 2
+    try:
+        serve(api, sys.stdin.buffer, sys.stdout.buffer)
+    except (BrokenPipeError, KeyboardInterrupt):
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

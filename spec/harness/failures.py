@@ -1,0 +1,93 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
+"""How an adapter can break the protocol, each way worded once."""
+
+from __future__ import annotations
+
+import enum
+import shlex
+from typing import TYPE_CHECKING, Final
+
+from .protocol import encode_value
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+__all__ = ["AdapterFailure", "Breakage", "adapter_failure", "show_output"]
+
+# Long enough for any request the properties send, so the counterexample can
+# be replayed from the message alone.
+_REQUEST_SHOWN_CHARACTERS: Final = 2000
+_OUTPUT_SHOWN_CHARACTERS: Final = 300
+
+
+class Breakage(enum.Enum):
+    """One way an adapter breaks the protocol; the value is its wording."""
+
+    CANNOT_START = "cannot be started: {error}"
+    HANG = "sent no reply within {timeout:g} s (hang)"
+    EXITED_WITHOUT_REPLY = "exited (code {code}) without replying"
+    MALFORMED_REPLY = "sent a malformed reply: {error}"
+    EXTRA_LINES = "wrote lines nobody asked for"
+    NO_EXIT = "did not exit within {timeout:g} s of end of input"
+    BAD_EXIT = "exited with code {code} at end of input"
+    OUTPUT_HELD = "exited, but a process outside its process group still holds its stdout"
+    GAVE_UP = "hung {hangs} times; not asked again"
+
+    @property
+    def hung(self) -> bool:
+        """Whether this breakage is the adapter going silent for its whole timeout."""
+        return self in {Breakage.HANG, Breakage.NO_EXIT, Breakage.OUTPUT_HELD}
+
+
+class AdapterFailure(AssertionError):  # noqa: N818 - it reads as what happened
+    """The adapter under test broke the protocol (RB-PROTO-1 to RB-PROTO-5).
+
+    ``breakage`` says how; ``hung`` says the adapter went silent for its
+    whole timeout, rather than answering wrongly.
+    """
+
+    def __init__(self, message: str, breakage: Breakage, /) -> None:
+        super().__init__(message)
+        self.breakage: Final = breakage
+        self.hung: Final = breakage.hung
+
+
+def show_output(data: bytes, /) -> str:
+    """What an adapter wrote, as a quoted and shortened text."""
+    text = data.decode("utf-8", "replace")
+    limit = _OUTPUT_SHOWN_CHARACTERS
+    return repr(text if len(text) <= limit else text[: limit - 3] + "...")
+
+
+def adapter_failure(
+    argv: Sequence[str],
+    breakage: Breakage,
+    request: Mapping[str, object] | None,
+    /,
+    *,
+    came_back: str = "(nothing)",
+    stderr: str = "",
+    **details: object,
+) -> AdapterFailure:
+    """The failure for ``breakage`` on ``request``, worded the one way.
+
+    ``details`` fill the breakage's wording (``timeout``, ``code``, ...).
+    """
+    what = breakage.value.format(**details)
+    if breakage is Breakage.CANNOT_START:
+        return AdapterFailure(f"adapter {shlex.join(argv)} {what}", breakage)
+    shown = (
+        "(none)"
+        if request is None
+        else encode_value(dict(request), limit=_REQUEST_SHOWN_CHARACTERS)
+    )
+    op = None if request is None else request.get("op")
+    tail = stderr.rstrip() or "(empty)"
+    return AdapterFailure(
+        f"adapter {shlex.join(argv)} {what}\n"
+        f"  op: {op}\n"
+        f"  request: {shown}\n"
+        f"  came back: {came_back}\n"
+        f"  stderr tail:\n    " + tail.replace("\n", "\n    "),
+        breakage,
+    )

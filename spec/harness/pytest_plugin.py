@@ -1,0 +1,202 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
+"""The pytest plugin the property suite runs under.
+
+It registers the Hypothesis profiles, chooses the implementation under test
+(``--impl-cmd``, ``--impl-module`` or the reference), gives the properties
+their ``impl``, ``python_api`` and ``new_cell`` fixtures, checks each
+property's clause markers against SPEC.md's clauses, and selects properties
+by clause (``--clause``, or ``-k`` on a clause ID). Load it with
+``-p spec.harness.pytest_plugin``; the repository's ``tests/conftest.py``
+loads it for the repository's own runs.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from typing import TYPE_CHECKING, Final
+
+import pytest
+from hypothesis import HealthCheck, Phase, Verbosity, settings
+
+from .clauses import CLAUSES, UnknownClauseError, select_clauses
+from .driver import Implementation, InProcessDriver
+from .python_impl import ImplementationModuleError
+from .subprocess_driver import DEFAULT_TIMEOUT, SubprocessDriver, parse_timeout, split_command
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+
+    from .python_impl import Cell, PythonImplementation
+
+__all__ = [
+    "IMPL_CMD_ENV",
+    "IMPL_MODULE_ENV",
+    "PROFILES",
+    "impl",
+    "new_cell",
+    "pytest_addoption",
+    "pytest_collection_modifyitems",
+    "pytest_configure",
+    "python_api",
+]
+
+#: The environment variables beside ``--impl-cmd`` and ``--impl-module``.
+IMPL_CMD_ENV: Final = "SSM_ROLLBACK_IMPL_CMD"
+IMPL_MODULE_ENV: Final = "SSM_ROLLBACK_IMPL_MODULE"
+
+#: The Hypothesis profiles, by the name ``HYPOTHESIS_PROFILE`` selects.
+PROFILES: Final = ("dev", "ci", "thorough", "crosshair")
+
+# Timing belongs to benchmarks/, never to tests: no profile has a deadline.
+_COMMON: Final = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow]}
+settings.register_profile("dev", max_examples=60, **_COMMON)  # type: ignore[arg-type]
+settings.register_profile(
+    "ci",
+    max_examples=100,
+    derandomize=True,
+    print_blob=True,
+    database=None,
+    verbosity=Verbosity.normal,
+    **_COMMON,  # type: ignore[arg-type]
+)
+settings.register_profile(
+    "thorough",
+    max_examples=1500,
+    phases=list(Phase),
+    print_blob=True,
+    **_COMMON,  # type: ignore[arg-type]
+)
+# The symbolic profile: CrossHair explores paths instead of drawing examples
+# (the crosshair extra); advisory, never a CI gate.
+if importlib.util.find_spec("hypothesis_crosshair_provider") is not None:
+    settings.register_profile(
+        "crosshair",
+        backend="crosshair",
+        max_examples=200,
+        print_blob=True,
+        database=None,
+        **_COMMON,  # type: ignore[arg-type]
+    )
+settings.load_profile(
+    os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev")
+)
+
+
+def _timeout(text: str, /) -> float:
+    try:
+        return parse_timeout(text)
+    except ValueError as error:
+        raise pytest.UsageError(f"--impl-timeout {error}") from None
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """Add the options that choose and bound the implementation under test."""
+    group = parser.getgroup("ssm-rollback-spec")
+    group.addoption(
+        "--impl-cmd",
+        default=os.environ.get(IMPL_CMD_ENV),
+        metavar="CMD",
+        help=f"adapter command of the implementation under test (or ${IMPL_CMD_ENV})",
+    )
+    group.addoption(
+        "--impl-module",
+        default=os.environ.get(IMPL_MODULE_ENV),
+        metavar="MODULE[:ATTR]",
+        help="a Python implementation with the public names of spec.rollback, "
+        f"checked in-process (or ${IMPL_MODULE_ENV}); default: spec.rollback",
+    )
+    group.addoption(
+        "--impl-timeout",
+        default=str(DEFAULT_TIMEOUT),
+        metavar="SECONDS",
+        help=f"seconds an adapter may take over one reply (default {DEFAULT_TIMEOUT:g})",
+    )
+    group.addoption(
+        "--clause",
+        action="append",
+        default=[],
+        metavar="ID",
+        help="run only the properties citing this clause; a family such as RB-SIZE "
+        "selects all of it (repeatable)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Register the clause marker and check the options."""
+    config.addinivalue_line("markers", "clause(*ids): the SPEC.md clause IDs this test checks")
+    _timeout(config.getoption("--impl-timeout"))
+    try:
+        select_clauses(config.getoption("--clause"))
+    except UnknownClauseError as error:
+        raise pytest.UsageError(f"--clause: {error}") from None
+
+
+def _implementation(config: pytest.Config, /) -> Implementation:
+    command = config.getoption("--impl-cmd")
+    module = config.getoption("--impl-module")
+    if command and module:
+        raise pytest.UsageError("--impl-cmd and --impl-module exclude each other")
+    if command:
+        try:
+            argv = split_command(command)
+        except ValueError as error:
+            raise pytest.UsageError(f"--impl-cmd: {error}") from None
+        return SubprocessDriver(argv, timeout=_timeout(config.getoption("--impl-timeout")))
+    try:
+        return InProcessDriver.load(module) if module else InProcessDriver.load()
+    except ImplementationModuleError as error:
+        raise pytest.UsageError(f"--impl-module: {error}") from None
+
+
+@pytest.fixture(scope="session")
+def impl(pytestconfig: pytest.Config) -> Iterator[Implementation]:
+    """The implementation under test, reached through the protocol."""
+    with _implementation(pytestconfig) as implementation:
+        yield implementation
+
+
+@pytest.fixture(scope="session")
+def python_api(impl: Implementation) -> PythonImplementation:
+    """The implementation's Python objects; the property skips over the protocol."""
+    if impl.python is None:
+        pytest.skip(
+            "needs the Python API (Python types and exceptions); "
+            "the implementation is reached over the protocol"
+        )
+    return impl.python
+
+
+@pytest.fixture(scope="session")
+def new_cell(python_api: PythonImplementation) -> Callable[[], Cell[object]]:
+    """The implementation's first-write-wins cell type; the property skips without one."""
+    if python_api.new_cell is None:
+        pytest.skip("needs a FirstWriteWins cell type, which the implementation does not expose")
+    return python_api.new_cell
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Check clause markers, make clause IDs ``-k`` keywords, and apply ``--clause``.
+
+    A property is a test that takes an implementation; each must cite a clause.
+    """
+    known = set(CLAUSES)
+    selected = select_clauses(config.getoption("--clause"))
+    kept, dropped = [], []
+    for item in items:
+        clauses = [clause for marker in item.iter_markers("clause") for clause in marker.args]
+        unknown = sorted(set(clauses) - known)
+        if unknown:
+            raise pytest.UsageError(f"{item.nodeid} cites unknown clauses {unknown}; see SPEC.md")
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if not clauses and fixtures & {"impl", "python_api", "new_cell"}:
+            raise pytest.UsageError(f"{item.nodeid} is a property but cites no SPEC.md clause")
+        item.user_properties.extend(("clause", clause) for clause in clauses)
+        item.extra_keyword_matches.update(clauses)
+        if selected and not selected & set(clauses):
+            dropped.append(item)
+        else:
+            kept.append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept

@@ -1,0 +1,197 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
+"""Python implementations of the contract, loaded by name (``--impl-module``).
+
+An implementation is any module, or any object in a module, that exposes the
+public names of :mod:`spec.rollback`: a vendored copy under another package
+name, a port, or one of the self-test's wrong implementations. The harness
+judges it through those names only, so a copy's own classes and exceptions
+are the ones it is checked with.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final, Generic, Protocol, TypeVar
+
+if TYPE_CHECKING:
+    import types
+    from collections.abc import Callable
+
+    from spec import rollback
+
+__all__ = [
+    "CELL_NAME",
+    "REFERENCE",
+    "REQUIRED_NAMES",
+    "Cell",
+    "ImplementationModuleError",
+    "PythonImplementation",
+    "RollbackApi",
+    "fresh_module",
+    "load_python_implementation",
+]
+
+#: The import path of the reference implementation.
+REFERENCE: Final = "spec.rollback"
+
+#: The names an implementation must expose: the public names of spec.rollback.
+REQUIRED_NAMES: Final = (
+    "USIZE_MAX",
+    "SsmReplayBytesOverflowError",
+    "SsmRollbackMode",
+    "SsmRollbackModeTypeError",
+    "UnknownSsmRollbackModeError",
+    "UsizeRangeError",
+    "UsizeTypeError",
+    "VerifyRollbackUnsupportedError",
+    "parse_ssm_rollback_mode",
+    "require_verify_rollback_supported",
+    "set_ssm_rollback_mode",
+    "ssm_replay_ring_bytes",
+    "ssm_replay_row_bytes",
+    "ssm_rollback_mode",
+)
+
+#: The optional name of the implementation's first-write-wins cell type (RB-CELL-*).
+CELL_NAME: Final = "FirstWriteWins"
+
+_T = TypeVar("_T")
+
+
+class Cell(Protocol, Generic[_T]):
+    """The first-write-wins cell's Python API (``spec.first_write_wins.FirstWriteWins``)."""
+
+    def set(self, value: _T, /) -> _T: ...  # noqa: D102
+    def get_or_init(self, default: _T, /) -> _T: ...  # noqa: D102
+    def get(self) -> _T | None: ...  # noqa: D102
+
+
+class RollbackApi(Protocol):
+    """The public names of :mod:`spec.rollback`, which any implementation exposes."""
+
+    # Read-only, so that an implementation's own subclasses satisfy them.
+    @property
+    def USIZE_MAX(self) -> int: ...  # noqa: D102, N802
+    @property
+    def SsmRollbackMode(self) -> type[rollback.SsmRollbackMode]: ...  # noqa: D102, N802
+    @property
+    def UnknownSsmRollbackModeError(self) -> type[ValueError]: ...  # noqa: D102, N802
+    @property
+    def SsmRollbackModeTypeError(self) -> type[TypeError]: ...  # noqa: D102, N802
+    @property
+    def UsizeTypeError(self) -> type[TypeError]: ...  # noqa: D102, N802
+    @property
+    def UsizeRangeError(self) -> type[ValueError]: ...  # noqa: D102, N802
+    @property
+    def SsmReplayBytesOverflowError(self) -> type[OverflowError]: ...  # noqa: D102, N802
+    @property
+    def VerifyRollbackUnsupportedError(self) -> type[NotImplementedError]: ...  # noqa: D102, N802
+
+    def parse_ssm_rollback_mode(self, text: str, /) -> rollback.SsmRollbackMode: ...  # noqa: D102
+    def set_ssm_rollback_mode(  # noqa: D102
+        self, mode: rollback.SsmRollbackMode, /
+    ) -> rollback.SsmRollbackMode: ...
+    def ssm_rollback_mode(self) -> rollback.SsmRollbackMode: ...  # noqa: D102
+    def ssm_replay_row_bytes(self, qkvz_elems: int, nv: int) -> int: ...  # noqa: D102
+    def ssm_replay_ring_bytes(  # noqa: D102
+        self, num_ssm_layers: int, row_bytes: int, k_ceiling: int, mtp_state_slots: int
+    ) -> int: ...
+    def require_verify_rollback_supported(  # noqa: D102
+        self, mode: rollback.SsmRollbackMode, /
+    ) -> None: ...
+
+
+class ImplementationModuleError(ImportError):
+    """An ``--impl-module`` value that does not name a usable implementation."""
+
+
+@dataclass(frozen=True)
+class PythonImplementation:
+    """What only an in-process implementation offers: its Python objects.
+
+    ``fresh()`` gives the API with a published mode nobody has written yet;
+    ``new_cell`` makes an empty first-write-wins cell, or is None when the
+    implementation exposes no cell type; ``import_path`` loads the same
+    implementation in another interpreter.
+    """
+
+    api: RollbackApi
+    import_path: str
+    fresh: Callable[[], RollbackApi]
+    new_cell: Callable[[], Cell[object]] | None
+
+
+def fresh_module(name: str, /) -> types.ModuleType:
+    """A new copy of module ``name``, executed anew and not registered in ``sys.modules``.
+
+    Its module-level state, the published mode among it, starts unwritten;
+    the modules it imports are shared with the copy already loaded.
+
+    Raises:
+        ImplementationModuleError: the module cannot be found or executed.
+    """
+    found = importlib.util.find_spec(name)
+    if found is None or found.loader is None:
+        raise ImplementationModuleError(f"cannot find module {name!r}")
+    module = importlib.util.module_from_spec(found)
+    found.loader.exec_module(module)
+    return module
+
+
+def _missing(candidate: object, /) -> list[str]:
+    return [name for name in REQUIRED_NAMES if not hasattr(candidate, name)]
+
+
+def load_python_implementation(import_path: str, /) -> PythonImplementation:
+    """Load ``MODULE`` or ``MODULE:ATTR`` as an implementation.
+
+    A module gets a fresh published mode by being executed anew; a class by
+    being instantiated; any other object by being looked up in a fresh copy
+    of its module.
+
+    Raises:
+        ImplementationModuleError: the path is malformed, cannot be imported,
+            names no attribute, or lacks one of :data:`REQUIRED_NAMES`.
+    """
+    module_name, colon, attribute = import_path.partition(":")
+    if not module_name or (colon and not attribute) or ":" in attribute:
+        raise ImplementationModuleError(f"{import_path!r} is not MODULE or MODULE:ATTR")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as error:  # noqa: BLE001 - any import failure is the user's to see
+        raise ImplementationModuleError(
+            f"cannot import {module_name}: {type(error).__name__}: {error}"
+        ) from None
+    fresh: Callable[[], object]
+    if not attribute:
+        candidate: object = module
+
+        def fresh() -> object:
+            return fresh_module(module_name)
+    else:
+        if not hasattr(module, attribute):
+            raise ImplementationModuleError(f"module {module_name} has no attribute {attribute!r}")
+        found = getattr(module, attribute)
+        if isinstance(found, type):
+            candidate, fresh = found(), found
+        else:
+            candidate = found
+
+            def fresh() -> object:
+                return getattr(fresh_module(module_name), attribute)
+
+    missing = _missing(candidate)
+    if missing:
+        raise ImplementationModuleError(
+            f"{import_path} lacks {', '.join(missing)} (the public names of spec.rollback)"
+        )
+    api: RollbackApi = candidate  # type: ignore[assignment]
+    new_cell = getattr(candidate, CELL_NAME, None)
+    return PythonImplementation(
+        api=api,
+        import_path=import_path,
+        fresh=fresh,  # type: ignore[arg-type]
+        new_cell=new_cell,
+    )

@@ -1,0 +1,67 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
+"""Options more than one command takes, each defined and checked once."""
+
+from __future__ import annotations
+
+import argparse
+
+from spec.harness.subprocess_driver import DEFAULT_TIMEOUT, parse_timeout, split_command
+
+from .errors import CliError
+
+__all__ = ["adapter_argv", "add_impl_arguments", "whole_number"]
+
+
+def _timeout(text: str, /) -> float:
+    try:
+        return parse_timeout(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def whole_number(text: str, /) -> int:
+    """An argparse type: a whole number of at least 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative: {value}")
+    return value
+
+
+def add_impl_arguments(parser: argparse.ArgumentParser, /, *, python: bool) -> None:
+    """Add ``--impl-cmd``, ``--impl-timeout`` and, when ``python``, ``--impl-module``."""
+    choice = parser.add_mutually_exclusive_group()
+    choice.add_argument(
+        "--impl-cmd",
+        metavar="CMD",
+        help="adapter command of the implementation under test (split with shell rules, "
+        "never run by a shell); default: the Python reference",
+    )
+    if python:
+        choice.add_argument(
+            "--impl-module",
+            metavar="MODULE[:ATTR]",
+            help="a Python implementation with the public names of spec.rollback, "
+            "checked in-process, Python-API clauses included",
+        )
+    parser.add_argument(
+        "--impl-timeout",
+        type=_timeout,
+        default=DEFAULT_TIMEOUT,
+        metavar="SECONDS",
+        help=f"seconds an adapter may take over one reply (default {DEFAULT_TIMEOUT:g})",
+    )
+
+
+def adapter_argv(command: str, /) -> list[str]:
+    """The argv of an ``--impl-cmd`` value.
+
+    Raises:
+        CliError: the command is empty or badly quoted.
+    """
+    try:
+        return split_command(command)
+    except ValueError as error:
+        raise CliError(f"--impl-cmd: {error}") from None
