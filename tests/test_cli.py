@@ -92,7 +92,8 @@ def test_the_version_names_the_spec_version() -> None:
             ["check", "--impl-module", "json"],
             (
                 "--impl-module: json lacks USIZE_MAX, SsmReplayBytesOverflowError, "
-                "SsmRollbackMode, SsmRollbackModeTypeError, UnknownSsmRollbackModeError, UsizeRangeError, "
+                "SsmRollbackMode, SsmRollbackModeTypeError, UnknownSsmRollbackModeError, "
+                "UsizeRangeError, "
                 "UsizeTypeError, VerifyRollbackUnsupportedError, parse_ssm_rollback_mode, "
                 "require_verify_rollback_supported, set_ssm_rollback_mode, ssm_replay_ring_bytes, "
                 "ssm_replay_row_bytes, ssm_rollback_mode (the public names of spec.rollback)"
