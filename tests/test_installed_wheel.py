@@ -1,0 +1,127 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
+"""What users install works without the repository: the wheel, in a fresh venv, elsewhere."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+from typing import Any, Final
+
+import pytest
+
+from tests.child import ROOT, run_module
+
+SUITE: Final = ROOT / "tests" / "properties"
+CORPUS: Final = ROOT / "vectors"
+
+
+class Installed:
+    """A fresh virtual environment holding only the built wheel and its ``check`` extra."""
+
+    def __init__(self, root: Path, wheel: Path, elsewhere: Path) -> None:
+        self.root = root
+        self.wheel = wheel
+        self.elsewhere = elsewhere
+        self.python = root / "bin" / "python"
+        self.command = root / "bin" / "ssm-rollback-spec"
+
+    def run(self, *arguments: str) -> subprocess.CompletedProcess[str]:
+        """The installed command, run from a folder that is not a clone."""
+        env = {
+            name: value
+            for name, value in os.environ.items()
+            if not name.startswith(("PYTHON", "SSM_ROLLBACK_", "VIRTUAL_ENV", "HYPOTHESIS_"))
+        }
+        return subprocess.run(
+            [str(self.command), *arguments],
+            cwd=self.elsewhere,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=900,
+            check=False,
+        )
+
+    def adapter(self) -> str:
+        """The installed Python adapter's command."""
+        return f"{self.python} -m spec.harness.adapter"
+
+
+def _checked(command: list[str], /, cwd: Path = ROOT) -> None:
+    finished = subprocess.run(
+        command, cwd=cwd, capture_output=True, text=True, timeout=900, check=False
+    )
+    assert finished.returncode == 0, finished.stdout[-3000:] + finished.stderr[-3000:]
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
+    dist = tmp_path_factory.mktemp("dist")
+    _checked([sys.executable, "-m", "build", "--wheel", "--outdir", str(dist), str(ROOT)])
+    [wheel] = dist.glob("ssm_rollback_spec-*.whl")
+    root = tmp_path_factory.mktemp("venv")
+    venv.EnvBuilder(with_pip=True, clear=True).create(root)
+    pip = [str(root / "bin" / "python"), "-m", "pip", "install", "-q"]
+    _checked([*pip, f"{wheel}[check]"])
+    return Installed(root, wheel, tmp_path_factory.mktemp("elsewhere"))
+
+
+def _json(path: Path, /) -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return loaded
+
+
+def test_the_wheel_carries_the_suite_and_the_corpus(installed: Installed) -> None:
+    finished = installed.run("vectors", "where")
+    assert finished.returncode == 0, finished.stderr
+    shipped = Path(finished.stdout.strip())
+    assert shipped.is_relative_to(installed.root)
+    assert sorted(p.name for p in shipped.glob("*.json")) == sorted(
+        p.name for p in CORPUS.glob("*.json")
+    )
+    for path in CORPUS.glob("*.json"):
+        assert (shipped / path.name).read_bytes() == path.read_bytes(), path.name
+    suite = shipped.parent / "suite"
+    assert sorted(p.name for p in suite.glob("*.py")) == sorted(p.name for p in SUITE.glob("*.py"))
+
+
+def _outcomes(report: dict[str, Any], /) -> dict[str, str]:
+    return {result["property"]: result["outcome"] for result in report["properties"]}
+
+
+def test_check_passes_installed_with_the_same_results_as_from_the_clone(
+    installed: Installed, tmp_path: Path
+) -> None:
+    finished = installed.run("check", "--json", str(tmp_path / "installed.json"))
+    assert finished.returncode == 0, finished.stdout[-3000:] + finished.stderr
+    installed_report = _json(tmp_path / "installed.json")
+    assert set(installed_report["clauses"].values()) == {"passed"}
+    cloned = run_module("spec.tools.cli", "check", "--json", str(tmp_path / "clone.json"))
+    assert cloned.returncode == 0, cloned.stdout[-3000:]
+    assert _outcomes(installed_report) == _outcomes(_json(tmp_path / "clone.json"))
+
+
+def test_check_over_the_protocol_passes_installed(installed: Installed, tmp_path: Path) -> None:
+    report = tmp_path / "report.json"
+    finished = installed.run("check", "--impl-cmd", installed.adapter(), "--json", str(report))
+    assert finished.returncode == 0, finished.stdout[-3000:] + finished.stderr
+    outcomes = set(_outcomes(_json(report)).values())
+    # The Python-API properties skip over the protocol; the rest pass.
+    assert outcomes == {"passed", "skipped"}
+
+
+def test_vectors_run_passes_installed(installed: Installed, tmp_path: Path) -> None:
+    report = tmp_path / "report.json"
+    finished = installed.run(
+        "vectors", "run", "--impl-cmd", installed.adapter(), "--json", str(report)
+    )
+    assert finished.returncode == 0, finished.stdout[-3000:] + finished.stderr
+    counts = _json(report)["counts"]
+    assert counts["passed"] == sum(
+        len(_json(path)["cases"]) for path in CORPUS.glob("*.json") if "cases" in _json(path)
+    )
+    assert counts["failed"] == counts["not-run"] == 0
