@@ -121,10 +121,13 @@ def parse_ssm_rollback_mode(text: str, /) -> SsmRollbackMode:
         raise SsmRollbackModeTypeError(
             f"parse_ssm_rollback_mode() takes a str, not {type(text).__name__}"
         )
+    # A str subclass is judged by the text it holds, never by its own
+    # __eq__, __hash__ or __format__ (SPEC.md, "Python API types").
+    plain = str.__str__(text)
     try:
-        return _MODES_BY_TEXT[text]
+        return _MODES_BY_TEXT[plain]
     except KeyError:
-        raise UnknownSsmRollbackModeError(text) from None
+        raise UnknownSsmRollbackModeError(plain) from None
 
 
 # The process-wide published mode: written from the serve command line, read
@@ -167,11 +170,14 @@ def _usize(function: str, name: str, value: object, /) -> int:
         raise UsizeTypeError(
             f"{function}() argument '{name}' must be int, not {type(value).__name__}"
         )
-    if not 0 <= value <= USIZE_MAX:
+    # An int subclass is judged by the number it holds, never by its own
+    # comparisons or arithmetic (SPEC.md, "Python API types").
+    plain = int.__int__(value)
+    if not 0 <= plain <= USIZE_MAX:
         raise UsizeRangeError(
-            f"{function}() argument '{name}' must be in [0, {USIZE_MAX}], got {value}"
+            f"{function}() argument '{name}' must be in [0, {USIZE_MAX}], got {plain}"
         )
-    return value
+    return plain
 
 
 def _fits(function: str, arguments: dict[str, int], value: int, /) -> int:
@@ -199,7 +205,8 @@ def ssm_replay_row_bytes(qkvz_elems: int, nv: int) -> int:
         "qkvz_elems": _usize("ssm_replay_row_bytes", "qkvz_elems", qkvz_elems),
         "nv": _usize("ssm_replay_row_bytes", "nv", nv),
     }
-    return _fits("ssm_replay_row_bytes", arguments, qkvz_elems * 2 + nv * 2 * 4)
+    bytes_of_row = arguments["qkvz_elems"] * 2 + arguments["nv"] * 2 * 4
+    return _fits("ssm_replay_row_bytes", arguments, bytes_of_row)
 
 
 def ssm_replay_ring_bytes(
@@ -226,10 +233,14 @@ def ssm_replay_ring_bytes(
         "k_ceiling": _usize(function, "k_ceiling", k_ceiling),
         "mtp_state_slots": _usize(function, "mtp_state_slots", mtp_state_slots),
     }
-    replayed_tokens = max(k_ceiling - 1, 0)
-    return _fits(
-        function, arguments, mtp_state_slots * replayed_tokens * num_ssm_layers * row_bytes
+    replayed_tokens = max(arguments["k_ceiling"] - 1, 0)
+    ring = (
+        arguments["mtp_state_slots"]
+        * replayed_tokens
+        * arguments["num_ssm_layers"]
+        * arguments["row_bytes"]
     )
+    return _fits(function, arguments, ring)
 
 
 def require_verify_rollback_supported(mode: SsmRollbackMode, /) -> None:

@@ -8,6 +8,7 @@ request when OP is left out), where it does HOW.
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -26,6 +27,9 @@ _HOW = (
     "exit-zero",
     "stderr-flood",
     "grandchild-hang",
+    "detached-holder",
+    "group-holder",
+    "ignore-sigterm",
 )
 
 
@@ -62,15 +66,33 @@ def _misbehave(how: str, line: str) -> None:
     out.flush()
 
 
+_SLEEPER = [sys.executable, "-c", "import time; time.sleep(3600)"]
+
+
+def _leave_a_holder(*, own_session: bool) -> None:
+    # A child that keeps this adapter's stdout open after the adapter exits,
+    # in the adapter's process group or in a session of its own.
+    child = subprocess.Popen(_SLEEPER, start_new_session=own_session)
+    sys.stderr.write(f"holder {child.pid}\n")
+    sys.stderr.flush()
+
+
 def main() -> int:
     if len(sys.argv) not in {2, 3} or sys.argv[1] not in _HOW:
         sys.stderr.write(f"usage: broken_adapter.py {{{','.join(_HOW)}}} [OP]\n")
         return 2
     how = sys.argv[1]
     only = sys.argv[2] if len(sys.argv) == 3 else None
+    # These break nothing a request can see: they misbehave around it.
+    if how == "ignore-sigterm":
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        how = "hang"
+    elif how in {"detached-holder", "group-holder"}:
+        _leave_a_holder(own_session=how == "detached-holder")
+        how = ""
     for line in sys.stdin:
         op = json.loads(line).get("op") if line.strip().startswith("{") else None
-        if only is None or op == only:
+        if how and (only is None or op == only):
             _misbehave(how, line)
         else:
             sys.stdout.write(protocol.encode(respond(rollback, line)) + "\n")

@@ -209,6 +209,12 @@ def _reject_constant(name: str, /) -> object:
     raise ValueError(f"{name} is not JSON")
 
 
+def _plain_integer(digits: str, /) -> int | float:
+    # An integer is plain digits: "-0" reads as the number it is, -0.0, so
+    # that no field takes it for the integer 0.
+    return -0.0 if digits == "-0" else int(digits)
+
+
 class TooDeepError(ValueError):
     """A JSON text nested deeper than its reader allows."""
 
@@ -232,14 +238,15 @@ def _deeper_than(value: object, limit: int, /) -> bool:
 def loads_bounded(text: str, /, max_depth: int) -> object:
     """Strict JSON (RFC 8259) nested at most ``max_depth`` deep.
 
-    ``NaN`` and ``Infinity`` are Python's extensions, not JSON, so they are refused.
+    ``NaN`` and ``Infinity`` are Python's extensions, not JSON, so they are
+    refused; ``-0`` is read as the float -0.0, so it is no integer.
 
     Raises:
         TooDeepError: the text nests deeper than ``max_depth``.
         ValueError: the text is not JSON.
     """
     try:
-        value = json.loads(text, parse_constant=_reject_constant)
+        value = json.loads(text, parse_constant=_reject_constant, parse_int=_plain_integer)
     except RecursionError:
         raise TooDeepError(max_depth) from None
     if _deeper_than(value, max_depth):

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from spec import model
 from spec.rollback import SsmRollbackMode
 
 from .strategies import USIZE_MAX
@@ -124,3 +125,77 @@ def test_verify_entry_with_a_non_mode_raises_type_error(
     assert str(raised.value) == (
         f"require_verify_rollback_supported() takes an SsmRollbackMode, not {type(bad).__name__}"
     )
+
+
+class _AlwaysEqualText(str):
+    """A text that claims to equal, and hash like, every mode name."""
+
+    __slots__ = ()
+
+    def __eq__(self, other: object) -> bool:
+        return True
+
+    def __hash__(self) -> int:
+        return hash("replay")
+
+    def __format__(self, spec: str) -> str:
+        return "replay"
+
+
+class _LyingNumber(int):
+    """A number that claims to be in range and to multiply to nothing."""
+
+    __slots__ = ()
+
+    def __lt__(self, other: object) -> bool:
+        return False
+
+    def __le__(self, other: object) -> bool:
+        return True
+
+    def __ge__(self, other: object) -> bool:
+        return True
+
+    def __mul__(self, other: object) -> int:
+        return 0
+
+    __rmul__ = __mul__
+
+
+@pytest.mark.clause("RB-PARSE-1", "RB-PARSE-2")
+@given(text=st.text(max_size=12))
+def test_a_str_subclass_is_judged_by_the_text_it_holds(
+    python_api: PythonImplementation, text: str
+) -> None:
+    api = python_api.api
+    expected = model.parse(text)
+    if isinstance(expected, model.Rejected):
+        with pytest.raises(api.UnknownSsmRollbackModeError) as raised:
+            api.parse_ssm_rollback_mode(_AlwaysEqualText(text))
+        assert str(raised.value) == expected.message
+    else:
+        assert api.parse_ssm_rollback_mode(_AlwaysEqualText(text)).value == expected
+
+
+@pytest.mark.clause("RB-PY-3", "RB-SIZE-2")
+@given(function=st.sampled_from([ROW, RING]), data=st.data(), held=st.integers(-3, 3))
+def test_an_int_subclass_is_judged_by_the_number_it_holds(
+    python_api: PythonImplementation,
+    function: tuple[str, tuple[str, ...]],
+    data: st.DataObject,
+    held: int,
+) -> None:
+    name, fields = function
+    field = data.draw(st.sampled_from(fields))
+    call: Callable[..., int] = getattr(python_api.api, name)
+    arguments: dict[str, object] = dict.fromkeys(fields, 2)
+    plain = call(**(arguments | {field: held})) if held >= 0 else None
+    arguments[field] = _LyingNumber(held)
+    if plain is None:
+        with pytest.raises(python_api.api.UsizeRangeError) as raised:
+            call(**arguments)
+        assert str(raised.value) == (
+            f"{name}() argument '{field}' must be in [0, {USIZE_MAX}], got {held}"
+        )
+    else:
+        assert call(**arguments) == plain

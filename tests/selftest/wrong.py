@@ -351,6 +351,28 @@ class ParseAcceptsBytes(WrongImplementation):
         return rollback.parse_ssm_rollback_mode(text)  # type: ignore[arg-type]
 
 
+class TrustsSubclassOverrides(WrongImplementation):
+    """Looks a text up, and checks a size, through the value's own methods."""
+
+    def parse_ssm_rollback_mode(self, text: str, /) -> rollback.SsmRollbackMode:
+        for mode in rollback.SsmRollbackMode:
+            if text == mode.value:
+                return mode
+        return rollback.parse_ssm_rollback_mode(text)
+
+    def ssm_replay_ring_bytes(
+        self, num_ssm_layers: object, row_bytes: object, k_ceiling: object, mtp_state_slots: object
+    ) -> int:
+        arguments = (num_ssm_layers, row_bytes, k_ceiling, mtp_state_slots)
+        if all(isinstance(a, int) and 0 <= a <= _MAX for a in arguments):
+            assert isinstance(num_ssm_layers, int)
+            assert isinstance(row_bytes, int)
+            assert isinstance(k_ceiling, int)
+            assert isinstance(mtp_state_slots, int)
+            return _overflow(mtp_state_slots * max(k_ceiling - 1, 0) * num_ssm_layers * row_bytes)
+        return rollback.ssm_replay_ring_bytes(*arguments)  # type: ignore[arg-type]
+
+
 @dataclass(frozen=True)
 class Expectation:
     """Which property module must reject a wrong implementation, and how far it reaches.
@@ -392,6 +414,7 @@ WRONG: Final[dict[str, Expectation]] = {
     "BoolIsAUsize": Expectation(Family.BAD_INPUT, python_only=True),
     "NegativeSizeWraps": Expectation(Family.BAD_INPUT, python_only=True),
     "ParseAcceptsBytes": Expectation(Family.BAD_INPUT, python_only=True),
+    "TrustsSubclassOverrides": Expectation(Family.BAD_INPUT, python_only=True),
 }
 
 

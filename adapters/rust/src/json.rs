@@ -40,7 +40,7 @@ impl Json {
 
 pub fn parse(text: &str) -> Result<Json, String> {
     let mut reader = Reader { bytes: text.as_bytes(), at: 0 };
-    let value = reader.value(0)?;
+    let value = reader.value(1)?;
     reader.space();
     if reader.at != reader.bytes.len() {
         return Err(format!("trailing characters at byte {}", reader.at));
@@ -53,7 +53,8 @@ struct Reader<'a> {
     at: usize,
 }
 
-const MAX_DEPTH: usize = 64;
+/// The protocol's deepest nesting, the request object counting as level 1.
+const MAX_DEPTH: usize = 16;
 
 impl Reader<'_> {
     fn space(&mut self) {
@@ -86,7 +87,7 @@ impl Reader<'_> {
 
     fn value(&mut self, depth: usize) -> Result<Json, String> {
         if depth > MAX_DEPTH {
-            return Err("nested too deeply".into());
+            return Err(format!("nested deeper than {MAX_DEPTH} levels"));
         }
         self.space();
         match self.peek() {

@@ -55,10 +55,19 @@ impl Event {
     }
 }
 
+/// The most events a trace or race may hold (docs/protocol.md).
+const MAX_EVENTS: usize = 256;
+
 fn events(request: &Json) -> Result<Vec<Event>, Reply> {
     let Json::Array(items) = field(request, "events")? else {
         return Err(bad("field 'events' must be a list".into()));
     };
+    if items.len() > MAX_EVENTS {
+        return Err(bad(format!(
+            "field 'events' holds {} events, more than {MAX_EVENTS}",
+            items.len()
+        )));
+    }
     items
         .iter()
         .enumerate()
