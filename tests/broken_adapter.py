@@ -30,6 +30,7 @@ _HOW = (
     "detached-holder",
     "group-holder",
     "ignore-sigterm",
+    "no-flush",
 )
 
 
@@ -90,6 +91,9 @@ def main() -> int:
     elif how in {"detached-holder", "group-holder"}:
         _leave_a_holder(own_session=how == "detached-holder")
         how = ""
+    if how == "no-flush":
+        _serve_without_flushing()
+        return 0
     for line in sys.stdin:
         op = json.loads(line).get("op") if line.strip().startswith("{") else None
         if how and (only is None or op == only):
@@ -98,6 +102,15 @@ def main() -> int:
             sys.stdout.write(protocol.encode(respond(rollback, line)) + "\n")
             sys.stdout.flush()
     return 0
+
+
+def _serve_without_flushing() -> None:
+    # The mistake a new adapter makes: replies left in a buffer until exit,
+    # whatever PYTHONUNBUFFERED says about sys.stdout.
+    with open(sys.stdout.fileno(), "wb", buffering=1 << 16, closefd=False) as out:
+        out.writelines(
+            protocol.encode(respond(rollback, line)).encode() + b"\n" for line in sys.stdin
+        )
 
 
 if __name__ == "__main__":

@@ -9,11 +9,14 @@ from typing import TYPE_CHECKING
 import pytest
 
 from spec import SPEC_VERSION, __version__
+from spec.tools.shipped import corpus_directory
 from tests.child import run_module
 from tests.traceability import spec_clauses
 
 if TYPE_CHECKING:
     from pathlib import Path
+
+CORPUS = corpus_directory()
 
 
 def test_check_against_the_reference_reports_every_property_and_clause(tmp_path: Path) -> None:
@@ -107,16 +110,19 @@ def test_the_version_names_the_spec_version() -> None:
             ),
         ),
         (
-            ["vectors", "run", "--skip", "ring-k0"],
-            "--skip 'ring-k0': write it as CASE_ID=REASON, with a reason",
+            ["vectors", "run", "--deviations", "/nonexistent.json"],
+            "--deviations /nonexistent.json: No such file or directory",
         ),
         (
-            ["vectors", "run", "--skip", "ring-k0= "],
-            "--skip 'ring-k0= ': write it as CASE_ID=REASON, with a reason",
+            ["vectors", "run", "--clause", "RB-NOPE"],
+            (
+                "--clause: unknown clause 'RB-NOPE': give an ID such as RB-SIZE-3 or a family "
+                "(RB-MODE, RB-PARSE, RB-PUB, RB-CELL, RB-SIZE, RB-VERIFY, RB-PY, RB-PROTO)"
+            ),
         ),
         (
-            ["vectors", "run", "--skip-file", "/nonexistent.json"],
-            "--skip-file /nonexistent.json: No such file or directory",
+            ["vectors", "run", "--clause", "RB-PY-1"],
+            f"--clause: no case of {CORPUS} cites RB-PY-1",
         ),
         (
             ["vectors", "run", "--vectors", "/nonexistent"],
@@ -136,19 +142,3 @@ def test_bad_input_gets_one_clear_line_and_status_2(arguments: list[str], line: 
     assert last.startswith("ssm-rollback-spec")
     assert last.partition(": error: ")[2] == line
     assert "Traceback" not in finished.stdout + finished.stderr
-
-
-def test_a_skip_file_must_map_case_ids_to_reasons(tmp_path: Path) -> None:
-    skips = tmp_path / "skips.json"
-    skips.write_text('["ring-k0"]', encoding="utf-8")
-    finished = run_module("spec.tools.cli", "vectors", "run", "--skip-file", str(skips))
-    assert finished.returncode == 2
-    assert "must be a JSON object of case ID to reason" in finished.stderr
-
-
-def test_a_skip_file_skips_with_its_reasons(tmp_path: Path) -> None:
-    skips = tmp_path / "skips.json"
-    skips.write_text('{"ring-k0": "our ring starts at k 1"}', encoding="utf-8")
-    finished = run_module("spec.tools.cli", "vectors", "run", "--skip-file", str(skips))
-    assert finished.returncode == 0, finished.stdout + finished.stderr
-    assert "SKIP  ring-k0  [RB-SIZE-2]\n      our ring starts at k 1" in finished.stdout

@@ -7,12 +7,12 @@ import enum
 import shlex
 from typing import TYPE_CHECKING, Final
 
-from .protocol import encode_value
+from .protocol import encode, encode_value
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-__all__ = ["AdapterFailure", "Breakage", "adapter_failure", "show_output"]
+__all__ = ["AdapterFailure", "Breakage", "NonConformingReply", "adapter_failure", "show_output"]
 
 # Long enough for any request the properties send, so the counterexample can
 # be replayed from the message alone.
@@ -43,13 +43,40 @@ class AdapterFailure(AssertionError):  # noqa: N818 - it reads as what happened
     """The adapter under test broke the protocol (RB-PROTO-1 to RB-PROTO-5).
 
     ``breakage`` says how; ``hung`` says the adapter went silent for its
-    whole timeout, rather than answering wrongly.
+    whole timeout, rather than answering wrongly; ``request`` is the request
+    it broke on, when there was one.
     """
 
-    def __init__(self, message: str, breakage: Breakage, /) -> None:
+    def __init__(
+        self,
+        message: str,
+        breakage: Breakage,
+        /,
+        request: Mapping[str, object] | None = None,
+    ) -> None:
         super().__init__(message)
         self.breakage: Final = breakage
         self.hung: Final = breakage.hung
+        self.request: Final = None if request is None else dict(request)
+
+
+class NonConformingReply(AssertionError):  # noqa: N818 - it reads as what happened
+    """A well-formed reply that the model does not allow for its request."""
+
+    def __init__(
+        self,
+        request: Mapping[str, object],
+        reply: Mapping[str, object],
+        allowed: Sequence[Mapping[str, object]],
+        /,
+    ) -> None:
+        super().__init__(
+            "the reply is not one the model allows\n"
+            f"  request: {encode(request)}\n"
+            f"  reply:   {encode(reply)}\n"
+            f"  allowed: {' or '.join(encode(expected) for expected in allowed)}"
+        )
+        self.request: Final = dict(request)
 
 
 def show_output(data: bytes, /) -> str:
@@ -75,7 +102,7 @@ def adapter_failure(
     """
     what = breakage.value.format(**details)
     if breakage is Breakage.CANNOT_START:
-        return AdapterFailure(f"adapter {shlex.join(argv)} {what}", breakage)
+        return AdapterFailure(f"adapter {shlex.join(argv)} {what}", breakage, request)
     shown = (
         "(none)"
         if request is None
@@ -90,4 +117,5 @@ def adapter_failure(
         f"  came back: {came_back}\n"
         f"  stderr tail:\n    " + tail.replace("\n", "\n    "),
         breakage,
+        request,
     )

@@ -6,6 +6,8 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -15,6 +17,7 @@ from typing import TYPE_CHECKING, Final
 from spec import SPEC_VERSION
 from spec.harness.clauses import UnknownClauseError, select_clauses
 from spec.harness.failures import AdapterFailure
+from spec.harness.protocol import encode
 from spec.harness.python_impl import (
     REFERENCE,
     ImplementationModuleError,
@@ -23,16 +26,25 @@ from spec.harness.python_impl import (
 from spec.harness.subprocess_driver import SubprocessDriver
 
 from .arguments import adapter_argv, add_impl_arguments
+from .corpus import Case, exported_case, render_corpus, write_corpus
+from .deviations import Deviation, DeviationsError, Target, mark_deviations
 from .errors import CliError, ExitStatus
-from .report import LABELS, clause_summary, counts, write_json
-from .shipped import suite_directory
+from .report import Row, clause_summary, counts, print_report, write_json
+from .shipped import corpus_directory, suite_directory
 
 if TYPE_CHECKING:
     import argparse
 
+    from spec.tools.check_report import PropertyResult, SuiteReport
+
 __all__ = ["add_check_command"]
 
 _PROFILES: Final = ("dev", "ci", "thorough", "crosshair")
+
+_FLUSH_HINT: Final = (
+    "check: did the adapter flush stdout after each reply? A reply left in a buffer "
+    "looks like a hang."
+)
 
 # The suite's own configuration, so that no pytest configuration or plugin
 # of the folder or environment it runs in changes its results.
@@ -53,8 +65,9 @@ def add_check_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
         help="run the property suite against an implementation",
         description="Run the property suite against an implementation: the Python reference "
         "by default, a Python module with --impl-module, or an adapter with --impl-cmd. "
-        "Exits 0 when no property failed (skips are reported, not failures), 1 when one "
-        "did, 2 on a usage error.",
+        "Exits 0 when no property failed (skips and listed deviations are reported, not "
+        "failures), 1 when one did, when a listed deviation conforms, or when the adapter "
+        "broke on its first request (the report is still written), 2 on a usage error.",
     )
     add_impl_arguments(check, python=True)
     check.add_argument(
@@ -73,6 +86,18 @@ def add_check_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
         "all of it (repeatable)",
     )
     check.add_argument(
+        "--deviations",
+        metavar="FILE",
+        help="known deviations (clauses or properties, with reasons): reported as DEVIATION, "
+        "not failures; an entry that conforms or matches nothing fails the run",
+    )
+    check.add_argument(
+        "--export-failures",
+        metavar="DIR",
+        help="write each failing property's shrunk exchange to DIR as vector cases "
+        "(run them with: vectors run --vectors DIR)",
+    )
+    check.add_argument(
         "--json", metavar="PATH", help="also write a machine-readable report (- for stdout)"
     )
     check.add_argument("-v", "--verbose", action="store_true", help="show pytest's own output")
@@ -80,8 +105,14 @@ def add_check_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
 
 
 def _preflight(arguments: argparse.Namespace, /) -> None:
-    # One describe first, so an adapter that cannot start fails once, clearly,
-    # rather than once per property; a module that cannot load, the same.
+    """One describe first, so a broken adapter fails once, clearly, not once per property.
+
+    A module that cannot load fails the same way, as a usage error.
+
+    Raises:
+        AdapterFailure: the adapter broke on its first request.
+        CliError: the module cannot be loaded.
+    """
     if arguments.impl_module is not None:
         try:
             load_python_implementation(arguments.impl_module)
@@ -89,13 +120,8 @@ def _preflight(arguments: argparse.Namespace, /) -> None:
             raise CliError(f"--impl-module: {error}") from None
     if arguments.impl_cmd is not None:
         argv = adapter_argv(arguments.impl_cmd)
-        try:
-            with SubprocessDriver(argv, timeout=arguments.impl_timeout) as driver:
-                driver.request({"op": "describe"})
-        except AdapterFailure as failure:
-            raise CliError(
-                f"the adapter failed its first request:\n{failure}", ExitStatus.FAILED
-            ) from None
+        with SubprocessDriver(argv, timeout=arguments.impl_timeout) as driver:
+            driver.request({"op": "describe"})
 
 
 def _require_test_stack(profile: str, /) -> None:
@@ -146,7 +172,7 @@ def _pytest_command(arguments: argparse.Namespace, scratch: Path, /) -> list[str
     return command
 
 
-def _run_suite(arguments: argparse.Namespace, /) -> dict[str, object]:
+def _run_suite(arguments: argparse.Namespace, /) -> SuiteReport:
     _require_test_stack(arguments.profile)
     try:
         select_clauses(arguments.clause)
@@ -161,9 +187,10 @@ def _run_suite(arguments: argparse.Namespace, /) -> dict[str, object]:
         env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
         for name in ("SSM_ROLLBACK_IMPL_CMD", "SSM_ROLLBACK_IMPL_MODULE"):
             env.pop(name, None)
+        # From the user's own folder, so that a relative --impl-cmd or
+        # --impl-module means what it means in their shell.
         finished = subprocess.run(  # noqa: S603 - this interpreter, running pytest
             command,
-            cwd=scratch,
             env=env,
             stdout=None if arguments.verbose else subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -176,8 +203,79 @@ def _run_suite(arguments: argparse.Namespace, /) -> dict[str, object]:
             raise CliError(
                 f"the property suite did not run (pytest exit {finished.returncode})\n{tail}"
             )
-        report: dict[str, object] = json.loads(report_path.read_text(encoding="utf-8"))
+        report: SuiteReport = json.loads(report_path.read_text(encoding="utf-8"))
+    if report["exit_status"] not in {0, 1}:
+        tail = (finished.stdout or "")[-3000:]
+        raise CliError(
+            f"the property suite did not run (pytest exit {report['exit_status']})\n{tail}"
+        )
     return report
+
+
+def _reproduction(arguments: argparse.Namespace, request: dict[str, object], /) -> str:
+    if arguments.impl_cmd is not None:
+        command = arguments.impl_cmd
+    else:
+        module = arguments.impl_module or REFERENCE
+        command = f"python -m spec.harness.adapter --impl-module {shlex.quote(module)}"
+    return f"printf '%s\\n' {shlex.quote(encode(request))} | {command}"
+
+
+def _rows(arguments: argparse.Namespace, results: list[PropertyResult], /) -> list[Row]:
+    rows = []
+    for result in results:
+        detail = result["detail"]
+        if result["outcome"] == "failed":
+            reproductions = [_reproduction(arguments, r) for r in result["requests"]]
+            detail = "\n".join([detail, *(f"reproduce: {line}" for line in reproductions)])
+            if result["hung"]:
+                detail += f"\n{_FLUSH_HINT}"
+        rows.append(Row(result["property"], result["clauses"], result["outcome"], detail))
+    return rows
+
+
+def _deviate(
+    arguments: argparse.Namespace, rows: list[Row], /
+) -> tuple[list[Row], list[Deviation]]:
+    if arguments.deviations is None:
+        return rows, []
+    try:
+        return mark_deviations(
+            rows,
+            Path(arguments.deviations),
+            reads={Target.CLAUSE, Target.PROPERTY},
+            selected=arguments.clause,
+        )
+    except DeviationsError as error:
+        raise CliError(f"--deviations {arguments.deviations}: {error}") from None
+
+
+def _export(arguments: argparse.Namespace, results: list[PropertyResult], /) -> list[str]:
+    cases: dict[str, Case] = {}
+    for result in results:
+        if result["outcome"] == "failed":
+            for request in result["requests"]:
+                case = exported_case(request, result["clauses"])
+                cases.setdefault(case["id"], case)
+    if not cases:
+        return []
+    directory = Path(arguments.export_failures)
+    texts = render_corpus({"exported.json": list(cases.values())})
+    try:
+        write_corpus(directory, texts)
+        shutil.copyfile(corpus_directory() / "schema.json", directory / "schema.json")
+    except OSError as error:
+        raise CliError(f"--export-failures {directory}: {error.strerror or error}") from None
+    return list(cases)
+
+
+def _preflight_failure(arguments: argparse.Namespace, failure: AdapterFailure, /) -> Row:
+    detail = str(failure)
+    if failure.request is not None:
+        detail += f"\nreproduce: {_reproduction(arguments, failure.request)}"
+    if failure.hung:
+        detail += f"\n{_FLUSH_HINT}"
+    return Row("the adapter's first request (describe)", ["RB-PROTO-1"], "failed", detail)
 
 
 def _check(arguments: argparse.Namespace, /) -> int:
@@ -186,39 +284,47 @@ def _check(arguments: argparse.Namespace, /) -> int:
     else:
         target = f"{arguments.impl_module or REFERENCE} (in-process)"
     print(f"ssm-rollback-spec check: {target}, profile {arguments.profile}, spec {SPEC_VERSION}")
-    report = _run_suite(arguments)
-    results: list[dict[str, object]] = report["results"]  # type: ignore[assignment]
-    shown_skips = set()
-    for result in results:
-        name = str(result["property"])
-        clauses = ", ".join(result["clauses"])  # type: ignore[arg-type]
-        print(f"{LABELS[str(result['outcome'])]}  {name}  [{clauses}]")
-        detail = str(result["detail"])
-        # A skip's reason is shown once, not once per property it skips.
-        if result["outcome"] == "skipped":
-            if detail in shown_skips:
-                continue
-            shown_skips.add(detail)
-        for line in detail.splitlines():
-            print(f"      {line}")
-    by_clause = clause_summary(
-        (result["clauses"], str(result["outcome"]))  # type: ignore[misc]
-        for result in results
-    )
-    print("clauses:")
-    for clause, outcome in by_clause.items():
-        print(f"{LABELS[outcome]}  {clause}")
-    tally = counts(str(result["outcome"]) for result in results)
-    print(", ".join(f"{count} {outcome}" for outcome, count in tally.items()))
+    document: dict[str, object] = {
+        "implementation": target,
+        "profile": arguments.profile,
+        "spec_version": SPEC_VERSION,
+    }
+    try:
+        report = _run_suite(arguments)
+    except AdapterFailure as failure:
+        # A hang or crash on the very first request still gets its report.
+        rows = [_preflight_failure(arguments, failure)]
+        print_report(rows, show_passes=True)
+        if arguments.json:
+            write_json(arguments.json, document | _summary(rows, []))
+        return ExitStatus.FAILED
+    results = report["results"]
+    rows, conforming = _deviate(arguments, _rows(arguments, results))
+    print_report(rows, show_passes=True, conforming=conforming)
+    exported = _export(arguments, results) if arguments.export_failures else []
+    if arguments.export_failures:
+        where = arguments.export_failures
+        print(f"exported {len(exported)} failing exchanges to {where}" if exported else
+              "no failing exchange to export")  # fmt: skip
     if arguments.json:
-        document = {
-            "implementation": target,
-            "profile": arguments.profile,
-            "spec_version": SPEC_VERSION,
-            "properties": results,
-            "clauses": by_clause,
-            "counts": tally,
-        }
-        write_json(arguments.json, document)
-    ok = tally["failed"] == 0 and tally["passed"] > 0 and report["exit_status"] == 0
+        write_json(arguments.json, document | _summary(rows, conforming) | {"exported": exported})
+    ok = not any(row.outcome == "failed" for row in rows) and not conforming
     return ExitStatus.OK if ok else ExitStatus.FAILED
+
+
+def _summary(rows: list[Row], conforming: list[Deviation], /) -> dict[str, object]:
+    return {
+        "properties": [
+            {
+                "property": r.name,
+                "clauses": list(r.clauses),
+                "outcome": r.outcome,
+                "detail": r.detail,
+            }
+            for r in rows
+        ],
+        "clauses": clause_summary(rows),
+        "failed": [row.name for row in rows if row.outcome == "failed"],
+        "conforming_deviations": [str(deviation) for deviation in conforming],
+        "counts": counts(rows),
+    }

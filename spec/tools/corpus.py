@@ -44,8 +44,10 @@ __all__ = [
     "Manifest",
     "ManifestEntry",
     "VectorError",
+    "exported_case",
     "generate",
     "load_cases",
+    "render_corpus",
     "run_cases",
     "write_corpus",
 ]
@@ -317,18 +319,18 @@ def _dump(document: Mapping[str, object], /) -> str:
     return "\n".join(lines) + "\n"
 
 
-def generate() -> dict[str, str]:
-    """Every corpus file's path (relative to the corpus directory) and its exact text."""
-    files = {}
+def render_corpus(files: Mapping[str, Sequence[Case]], /) -> dict[str, str]:
+    """Each corpus file's name and exact text, with the manifest that pins them."""
+    texts = {}
     manifest_entries: list[ManifestEntry] = []
-    for name, cases in _FILES.items():
+    for name, cases in files.items():
         document: CaseFile = {
             "spec_version": SPEC_VERSION,
             "protocol_version": PROTOCOL_VERSION,
-            "cases": list(cases()),
+            "cases": list(cases),
         }
         text = _dump(cast("Mapping[str, object]", document))
-        files[name] = text
+        texts[name] = text
         manifest_entries.append(
             {
                 "path": name,
@@ -342,19 +344,51 @@ def generate() -> dict[str, str]:
         "schema": "schema.json",
         "files": manifest_entries,
     }
-    files["manifest.json"] = _dump(cast("Mapping[str, object]", manifest))
-    return files
+    texts["manifest.json"] = _dump(cast("Mapping[str, object]", manifest))
+    return texts
 
 
-def write_corpus(directory: Path, /) -> list[Path]:
-    """Write the generated corpus into ``directory``; return the paths written."""
+def generate() -> dict[str, str]:
+    """Every file of the shipped corpus (relative to its directory) and its exact text."""
+    return render_corpus({name: list(cases()) for name, cases in _FILES.items()})
+
+
+def write_corpus(directory: Path, texts: Mapping[str, str] | None = None, /) -> list[Path]:
+    """Write a corpus (the generated one by default) into ``directory``; return the paths."""
     directory.mkdir(parents=True, exist_ok=True)
     written = []
-    for name, text in generate().items():
+    for name, text in (generate() if texts is None else texts).items():
         path = directory / name
         path.write_text(text, encoding="ascii")
         written.append(path)
     return written
+
+
+# The clauses a request of each op can tell apart: a case cites no more.
+_OP_CLAUSES: Final = {
+    "parse": ("RB-MODE-1", "RB-PARSE-1", "RB-PARSE-2"),
+    "row_bytes": ("RB-SIZE-1", "RB-SIZE-3"),
+    "ring_bytes": ("RB-SIZE-2", "RB-SIZE-3"),
+    "trace": ("RB-PUB-1", "RB-PUB-2", "RB-PUB-3", "RB-PROTO-5"),
+    "race": ("RB-PUB-1", "RB-PUB-4", "RB-PROTO-5"),
+    "verify_entry": ("RB-VERIFY-1", "RB-VERIFY-2"),
+}
+_PROTOCOL_CLAUSES: Final = ("RB-PROTO-1", "RB-PROTO-2", "RB-PROTO-3", "RB-PROTO-4")
+
+
+def exported_case(request: Mapping[str, object], clauses: Sequence[str], /) -> Case:
+    """A case for a request a property failed on: its ID derived from its content.
+
+    It cites the property's clauses that a request of its op can tell apart,
+    and expects what the model allows.
+    """
+    op = request.get("op")
+    possible = (*_OP_CLAUSES.get(op, ()), *_PROTOCOL_CLAUSES) if isinstance(op, str) else ()
+    cited = [clause for clause in clauses if clause in possible] or ["RB-PROTO-4"]
+    digest = hashlib.sha256(encode(request).encode("utf-8")).hexdigest()[:12]
+    name = op.replace("_", "-").lower() if isinstance(op, str) and op.isascii() else "request"
+    case_id = f"{re.sub(r'[^a-z0-9-]', '', name) or 'request'}-{digest}"
+    return _case(case_id, cited, dict(request))
 
 
 class VectorError(ValueError):
@@ -471,7 +505,7 @@ def load_cases(directory: Path, /) -> list[Case]:
 
 @dataclass(frozen=True)
 class CaseResult:
-    """The outcome of one case: ``passed``, ``failed``, ``skipped`` or ``not-run``."""
+    """The outcome of one case: ``passed``, ``failed`` or ``not-run`` (``deviation`` later)."""
 
     case_id: str
     clauses: list[str]
@@ -487,35 +521,17 @@ def _judge(case: Case, reply: dict[str, object], /) -> CaseResult:
     return CaseResult(case["id"], case["clauses"], "failed", detail)
 
 
-def run_cases(
-    driver: SubprocessDriver,
-    cases: Sequence[Case],
-    skips: Mapping[str, str],
-    /,
-) -> list[CaseResult]:
-    """Run every case not skipped; stateless ones pipelined through one process.
+def run_cases(driver: SubprocessDriver, cases: Sequence[Case], /) -> list[CaseResult]:
+    """Run every case; stateless ones pipelined through one process.
 
     When the adapter breaks on a case, that case fails with what happened, and
     every later case of its batch is "not run", naming the case it broke on.
 
     Raises:
-        VectorError: a skip names no case, or a case was neither run nor skipped.
+        VectorError: a case got no result (a driver answered fewer than asked).
     """
-    known = {case["id"] for case in cases}
-    unknown = sorted(set(skips) - known)
-    if unknown:
-        raise VectorError(f"the skip list names cases that do not exist: {', '.join(unknown)}")
-    results: dict[str, CaseResult] = {}
-    to_run = []
-    for case in cases:
-        if case["id"] in skips:
-            results[case["id"]] = CaseResult(
-                case["id"], case["clauses"], "skipped", skips[case["id"]]
-            )
-        else:
-            to_run.append(case)
-    stateless = [case for case in to_run if not is_stateful(case["request"])]
-    stateful = [case for case in to_run if is_stateful(case["request"])]
+    stateless = [case for case in cases if not is_stateful(case["request"])]
+    stateful = [case for case in cases if is_stateful(case["request"])]
     replies: list[dict[str, object] | AdapterFailure] = list(
         driver.request_many([case["request"] for case in stateless])
     )
@@ -524,6 +540,7 @@ def run_cases(
             replies.append(driver.request(case["request"]))
         except AssertionError as failure:
             replies.append(cast("AdapterFailure", failure))
+    results: dict[str, CaseResult] = {}
     broke_on: dict[int, str] = {}
     # Not strict: a driver that answers fewer cases than it was sent leaves
     # those cases unrecorded, and the check below names them.
@@ -533,12 +550,13 @@ def run_cases(
             if first == case["id"]:
                 outcome = CaseResult(case["id"], case["clauses"], "failed", str(reply))
             else:
-                detail = f"not run (the adapter broke at case {first})"
+                how = "hung" if getattr(reply, "hung", False) else "broke"
+                detail = f"not run (the adapter {how} at case {first})"
                 outcome = CaseResult(case["id"], case["clauses"], "not-run", detail)
             results[case["id"]] = outcome
         else:
             results[case["id"]] = _judge(case, reply)
-    missing = sorted(known - results.keys())
+    missing = [case["id"] for case in cases if case["id"] not in results]
     if missing:
-        raise VectorError(f"cases neither run nor skipped: {', '.join(missing)}")
+        raise VectorError(f"cases that got no result: {', '.join(missing)}")
     return [results[case["id"]] for case in cases]

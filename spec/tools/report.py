@@ -1,10 +1,11 @@
 # SPDX-License-Identifier: MIT OR Apache-2.0
-"""Reporting shared by ``check`` and ``vectors run``: labels, clause summaries, JSON reports."""
+"""Reporting shared by ``check`` and ``vectors run``: one layout, failures first."""
 
 from __future__ import annotations
 
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
@@ -13,37 +14,101 @@ from .errors import CliError
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
 
-__all__ = ["LABELS", "OUTCOMES", "clause_summary", "counts", "write_json"]
+    from .deviations import Deviation
 
-#: Every outcome, in the order reports list them.
-OUTCOMES: Final = ("passed", "failed", "skipped", "not-run")
+__all__ = [
+    "LABELS",
+    "OUTCOMES",
+    "Row",
+    "clause_summary",
+    "counts",
+    "print_report",
+    "write_json",
+]
+
+#: Every outcome, in the order a report lists them.
+OUTCOMES: Final = ("failed", "not-run", "deviation", "skipped", "passed")
 
 #: How a line of the report names each outcome.
-LABELS: Final = {"passed": "PASS", "failed": "FAIL", "skipped": "SKIP", "not-run": "NRUN"}
+LABELS: Final = {
+    "passed": "PASS",
+    "failed": "FAIL",
+    "skipped": "SKIP",
+    "not-run": "NOT RUN",
+    "deviation": "DEVIATION",
+}
+
+#: The message for a deviation entry that no longer deviates.
+CONFORMS: Final = "listed as deviating, but it conforms: remove the entry"
 
 
-def clause_summary(results: Iterable[tuple[Sequence[str], str]], /) -> dict[str, str]:
-    """Each clause's outcome over the results citing it: any failure fails it.
+@dataclass(frozen=True)
+class Row:
+    """One property's or case's line of a report, with what follows it."""
 
-    A clause with a pass and no failure passes; one that nothing ran is
-    skipped (or not run, when something should have run it).
+    name: str
+    clauses: Sequence[str]
+    outcome: str
+    detail: str = ""
+
+
+def clause_summary(rows: Iterable[Row], /) -> dict[str, str]:
+    """Each clause's outcome over the rows citing it.
+
+    Any failure fails the clause; then a case not run, then a known
+    deviation; a clause with a pass and nothing worse passes; one that
+    nothing ran is skipped.
     """
-    by_clause: dict[str, list[str]] = {}
-    for clauses, outcome in results:
-        for clause in clauses:
-            by_clause.setdefault(clause, []).append(outcome)
-    summary = {}
-    for clause, outcomes in sorted(by_clause.items()):
-        summary[clause] = next(
-            (o for o in ("failed", "not-run", "passed") if o in outcomes), "skipped"
-        )
-    return summary
+    by_clause: dict[str, set[str]] = {}
+    for row in rows:
+        for clause in row.clauses:
+            by_clause.setdefault(clause, set()).add(row.outcome)
+    return {
+        clause: next((o for o in OUTCOMES if o in outcomes and o != "skipped"), "skipped")
+        for clause, outcomes in sorted(by_clause.items())
+    }
 
 
-def counts(outcomes: Iterable[str], /) -> dict[str, int]:
-    """How many results had each outcome."""
-    listed = list(outcomes)
-    return {outcome: listed.count(outcome) for outcome in OUTCOMES}
+def counts(rows: Iterable[Row], /) -> dict[str, int]:
+    """How many rows had each outcome."""
+    outcomes = [row.outcome for row in rows]
+    return {outcome: outcomes.count(outcome) for outcome in OUTCOMES}
+
+
+def _indented(text: str, /) -> list[str]:
+    return [f"      {line}" for line in text.splitlines()]
+
+
+def print_report(
+    rows: Sequence[Row],
+    /,
+    *,
+    show_passes: bool,
+    conforming: Sequence[Deviation] = (),
+) -> None:
+    """Print rows failures first, then one line per clause, the failed list and the tally."""
+    lines: list[str] = []
+    shown_reasons: set[str] = set()
+    for outcome in OUTCOMES:
+        if outcome == "passed" and not show_passes:
+            continue
+        for row in (row for row in rows if row.outcome == outcome):
+            lines.append(f"{LABELS[outcome]}  {row.name}  [{', '.join(row.clauses)}]")
+            # A skip's reason is shown once, not once per property it skips.
+            if outcome == "skipped" and row.detail in shown_reasons:
+                continue
+            shown_reasons.add(row.detail)
+            lines += _indented(row.detail)
+    lines.append("clauses:")
+    lines += [f"{LABELS[outcome]}  {clause}" for clause, outcome in clause_summary(rows).items()]
+    failed = [row for row in rows if row.outcome == "failed"]
+    if failed:
+        lines.append("failed:")
+        lines += [f"  {row.name}  [{', '.join(row.clauses)}]" for row in failed]
+    lines += [f"{CONFORMS}: {deviation}" for deviation in conforming]
+    tally = counts(rows)
+    lines.append(", ".join(f"{tally[outcome]} {outcome}" for outcome in reversed(OUTCOMES)))
+    print("\n".join(lines))
 
 
 def write_json(target: str, document: Mapping[str, object], /, flag: str = "--json") -> None:

@@ -9,15 +9,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from spec import SPEC_VERSION
+from spec.harness.clauses import UnknownClauseError, select_clauses
 from spec.harness.failures import AdapterFailure
 from spec.harness.protocol import UnencodableMessageError
 from spec.harness.subprocess_driver import SubprocessDriver
 
 from . import corpus
 from .arguments import adapter_argv, add_impl_arguments
+from .deviations import Deviation, DeviationsError, Target, mark_deviations
 from .errors import CliError, ExitStatus
-from .files import JsonFileError, read_json_file
-from .report import LABELS, clause_summary, counts, write_json
+from .report import Row, clause_summary, counts, print_report, write_json
 from .shipped import corpus_directory
 
 if TYPE_CHECKING:
@@ -42,8 +43,10 @@ def add_vectors_command(commands: argparse._SubParsersAction[argparse.ArgumentPa
     run = actions.add_parser(
         "run",
         help="run the corpus against an adapter (standard library only)",
-        description="Run every case against an adapter. Exits 0 when no case failed, "
-        "1 when one did or the adapter broke, 2 on a usage error or a bad corpus.",
+        description="Run every case against an adapter. Exits 0 when no case failed "
+        "(listed deviations are reported, not failures), 1 when one did, when the adapter "
+        "broke (the cases after the one it broke on are reported as not run) or when a "
+        "listed deviation conforms, 2 on a usage error or a bad corpus.",
     )
     add_impl_arguments(run, python=False)
     run.add_argument(
@@ -53,13 +56,19 @@ def add_vectors_command(commands: argparse._SubParsersAction[argparse.ArgumentPa
         help="the corpus directory (default: the shipped corpus)",
     )
     run.add_argument(
-        "--skip",
+        "--clause",
         action="append",
         default=[],
-        metavar="CASE_ID=REASON",
-        help="skip one case, saying why (repeatable)",
+        metavar="ID",
+        help="run only the cases citing this clause; a family such as RB-SIZE selects all "
+        "of it (repeatable)",
     )
-    run.add_argument("--skip-file", metavar="PATH", help="a JSON object of case ID to reason")
+    run.add_argument(
+        "--deviations",
+        metavar="FILE",
+        help="known deviations (clauses or cases, with reasons): reported as DEVIATION, "
+        "not failures; an entry that conforms or matches nothing fails the run",
+    )
     run.add_argument(
         "--json", metavar="PATH", help="also write a machine-readable report (- for stdout)"
     )
@@ -81,63 +90,67 @@ def _where(_: argparse.Namespace, /) -> int:
     return ExitStatus.OK
 
 
-def _skips(arguments: argparse.Namespace, /) -> dict[str, str]:
-    skips: dict[str, str] = {}
-    if arguments.skip_file:
-        try:
-            loaded = read_json_file(Path(arguments.skip_file))
-        except JsonFileError as error:
-            raise CliError(f"--skip-file {arguments.skip_file}: {error}") from None
-        if not isinstance(loaded, dict) or not all(
-            isinstance(k, str) and isinstance(v, str) and v.strip() for k, v in loaded.items()
-        ):
-            raise CliError(
-                f"--skip-file {arguments.skip_file}: must be a JSON object of case ID to reason"
-            )
-        skips.update(loaded)
-    for item in arguments.skip:
-        case_id, _, reason = item.partition("=")
-        if not case_id or not reason.strip():
-            raise CliError(f"--skip {item!r}: write it as CASE_ID=REASON, with a reason")
-        skips[case_id] = reason
-    return skips
+def _selected(arguments: argparse.Namespace, cases: list[corpus.Case], /) -> list[corpus.Case]:
+    try:
+        selected = select_clauses(arguments.clause)
+    except UnknownClauseError as error:
+        raise CliError(f"--clause: {error}") from None
+    if not selected:
+        return cases
+    chosen = [case for case in cases if selected & set(case["clauses"])]
+    if not chosen:
+        raise CliError(
+            f"--clause: no case of {arguments.vectors} cites {', '.join(sorted(selected))}"
+        )
+    return chosen
+
+
+def _deviate(
+    arguments: argparse.Namespace, rows: list[Row], /
+) -> tuple[list[Row], list[Deviation]]:
+    if arguments.deviations is None:
+        return rows, []
+    try:
+        return mark_deviations(
+            rows,
+            Path(arguments.deviations),
+            reads={Target.CLAUSE, Target.CASE},
+            selected=arguments.clause,
+        )
+    except DeviationsError as error:
+        raise CliError(f"--deviations {arguments.deviations}: {error}") from None
 
 
 def _run(arguments: argparse.Namespace, /) -> int:
     command = arguments.impl_cmd or f"{shlex.quote(sys.executable)} -m spec.harness.adapter"
     argv = adapter_argv(command)
-    skips = _skips(arguments)
     try:
-        cases = corpus.load_cases(Path(arguments.vectors))
+        cases = _selected(arguments, corpus.load_cases(Path(arguments.vectors)))
         with SubprocessDriver(argv, timeout=arguments.impl_timeout) as driver:
-            results = corpus.run_cases(driver, cases, skips)
+            results = corpus.run_cases(driver, cases)
     except (corpus.VectorError, UnencodableMessageError) as error:
         raise CliError(f"--vectors {arguments.vectors}: {error}") from None
     except AdapterFailure as failure:
-        raise CliError(f"the adapter failed:\n{failure}", ExitStatus.FAILED) from None
+        # Only the closing end of input is left to fail here: every case has its result.
+        raise CliError(
+            f"the adapter failed at end of input:\n{failure}", ExitStatus.FAILED
+        ) from None
     print(f"ssm-rollback-spec vectors run: {command}, {len(cases)} cases, spec {SPEC_VERSION}")
-    for result in results:
-        if result.outcome != "passed":
-            print(f"{LABELS[result.outcome]}  {result.case_id}  [{', '.join(result.clauses)}]")
-            for line in result.detail.splitlines():
-                print(f"      {line}")
-    by_clause = clause_summary((result.clauses, result.outcome) for result in results)
-    print("clauses:")
-    for clause, outcome in by_clause.items():
-        count = sum(clause in result.clauses for result in results)
-        print(f"{LABELS[outcome]}  {clause}  ({count} cases)")
-    tally = counts(result.outcome for result in results)
-    print(", ".join(f"{count} {outcome}" for outcome, count in tally.items()))
+    rows = [Row(r.case_id, r.clauses, r.outcome, r.detail) for r in results]
+    rows, conforming = _deviate(arguments, rows)
+    print_report(rows, show_passes=False, conforming=conforming)
     if arguments.json:
         document = {
             "implementation": command,
             "spec_version": SPEC_VERSION,
             "cases": [
-                {"id": r.case_id, "clauses": r.clauses, "outcome": r.outcome, "detail": r.detail}
-                for r in results
+                {"id": r.name, "clauses": list(r.clauses), "outcome": r.outcome, "detail": r.detail}
+                for r in rows
             ],
-            "clauses": by_clause,
-            "counts": tally,
+            "clauses": clause_summary(rows),
+            "conforming_deviations": [str(deviation) for deviation in conforming],
+            "counts": counts(rows),
         }
         write_json(arguments.json, document)
-    return ExitStatus.OK if tally["failed"] + tally["not-run"] == 0 else ExitStatus.FAILED
+    broken = any(row.outcome in {"failed", "not-run"} for row in rows)
+    return ExitStatus.FAILED if broken or conforming else ExitStatus.OK

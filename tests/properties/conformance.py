@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from spec.harness.failures import NonConformingReply
 from spec.harness.oracle import allowed_replies
-from spec.harness.protocol import encode, reply_matches
+from spec.harness.protocol import reply_matches
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -15,15 +16,16 @@ if TYPE_CHECKING:
 
 
 def exchange(impl: Implementation, request: Mapping[str, object], /) -> dict[str, object]:
-    """Send ``request`` and require a reply the model allows; return the reply."""
+    """Send ``request`` and require a reply the model allows; return the reply.
+
+    Raises:
+        NonConformingReply: the reply is not one the model allows; it carries
+            the request, so ``check`` can show and export the exchange.
+    """
     reply = impl.request(request)
     allowed = allowed_replies(request)
-    assert any(reply_matches(reply, expected) for expected in allowed), (
-        f"{impl.name} replied against the model\n"
-        f"  request: {encode(request)}\n"
-        f"  reply:   {encode(reply)}\n"
-        f"  allowed: {' or '.join(encode(expected) for expected in allowed)}"
-    )
+    if not any(reply_matches(reply, expected) for expected in allowed):
+        raise NonConformingReply(request, reply, allowed)
     return reply
 
 

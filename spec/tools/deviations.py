@@ -1,0 +1,195 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
+"""Known deviations: a runtime's list of what it knowingly does not conform to, yet.
+
+One file serves ``check --deviations`` and ``vectors run --deviations``::
+
+    {"deviations": [
+      {"clause": "RB-SIZE-3", "reason": "release builds wrap; fixed in 1.5"},
+      {"property": "test_parse.py::test_every_near_miss_is_rejected_with_its_text_verbatim",
+       "reason": "..."},
+      {"case": "ring-two-to-the-64", "reason": "..."}
+    ]}
+
+A listed item that fails is reported as a DEVIATION, not a failure. A listed
+item that passes fails the run ("listed as deviating, but it conforms"), so
+the list cannot go stale; so does an entry that matches nothing. ``check``
+reads clause and property entries, ``vectors run`` clause and case entries.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Final
+
+from spec.harness.clauses import CLAUSES
+
+from .files import JsonFileError, read_json_file
+
+if TYPE_CHECKING:
+    from collections.abc import Collection, Iterable, Sequence
+    from pathlib import Path
+
+    from .report import Row
+
+__all__ = [
+    "Deviation",
+    "DeviationsError",
+    "Judged",
+    "Target",
+    "apply_deviations",
+    "mark_deviations",
+    "read_deviations",
+]
+
+
+class Target(enum.Enum):
+    """What a deviation entry names."""
+
+    CLAUSE = "clause"
+    PROPERTY = "property"
+    CASE = "case"
+
+
+class DeviationsError(ValueError):
+    """A deviation list that cannot be used: malformed, or an entry that matches nothing."""
+
+
+@dataclass(frozen=True)
+class Deviation:
+    """One entry: the clause, property or case it names, and why it deviates."""
+
+    target: Target
+    name: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.target.value} {self.name}"
+
+
+@dataclass(frozen=True)
+class Judged:
+    """One property's or case's result, as deviations see it."""
+
+    name: str
+    clauses: Sequence[str]
+    outcome: str
+
+
+_SHAPE: Final = 'must be {"deviations": [{"clause" | "property" | "case": NAME, "reason": TEXT}]}'
+
+
+def _entry(index: int, entry: object, /) -> Deviation:
+    where = f"deviations[{index}]"
+    if not isinstance(entry, dict):
+        raise DeviationsError(f"{where} must be an object")
+    named = [target for target in Target if target.value in entry]
+    extra = set(entry) - {target.value for target in Target} - {"reason"}
+    if len(named) != 1 or extra:
+        raise DeviationsError(f'{where} must name one of "clause", "property" or "case"')
+    target = named[0]
+    name, reason = entry[target.value], entry.get("reason")
+    if not isinstance(name, str) or not name:
+        raise DeviationsError(f"{where}: the {target.value} must be a non-empty string")
+    if not isinstance(reason, str) or not reason.strip():
+        raise DeviationsError(f"{where} ({target.value} {name}) must give a reason")
+    if target is Target.CLAUSE and name not in CLAUSES:
+        raise DeviationsError(f"{where}: SPEC.md has no clause {name!r}")
+    return Deviation(target, name, reason)
+
+
+def read_deviations(path: Path, /) -> list[Deviation]:
+    """The entries of the deviation list in ``path``.
+
+    Raises:
+        DeviationsError: the file cannot be read, or is not a deviation list.
+    """
+    try:
+        document = read_json_file(path)
+    except JsonFileError as error:
+        raise DeviationsError(str(error)) from None
+    entries = document.get("deviations") if isinstance(document, dict) else None
+    if not isinstance(document, dict) or set(document) != {"deviations"}:
+        raise DeviationsError(_SHAPE)
+    if not isinstance(entries, list):
+        raise DeviationsError(_SHAPE)
+    deviations = [_entry(index, entry) for index, entry in enumerate(entries)]
+    names = [str(deviation) for deviation in deviations]
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise DeviationsError(f"listed more than once: {', '.join(repeated)}")
+    return deviations
+
+
+def _matches(deviation: Deviation, item: Judged, /) -> bool:
+    if deviation.target is Target.CLAUSE:
+        return deviation.name in item.clauses
+    return deviation.name == item.name
+
+
+def apply_deviations(
+    deviations: Iterable[Deviation],
+    items: Sequence[Judged],
+    /,
+    *,
+    reads: Collection[Target],
+    selected: Collection[str] = (),
+) -> tuple[dict[str, Deviation], list[Deviation]]:
+    """Which failed items deviate knowingly, and which entries no longer deviate.
+
+    Returns the failed items an entry covers (by name), and the entries whose
+    items all conform. Only entries of the targets in ``reads`` apply; with a
+    clause selection, entries outside it are set aside.
+
+    Raises:
+        DeviationsError: an entry that applies matches no item of the run.
+    """
+    deviating: dict[str, Deviation] = {}
+    conforming: list[Deviation] = []
+    for deviation in deviations:
+        if deviation.target not in reads:
+            continue
+        matched = [item for item in items if _matches(deviation, item)]
+        if not matched:
+            if selected:
+                continue
+            raise DeviationsError(f"{deviation} matches nothing this run checks")
+        failed = [item for item in matched if item.outcome == "failed"]
+        for item in failed:
+            deviating.setdefault(item.name, deviation)
+        if not failed and any(item.outcome == "passed" for item in matched):
+            conforming.append(deviation)
+    return deviating, conforming
+
+
+def mark_deviations(
+    rows: Sequence[Row],
+    path: Path,
+    /,
+    *,
+    reads: Collection[Target],
+    selected: Collection[str] = (),
+) -> tuple[list[Row], list[Deviation]]:
+    """The rows with each knowingly deviating failure marked, and the entries that conform.
+
+    Raises:
+        DeviationsError: the list in ``path`` is unusable, or an entry matches nothing.
+    """
+    deviating, conforming = apply_deviations(
+        read_deviations(path),
+        [Judged(row.name, row.clauses, row.outcome) for row in rows],
+        reads=reads,
+        selected=selected,
+    )
+    marked = [
+        replace(
+            row,
+            outcome="deviation",
+            detail=f"deviates knowingly ({deviating[row.name]}): {deviating[row.name].reason}\n"
+            + row.detail,
+        )
+        if row.name in deviating
+        else row
+        for row in rows
+    ]
+    return marked, conforming

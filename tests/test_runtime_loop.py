@@ -1,0 +1,324 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
+"""The runtime team's loop, over the protocol: run, read, export, pin, deviate.
+
+Each test drives the command line against a deliberately wrong adapter (the
+self-test's wrong implementations, served by ``python -m spec.harness.adapter``)
+or the reference, as a runtime team would.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+import jsonschema
+import pytest
+
+from spec import rollback
+from spec.harness import protocol
+from spec.harness.adapter import respond
+from spec.harness.driver import is_stateful
+from spec.harness.oracle import allowed_replies
+from spec.harness.python_impl import fresh_module
+from spec.tools import corpus
+from spec.tools.report import CONFORMS
+from spec.tools.shipped import corpus_directory
+from tests.child import ROOT, run_module
+from tests.selftest.wrong import import_path
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+BROKEN: Final = str(Path(__file__).with_name("broken_adapter.py"))
+CORPUS: Final = corpus_directory()
+
+
+def _adapter(wrong: str, /) -> str:
+    return f"{sys.executable} -m spec.harness.adapter --impl-module {import_path(wrong)}"
+
+
+def _cli(*arguments: str) -> subprocess.CompletedProcess[str]:
+    return run_module("spec.tools.cli", *arguments, timeout=900)
+
+
+def _json(path: Path, /) -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return loaded
+
+
+def _deviations(tmp_path: Path, *entries: Mapping[str, str]) -> str:
+    path = tmp_path / "deviations.json"
+    path.write_text(json.dumps({"deviations": list(entries)}), encoding="utf-8")
+    return str(path)
+
+
+# --- selection ---------------------------------------------------------------
+
+
+def _collected(*arguments: str) -> list[str]:
+    finished = run_module(
+        "pytest", "tests/properties", "--collect-only", "-q", "-p", "no:cacheprovider", *arguments
+    )
+    assert finished.returncode == 0, finished.stdout[-2000:]
+    return [line for line in finished.stdout.splitlines() if "::" in line]
+
+
+def test_k_and_clause_select_the_same_properties_by_clause_id() -> None:
+    by_keyword = _collected("-k", "RB-SIZE-3")
+    assert by_keyword
+    assert by_keyword == _collected("--clause", "RB-SIZE-3")
+    assert len(_collected("--clause", "RB-SIZE")) > len(by_keyword)
+
+
+def test_check_runs_only_the_chosen_clause(tmp_path: Path) -> None:
+    finished = _cli("check", "--clause", "RB-SIZE-3", "--json", str(tmp_path / "r.json"))
+    assert finished.returncode == 0, finished.stdout[-3000:]
+    report = _json(tmp_path / "r.json")
+    assert report["properties"]
+    assert all("RB-SIZE-3" in p["clauses"] for p in report["properties"])
+
+
+def test_vectors_run_runs_only_the_chosen_family(tmp_path: Path) -> None:
+    finished = _cli("vectors", "run", "--clause", "RB-SIZE", "--json", str(tmp_path / "r.json"))
+    assert finished.returncode == 0, finished.stdout[-3000:]
+    cases = _json(tmp_path / "r.json")["cases"]
+    assert cases
+    assert all(any(c.startswith("RB-SIZE-") for c in case["clauses"]) for case in cases)
+
+
+# --- reading a failure, exporting it, pinning it -----------------------------
+
+
+@pytest.fixture(scope="module")
+def failed_check(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path, Path]:
+    where = tmp_path_factory.mktemp("failed-check")
+    exported = where / "exported"
+    finished = _cli(
+        "check",
+        "--impl-cmd",
+        _adapter("LastWriteWins"),
+        "--clause",
+        "RB-PUB",
+        "--export-failures",
+        str(exported),
+        "--json",
+        str(where / "report.json"),
+    )
+    assert finished.returncode == 1, finished.stdout[-3000:] + finished.stderr
+    return finished.stdout, where / "report.json", exported
+
+
+def test_failures_come_first_and_are_listed_at_the_end(
+    failed_check: tuple[str, Path, Path],
+) -> None:
+    output, report, _ = failed_check
+    lines = output.splitlines()
+    assert lines[1].startswith("FAIL  ")
+    failed = _json(report)["failed"]
+    assert failed
+    closing = output.split("\nfailed:\n", 1)[1].splitlines()
+    for name in failed:
+        assert any(line.startswith(f"  {name}  [RB-") for line in closing), name
+
+
+def test_a_protocol_failure_shows_no_python_only_text(failed_check: tuple[str, Path, Path]) -> None:
+    output, _, _ = failed_check
+    for python_only in ("SubprocessDriver(", "Explanation:", "reproduce_failure", "Verbosity"):
+        assert python_only not in output
+
+
+def test_each_failure_ends_with_a_reproduction_anyone_can_paste(
+    failed_check: tuple[str, Path, Path],
+) -> None:
+    output, _, _ = failed_check
+    reproductions = re.findall(r"^ +reproduce: (printf .*)$", output, re.MULTILINE)
+    assert reproductions
+    for line in reproductions:
+        # As a user pastes it: into a shell.
+        finished = subprocess.run(  # noqa: S602
+            line,
+            shell=True,
+            executable="/bin/bash",
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        request = json.loads(line.split("'%s\\n' ", 1)[1].split(" | ", 1)[0].strip("'"))
+        reply = protocol.decode_reply(finished.stdout.strip())
+        assert not any(protocol.reply_matches(reply, ok) for ok in allowed_replies(request))
+
+
+def test_exported_failures_are_a_schema_valid_corpus_that_pins_the_bug(
+    failed_check: tuple[str, Path, Path], tmp_path: Path
+) -> None:
+    _, report, exported = failed_check
+    assert _json(report)["exported"]
+    schema = _json(exported / "schema.json")
+    for name in ("manifest.json", "exported.json"):
+        jsonschema.validate(_json(exported / name), schema)
+    for case in _json(exported / "exported.json")["cases"]:
+        assert case["expected"] == allowed_replies(case["request"])
+        assert re.fullmatch(r"(trace|race)-[0-9a-f]{12}", case["id"]), case["id"]
+    wrong = _cli(
+        "vectors", "run", "--vectors", str(exported), "--impl-cmd", _adapter("LastWriteWins")
+    )
+    assert wrong.returncode == 1, wrong.stdout
+    reference = _cli(
+        "vectors", "run", "--vectors", str(exported), "--json", str(tmp_path / "r.json")
+    )
+    assert reference.returncode == 0, reference.stdout + reference.stderr
+    assert _json(tmp_path / "r.json")["counts"]["passed"] == len(_json(report)["exported"])
+
+
+# --- deviations --------------------------------------------------------------
+
+
+def test_a_listed_deviation_that_fails_is_reported_not_failed(tmp_path: Path) -> None:
+    deviations = _deviations(tmp_path, {"clause": "RB-SIZE-2", "reason": "k, not k - 1, in 1.4"})
+    finished = _cli(
+        "vectors", "run", "--impl-cmd", _adapter("KInsteadOfKMinusOne"),
+        "--deviations", deviations, "--json", str(tmp_path / "r.json"),
+    )  # fmt: skip
+    assert finished.returncode == 0, finished.stdout[-3000:] + finished.stderr
+    report = _json(tmp_path / "r.json")
+    assert report["counts"]["failed"] == 0
+    assert report["counts"]["deviation"] > 0
+    assert report["clauses"]["RB-SIZE-2"] == "deviation"
+    assert "DEVIATION  ring-k2  [RB-SIZE-2]" in finished.stdout
+    assert "deviates knowingly (clause RB-SIZE-2): k, not k - 1, in 1.4" in finished.stdout
+
+
+def test_a_listed_deviation_that_conforms_fails_the_run(tmp_path: Path) -> None:
+    deviations = _deviations(
+        tmp_path,
+        {"clause": "RB-SIZE-2", "reason": "k, not k - 1"},
+        {"case": "parse-upper", "reason": "we fold case"},
+    )
+    finished = _cli(
+        "vectors", "run", "--impl-cmd", _adapter("KInsteadOfKMinusOne"), "--deviations", deviations
+    )
+    assert finished.returncode == 1
+    assert f"{CONFORMS}: case parse-upper" in finished.stdout.splitlines()
+
+
+def test_a_deviation_entry_that_matches_nothing_is_a_usage_error(tmp_path: Path) -> None:
+    deviations = _deviations(tmp_path, {"case": "no-such-case", "reason": "?"})
+    finished = _cli("vectors", "run", "--deviations", deviations)
+    assert finished.returncode == 2
+    assert finished.stderr == (
+        f"ssm-rollback-spec: error: --deviations {deviations}: "
+        "case no-such-case matches nothing this run checks\n"
+    )
+
+
+def test_check_reports_a_listed_property_as_a_deviation(tmp_path: Path) -> None:
+    prop = "test_sizes.py::test_ring_bytes_is_the_exact_value_or_overflow"
+    deviations = _deviations(tmp_path, {"property": prop, "reason": "k, not k - 1"})
+    finished = _cli(
+        "check", "--impl-cmd", _adapter("KInsteadOfKMinusOne"), "--clause", "RB-SIZE-2",
+        "--deviations", deviations, "--json", str(tmp_path / "r.json"),
+    )  # fmt: skip
+    outcomes = {p["property"]: p["outcome"] for p in _json(tmp_path / "r.json")["properties"]}
+    assert outcomes[prop] == "deviation"
+    # Whatever else failed still fails the run.
+    assert finished.returncode == (1 if "failed" in outcomes.values() else 0)
+
+
+_MALFORMED: Final = [
+    ("[]", 'must be {"deviations": [{"clause" | "property" | "case": NAME, "reason": TEXT}]}'),
+    (
+        '{"deviations": [{"clause": "RB-SIZE-2"}]}',
+        "deviations[0] (clause RB-SIZE-2) must give a reason",
+    ),
+    (
+        '{"deviations": [{"clause": "RB-NOPE-1", "reason": "x"}]}',
+        "deviations[0]: SPEC.md has no clause 'RB-NOPE-1'",
+    ),
+    (
+        '{"deviations": [{"case": "a", "property": "b", "reason": "x"}]}',
+        'deviations[0] must name one of "clause", "property" or "case"',
+    ),
+    (
+        '{"deviations": [{"case": "a", "reason": "x"}, {"case": "a", "reason": "y"}]}',
+        "listed more than once: case a",
+    ),
+]
+
+
+@pytest.mark.parametrize(("document", "message"), _MALFORMED)
+def test_a_malformed_deviation_list_gets_one_line(
+    tmp_path: Path, document: str, message: str
+) -> None:
+    path = tmp_path / "deviations.json"
+    path.write_text(document, encoding="utf-8")
+    finished = _cli("vectors", "run", "--deviations", str(path))
+    assert finished.returncode == 2
+    assert finished.stderr == f"ssm-rollback-spec: error: --deviations {path}: {message}\n"
+
+
+# --- broken adapters, end to end ---------------------------------------------
+
+
+def test_a_hang_on_the_first_request_still_writes_the_report(tmp_path: Path) -> None:
+    report = tmp_path / "r.json"
+    finished = _cli(
+        "check", "--impl-cmd", f"{sys.executable} {BROKEN} hang", "--impl-timeout", "0.5",
+        "--json", str(report),
+    )  # fmt: skip
+    assert finished.returncode == 1, finished.stdout + finished.stderr
+    document = _json(report)
+    assert document["failed"] == ["the adapter's first request (describe)"]
+    [failure] = document["properties"]
+    assert "sent no reply within 0.5 s (hang)" in failure["detail"]
+    assert "did the adapter flush stdout after each reply?" in failure["detail"]
+    assert "Traceback" not in finished.stdout + finished.stderr
+
+
+def test_an_adapter_that_never_flushes_fails_its_first_case_and_the_rest_do_not_run(
+    tmp_path: Path,
+) -> None:
+    report = tmp_path / "r.json"
+    finished = _cli(
+        "vectors", "run", "--impl-cmd", f"{sys.executable} {BROKEN} no-flush",
+        "--impl-timeout", "1", "--json", str(report),
+    )  # fmt: skip
+    assert finished.returncode == 1
+    cases = _json(report)["cases"]
+    first = cases[0]
+    assert first["outcome"] == "failed"
+    assert "(hang)" in first["detail"]
+    # Each trace and race gets a fresh process, whose reply the exit flushes.
+    fresh = {case["id"] for case in corpus.load_cases(CORPUS) if is_stateful(case["request"])}
+    stateless = [c for c in cases[1:] if c["id"] not in fresh]
+    assert {c["outcome"] for c in cases if c["id"] in fresh} == {"passed"}
+    assert {c["outcome"] for c in stateless} == {"not-run"}
+    assert {c["detail"] for c in stateless} == {f"not run (the adapter hung at case {first['id']})"}
+
+
+# --- the protocol page's decisions -------------------------------------------
+
+
+@pytest.mark.parametrize("number", ["-0", "1e2", "1.0", "NaN", "Infinity"])
+def test_only_plain_digits_are_an_integer(number: str) -> None:
+    reply = respond(rollback, f'{{"op":"row_bytes","qkvz_elems":{number},"nv":0}}')
+    assert reply["error"]["kind"] == "bad-request"  # type: ignore[index]
+
+
+def test_a_bad_event_refuses_the_whole_request_and_publishes_nothing() -> None:
+    api = fresh_module("spec.rollback")
+    for bad in ({"op": "reset"}, {"op": "set", "mode": "Replay"}):
+        line = json.dumps({"op": "trace", "events": [{"op": "set", "mode": "replay"}, bad]})
+        assert respond(api, line)["error"]["kind"] == "bad-request"  # type: ignore[index]
+    assert api.ssm_rollback_mode().value == "snapshot"
+
+
+def test_replies_may_escape_non_ascii_or_not() -> None:
+    assert protocol.decode_reply('{"ok":"r\\u00e9play"}') == protocol.decode_reply(
+        '{"ok":"réplay"}'
+    )
