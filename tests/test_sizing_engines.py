@@ -310,7 +310,20 @@ def test_the_plot_is_a_real_image(tmp_path: Path, suffix: str, magic: bytes) -> 
         assert data.startswith(magic)
     else:
         assert magic in data[:2_000]
-        assert b"drafts per step (num_drafts)" in data or b"num_drafts" in data
+        # matplotlib keeps each text as a comment beside its glyph paths.
+        assert b"drafts per step (num_drafts)" in data
+        assert b"bytes per GPU (log scale)" in data
+
+
+def test_a_plot_that_cannot_be_written_gets_one_line_and_no_report(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    target = tmp_path / "missing" / "sweep.png"
+    finished = _size(*REVIEW, "--plot", str(target))
+    assert finished.returncode == 2
+    assert finished.stdout == ""
+    assert finished.stderr == (
+        f"ssm-rollback-spec: error: --plot {target}: No such file or directory\n"
+    )
 
 
 def test_nothing_but_plot_loads_matplotlib() -> None:

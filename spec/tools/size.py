@@ -298,6 +298,9 @@ def _size(arguments: argparse.Namespace, /) -> int:
         batch=arguments.batch,
     )
     ratio = snapshot.speculative_bytes / replay.pool_ring_bytes if replay.pool_ring_bytes else None
+    # Drawn first, so that a plot that cannot be written leaves no report behind.
+    if arguments.plot is not None:
+        _plot(arguments, config, dimensions, counts)
     output = OutputFormat.JSON if arguments.json else OutputFormat(arguments.format)
     if output is OutputFormat.JSON:
         report = _Report(
@@ -313,8 +316,6 @@ def _size(arguments: argparse.Namespace, /) -> int:
     else:
         sections = _sections(dimensions, replay, snapshot, ratio, arguments)
         print(_markdown(sections) if output is OutputFormat.MARKDOWN else _text(sections))
-    if arguments.plot is not None:
-        _plot(arguments, config, dimensions, counts)
     return ExitStatus.OK
 
 
@@ -444,6 +445,8 @@ def _sweep(
     requests = arguments.batch or arguments.mtp_slots + 1
     dtypes = {engine: _dtypes(arguments, config, engine) for engine in sizing.Engine}
     rows = _sweep_rows(arguments, dimensions, counts, requests, dtypes)
+    if arguments.plot is not None:
+        _plot(arguments, config, dimensions, counts, rows=rows)
     output = OutputFormat.JSON if arguments.json else OutputFormat(arguments.format)
     if output is OutputFormat.JSON:
         report = _SweepReport(
@@ -460,8 +463,6 @@ def _sweep(
         write_json(arguments.json or "-", report)
     else:
         print(_sweep_table(rows, requests, arguments, markdown=output is OutputFormat.MARKDOWN))
-    if arguments.plot is not None:
-        _plot(arguments, config, dimensions, counts, rows=rows)
     return ExitStatus.OK
 
 
