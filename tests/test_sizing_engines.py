@@ -272,6 +272,14 @@ def test_a_sweep_prints_one_row_per_draft_count() -> None:
     assert "5.1 MiB  589.5 MiB (115.2x)" in lines[4]
 
 
+def test_a_sweep_shows_only_the_view_engine_names() -> None:
+    finished = _size(*REVIEW[:2], "--num-drafts", "3,4", "--mtp-slots", "1", "--engine", "vllm")
+    assert finished.returncode == 0, finished.stderr
+    assert finished.stdout.splitlines()[2].split() == [
+        "num_drafts", "replay", "ring", "vllm", "snapshot",
+    ]  # fmt: skip
+
+
 def test_a_sweep_in_markdown_is_a_table() -> None:
     finished = _size(*REVIEW[:2], "--num-drafts", "2-3", "--mtp-slots", "1", "--format", "markdown")
     assert finished.returncode == 0, finished.stderr

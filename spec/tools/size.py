@@ -158,8 +158,8 @@ def add_size_command(commands: argparse._SubParsersAction[argparse.ArgumentParse
     size.add_argument(
         "--engine",
         choices=[engine.value for engine in sizing.Engine],
-        default=sizing.Engine.MODULE.value,
-        help="whose snapshot-state layout to compare against (default: module)",
+        help="whose snapshot-state layout to compare against (default: module; "
+        "a sweep or plot shows every view unless this names one)",
     )
     size.add_argument("--state-dtype", choices=sizing.DTYPE_BYTES, help="override the h dtype")
     size.add_argument("--conv-dtype", choices=sizing.DTYPE_BYTES, help="override the conv dtype")
@@ -276,7 +276,7 @@ def _size(arguments: argparse.Namespace, /) -> int:
         arguments.mtp_state_slots = arguments.mtp_slots + 1
     if arguments.num_intermediates is None:
         arguments.num_intermediates = arguments.num_drafts + 1
-    engine = sizing.Engine(arguments.engine)
+    engine = sizing.Engine(arguments.engine or sizing.Engine.MODULE.value)
     try:
         replay = sizing.size_replay(
             dimensions,
@@ -430,6 +430,12 @@ def _markdown(sections: Sequence[_Section], /) -> str:
     return "\n".join(lines)
 
 
+def _views(arguments: argparse.Namespace, /) -> list[sizing.Engine]:
+    if arguments.engine is None:
+        return list(sizing.Engine)
+    return [sizing.Engine(arguments.engine)]
+
+
 def _sweep(
     arguments: argparse.Namespace,
     config: dict[str, object] | None,
@@ -443,7 +449,7 @@ def _sweep(
                 f"--{flag.replace('_', '-')} sizes one review; leave it out of a --num-drafts sweep"
             )
     requests = arguments.batch or arguments.mtp_slots + 1
-    dtypes = {engine: _dtypes(arguments, config, engine) for engine in sizing.Engine}
+    dtypes = {engine: _dtypes(arguments, config, engine) for engine in _views(arguments)}
     rows = _sweep_rows(arguments, dimensions, counts, requests, dtypes)
     if arguments.plot is not None:
         _plot(arguments, config, dimensions, counts, rows=rows)
@@ -493,7 +499,7 @@ def _sweep_table(
     *,
     markdown: bool,
 ) -> str:
-    engines = list(sizing.Engine)
+    engines = list(rows[0].snapshot_bytes)
     header = ["num_drafts", "replay ring", *(f"{e.value} snapshot" for e in engines)]
     body = [
         [
@@ -536,7 +542,7 @@ def _plot(
 
     requests = arguments.batch or arguments.mtp_slots + 1
     if rows is None:
-        dtypes = {engine: _dtypes(arguments, config, engine) for engine in sizing.Engine}
+        dtypes = {engine: _dtypes(arguments, config, engine) for engine in _views(arguments)}
         rows = sizing.sweep(dimensions, num_drafts=counts, requests=requests, dtypes=dtypes)
     plot_sweep(
         rows,
