@@ -28,6 +28,8 @@ COMMANDS: Final = {"spec.tools.check", "spec.tools.vectors", "spec.tools.size"}
 THIRD_PARTY: Final = {
     "spec.harness.pytest_plugin": {"pytest", "hypothesis"},
     "spec.tools.check_report": {"pytest"},
+    # The optional plot extra, imported inside the plot function only.
+    "spec.tools.plot": {"matplotlib"},
 }
 # The oracle and the implementation must not lean on each other.
 INDEPENDENT: Final = {("spec.model", "spec.rollback"), ("spec.rollback", "spec.model")}

@@ -52,8 +52,19 @@ def test_the_sample_config_sizes_by_hand() -> None:
     assert figures.pool_ring_bytes == 5_363_712
     assert figures.preflight_covers_pool
     assert figures.shortfall_bytes == 0
+
+
+def test_the_module_view_is_the_dense_snapshot_layout_by_hand() -> None:
+    snapshot = sizing.size_snapshot(
+        sizing.dimensions_from_config(_config()),
+        sizing.Engine.MODULE,
+        num_drafts=3,
+        slots=2,
+        dtypes=sizing.StateDtypes(recurrent="fp32", conv="bf16"),
+        num_intermediates=4,
+    )
     # Per token and layer: 524288 x 4 B + 24576 x 2 B = 2146304 B; x 2 x 4 x 36.
-    assert figures.snapshot_estimate_bytes == 618_135_552
+    assert snapshot.speculative_bytes == 618_135_552
 
 
 def test_a_preflight_without_the_dummy_slot_falls_short_by_one_slot() -> None:
@@ -101,7 +112,10 @@ def test_a_multimodal_config_is_read_through_its_text_config() -> None:
         ({"linear_key_head_dim": 0}, "'linear_key_head_dim' must be a positive integer, got 0"),
         ({"linear_conv_kernel_dim": True}, "'linear_conv_kernel_dim' must be a positive integer"),
         ({"full_attention_interval": None}, "neither 'layer_types' nor 'full_attention_interval'"),
-        ({"full_attention_interval": 1}, "no linear_attention (GDN) layer"),
+        (
+            {"full_attention_interval": 1},
+            "not a Gated DeltaNet config: no linear_attention (GDN) layer among its 48 layers",
+        ),
         ({"layer_types": "linear_attention"}, "'layer_types' must be a list of strings"),
     ],
 )
@@ -126,7 +140,7 @@ def test_the_command_prints_the_review_in_human_units() -> None:
     assert "preflight reservation    5,363,712 B (5.1 MiB)" in finished.stdout
     assert "preflight covers pool    yes" in finished.stdout
     assert "Estimate, not part of the module's contract" in finished.stdout
-    assert "= 618,135,552 B (589.5 MiB)" in finished.stdout
+    assert "  speculative state      618,135,552 B (589.5 MiB)" in finished.stdout
 
 
 def test_the_command_reports_a_shortfall_and_json() -> None:
