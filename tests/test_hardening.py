@@ -442,7 +442,7 @@ def _bad_files(tmp_path: Path) -> dict[str, tuple[Path, str]]:
 
 _FILE_FLAGS: Final = {
     "--config": ["size", *REVIEW, "--config"],
-    "--skip-file": ["vectors", "run", "--skip-file"],
+    "--deviations": ["vectors", "run", "--deviations"],
 }
 
 

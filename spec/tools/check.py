@@ -27,7 +27,7 @@ from spec.harness.subprocess_driver import SubprocessDriver
 
 from .arguments import adapter_argv, add_impl_arguments
 from .corpus import Case, exported_case, render_corpus, write_corpus
-from .deviations import Deviation, DeviationsError, Target, mark_deviations
+from .deviations import Deviation, DeviationList, Target
 from .errors import CliError, ExitStatus
 from .report import Row, clause_summary, counts, print_report, write_json
 from .shipped import corpus_directory, suite_directory
@@ -234,22 +234,6 @@ def _rows(arguments: argparse.Namespace, results: list[PropertyResult], /) -> li
     return rows
 
 
-def _deviate(
-    arguments: argparse.Namespace, rows: list[Row], /
-) -> tuple[list[Row], list[Deviation]]:
-    if arguments.deviations is None:
-        return rows, []
-    try:
-        return mark_deviations(
-            rows,
-            Path(arguments.deviations),
-            reads={Target.CLAUSE, Target.PROPERTY},
-            selected=arguments.clause,
-        )
-    except DeviationsError as error:
-        raise CliError(f"--deviations {arguments.deviations}: {error}") from None
-
-
 def _export(arguments: argparse.Namespace, results: list[PropertyResult], /) -> list[str]:
     cases: dict[str, Case] = {}
     for result in results:
@@ -289,6 +273,7 @@ def _check(arguments: argparse.Namespace, /) -> int:
         "profile": arguments.profile,
         "spec_version": SPEC_VERSION,
     }
+    deviations = DeviationList.from_option(arguments.deviations)
     try:
         report = _run_suite(arguments)
     except AdapterFailure as failure:
@@ -299,7 +284,11 @@ def _check(arguments: argparse.Namespace, /) -> int:
             write_json(arguments.json, document | _summary(rows, []))
         return ExitStatus.FAILED
     results = report["results"]
-    rows, conforming = _deviate(arguments, _rows(arguments, results))
+    rows, conforming = deviations.mark(
+        _rows(arguments, results),
+        reads={Target.CLAUSE, Target.PROPERTY},
+        selected=arguments.clause,
+    )
     print_report(rows, show_passes=True, conforming=conforming)
     exported = _export(arguments, results) if arguments.export_failures else []
     if arguments.export_failures:

@@ -20,25 +20,26 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from spec.harness.clauses import CLAUSES
 
+from .errors import CliError
 from .files import JsonFileError, read_json_file
 
 if TYPE_CHECKING:
     from collections.abc import Collection, Iterable, Sequence
-    from pathlib import Path
 
     from .report import Row
 
 __all__ = [
     "Deviation",
+    "DeviationList",
     "DeviationsError",
     "Judged",
     "Target",
     "apply_deviations",
-    "mark_deviations",
     "read_deviations",
 ]
 
@@ -162,34 +163,58 @@ def apply_deviations(
     return deviating, conforming
 
 
-def mark_deviations(
-    rows: Sequence[Row],
-    path: Path,
-    /,
-    *,
-    reads: Collection[Target],
-    selected: Collection[str] = (),
-) -> tuple[list[Row], list[Deviation]]:
-    """The rows with each knowingly deviating failure marked, and the entries that conform.
+@dataclass(frozen=True)
+class DeviationList:
+    """The ``--deviations`` option: the file named (if any) and its entries."""
 
-    Raises:
-        DeviationsError: the list in ``path`` is unusable, or an entry matches nothing.
-    """
-    deviating, conforming = apply_deviations(
-        read_deviations(path),
-        [Judged(row.name, row.clauses, row.outcome) for row in rows],
-        reads=reads,
-        selected=selected,
-    )
-    marked = [
-        replace(
-            row,
-            outcome="deviation",
-            detail=f"deviates knowingly ({deviating[row.name]}): {deviating[row.name].reason}\n"
-            + row.detail,
-        )
-        if row.name in deviating
-        else row
-        for row in rows
-    ]
-    return marked, conforming
+    option: str | None
+    entries: Sequence[Deviation]
+
+    @classmethod
+    def from_option(cls, value: str | None, /) -> DeviationList:
+        """Read the list ``--deviations`` names, before anything runs.
+
+        Raises:
+            CliError: the list is unusable, named by the file given.
+        """
+        if value is None:
+            return cls(None, ())
+        try:
+            return cls(value, read_deviations(Path(value)))
+        except DeviationsError as error:
+            raise CliError(f"--deviations {value}: {error}") from None
+
+    def mark(
+        self,
+        rows: Sequence[Row],
+        /,
+        *,
+        reads: Collection[Target],
+        selected: Collection[str] = (),
+    ) -> tuple[list[Row], list[Deviation]]:
+        """The rows with each knowingly deviating failure marked, and the entries that conform.
+
+        Raises:
+            CliError: an entry matches nothing this run checks.
+        """
+        try:
+            deviating, conforming = apply_deviations(
+                self.entries,
+                [Judged(row.name, row.clauses, row.outcome) for row in rows],
+                reads=reads,
+                selected=selected,
+            )
+        except DeviationsError as error:
+            raise CliError(f"--deviations {self.option}: {error}") from None
+        marked = [
+            replace(
+                row,
+                outcome="deviation",
+                detail=f"deviates knowingly ({deviating[row.name]}): "
+                f"{deviating[row.name].reason}\n{row.detail}",
+            )
+            if row.name in deviating
+            else row
+            for row in rows
+        ]
+        return marked, conforming

@@ -16,7 +16,7 @@ from spec.harness.subprocess_driver import SubprocessDriver
 
 from . import corpus
 from .arguments import adapter_argv, add_impl_arguments
-from .deviations import Deviation, DeviationsError, Target, mark_deviations
+from .deviations import DeviationList, Target
 from .errors import CliError, ExitStatus
 from .report import Row, clause_summary, counts, print_report, write_json
 from .shipped import corpus_directory
@@ -105,25 +105,10 @@ def _selected(arguments: argparse.Namespace, cases: list[corpus.Case], /) -> lis
     return chosen
 
 
-def _deviate(
-    arguments: argparse.Namespace, rows: list[Row], /
-) -> tuple[list[Row], list[Deviation]]:
-    if arguments.deviations is None:
-        return rows, []
-    try:
-        return mark_deviations(
-            rows,
-            Path(arguments.deviations),
-            reads={Target.CLAUSE, Target.CASE},
-            selected=arguments.clause,
-        )
-    except DeviationsError as error:
-        raise CliError(f"--deviations {arguments.deviations}: {error}") from None
-
-
 def _run(arguments: argparse.Namespace, /) -> int:
     command = arguments.impl_cmd or f"{shlex.quote(sys.executable)} -m spec.harness.adapter"
     argv = adapter_argv(command)
+    deviations = DeviationList.from_option(arguments.deviations)
     try:
         cases = _selected(arguments, corpus.load_cases(Path(arguments.vectors)))
         with SubprocessDriver(argv, timeout=arguments.impl_timeout) as driver:
@@ -137,7 +122,9 @@ def _run(arguments: argparse.Namespace, /) -> int:
         ) from None
     print(f"ssm-rollback-spec vectors run: {command}, {len(cases)} cases, spec {SPEC_VERSION}")
     rows = [Row(r.case_id, r.clauses, r.outcome, r.detail) for r in results]
-    rows, conforming = _deviate(arguments, rows)
+    rows, conforming = deviations.mark(
+        rows, reads={Target.CLAUSE, Target.CASE}, selected=arguments.clause
+    )
     print_report(rows, show_passes=False, conforming=conforming)
     if arguments.json:
         document = {
