@@ -9,14 +9,14 @@ runs the same factories (``checks.py``) on deliberately wrong replays.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from spec.replay.layer import GdnLayer, LayerState, delta_rule_step
+from spec.replay.cases import ReplayCase
+from spec.replay.layer import GdnLayer, LayerState, Pipeline, delta_rule_step
 from spec.replay.paths import (
     SeedRow,
     capture_minimal_ring,
@@ -52,9 +52,6 @@ from .checks import (
     state_fields_are_read,
 )
 from .strategies import partial_accept, replay_cases, shapes
-
-if TYPE_CHECKING:
-    from spec.replay.cases import ReplayCase
 
 _COUNTS = st.integers(0, 2**20)
 
@@ -152,6 +149,41 @@ def test_z_changes_the_output_and_nothing_a_replay_rebuilds(case: ReplayCase) ->
     assert not np.array_equal(other.outputs[index], original.outputs[index])
     assert restore_from_snapshots(other, case.accepted).equals(
         restore_from_snapshots(original, case.accepted)
+    )
+
+
+@pytest.mark.clause("RB-REPLAY-3")
+@pytest.mark.parametrize("field", [Field.BETA, Field.Z])
+def test_a_token_that_writes_nothing_makes_beta_and_z_irrelevant(field: Field) -> None:
+    # Hypothesis's shrunk counterexample to an earlier, non-generic draw of
+    # the field property: zero conv taps make every post-conv value zero, so
+    # k = 0 (beta scales nothing) and q = 0 (the output, and so z, reads
+    # nothing). The field property draws generic cases because of it.
+    layer = GdnLayer(
+        num_key_heads=1,
+        key_head_dim=2,
+        num_value_heads=1,
+        value_head_dim=2,
+        conv_kernel=2,
+        conv_weight=np.zeros((6, 2)),
+        a_log=np.zeros(1),
+        dt_bias=np.zeros(1),
+        norm_weight=np.ones(2),
+    )
+    row = SeedRow(np.zeros(6), np.zeros(2), np.array([-0.69314718]), np.array([0.5]))
+    case = ReplayCase(
+        layer,
+        Pipeline.FLOAT64,
+        LayerState(conv=np.zeros((6, 1)), h=np.ones((1, 2, 2))),
+        (row, row),
+        accepted=1,
+    )
+    changed = replace(case, rows=perturb(case, 0, field))
+    original, other = case.verified(), changed.verified()
+    assert restore_from_snapshots(other, 1).equals(restore_from_snapshots(original, 1))
+    assert np.array_equal(other.outputs[0], original.outputs[0])
+    assert replay_rollback(layer, changed.checkpoint, other, 1).equals(
+        restore_from_snapshots(other, 1)
     )
 
 
