@@ -12,11 +12,11 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from spec.replay.cases import ReplayCase
-from spec.replay.layer import GdnLayer, LayerState, Pipeline, delta_rule_step
+from spec.replay.layer import GdnLayer, LayerState, Pipeline, bf16_round, delta_rule_step
 from spec.replay.paths import (
     SeedRow,
     capture_minimal_ring,
@@ -72,6 +72,23 @@ def test_both_paths_keep_the_pipeline_s_dtypes(case: ReplayCase) -> None:
     assert rebuilt.conv.dtype == case.pipeline.dtype
     assert rebuilt.h.shape == case.checkpoint.h.shape
     assert rebuilt.conv.shape == case.checkpoint.conv.shape
+
+
+@pytest.mark.clause("RB-REPLAY-1")
+@given(x=st.floats(-(2.0**100), 2.0**100, width=32, allow_nan=False, allow_subnormal=False))
+@example(x=1 + 2**-8)  # a tie: rounds to the even neighbour, 1.0
+@example(x=1 + 3 * 2**-8)  # a tie: rounds to the even neighbour, 1 + 2**-6
+def test_bf16_rounding_keeps_8_significant_bits_to_the_nearest_tie_to_even(x: float) -> None:
+    rounded = bf16_round(np.array([x]))
+    assert rounded.dtype == np.float32
+    assert int(rounded.view(np.uint32)[0]) & 0xFFFF == 0
+    value, single = float(rounded[0]), float(np.float32(x))
+    # No BF16 value is nearer; on a tie the even one wins.
+    ulp = 2.0 ** (int(np.floor(np.log2(abs(single)))) - 7) if single else 0.0
+    assert abs(value - single) <= ulp / 2
+    if single and abs(value - single) == ulp / 2:
+        assert int(rounded.view(np.uint32)[0] >> 16) % 2 == 0
+    assert np.array_equal(bf16_round(rounded), rounded)
 
 
 # --- RB-REPLAY-2: K-1 rows suffice, K-2 do not ------------------------------

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Final
 
 import numpy as np
 
-from spec.replay.layer import delta_rule_step
+from spec.replay.layer import LayerState, delta_rule_step
 from spec.replay.paths import (
     MinimalRow,
     capture_minimal_ring,
@@ -29,7 +29,7 @@ from tests.replay import checks
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from spec.replay.layer import GdnLayer, LayerState
+    from spec.replay.layer import GdnLayer
     from spec.replay.paths import ReplayRollback, Verified
 
 __all__ = ["CONTROLS", "WRONG_REPLAYS", "WRONG_ROW_BYTES", "Property", "WrongReplay"]
@@ -104,6 +104,26 @@ def _post_conv_without_conv_window(
     return replace(checkpoint, h=h)
 
 
+def _replay_in_float64(
+    layer: GdnLayer, checkpoint: LayerState, verified: Verified, accepted: int, /
+) -> LayerState:
+    """The right rows replayed in float64 and cast back: not the verify's dtype pipeline."""
+    if check_accepted(verified, accepted) == len(verified.rows):
+        return verified.live
+    wide = LayerState(conv=checkpoint.conv.astype(np.float64), h=checkpoint.h.astype(np.float64))
+    ring = [
+        MinimalRow(
+            row.qkv.astype(np.float64), row.g.astype(np.float64), row.beta.astype(np.float64)
+        )
+        for row in capture_minimal_ring(verified)
+    ]
+    rebuilt = replay_rows(
+        replace(layer, conv_weight=layer.conv_weight.astype(np.float64)), wide, ring, accepted
+    )
+    dtype = checkpoint.h.dtype
+    return LayerState(conv=rebuilt.conv.astype(dtype), h=rebuilt.h.astype(dtype))
+
+
 def _seed_row_replay(
     layer: GdnLayer, checkpoint: LayerState, verified: Verified, accepted: int, /
 ) -> LayerState:
@@ -130,6 +150,7 @@ WRONG_REPLAYS: Final = {
         f"dropping_{field.value}": WrongReplay(_dropping(field), _EVERY_FIELD_REJECTED_BY)
         for field in checks.STATE_FIELDS
     },
+    "replay_in_float64": WrongReplay(_replay_in_float64, (Property.SNAPSHOT_EQUALS_REPLAY,)),
     "post_conv_without_conv_window": WrongReplay(
         _post_conv_without_conv_window,
         (Property.SNAPSHOT_EQUALS_REPLAY, Property.POST_CONV_REBUILD),
