@@ -30,6 +30,20 @@ THIRD_PARTY: Final = {
     "spec.tools.check_report": {"pytest"},
     # The optional plot extra, imported inside the plot function only.
     "spec.tools.plot": {"matplotlib"},
+    # The draft replay model (the replay extra); spec.replay.rows stays
+    # standard library, so size can report its figures without numpy.
+    "spec.replay.layer": {"numpy"},
+    "spec.replay.paths": {"numpy"},
+    "spec.replay.cases": {"numpy"},
+    "spec.replay.vectors": {"numpy"},
+}
+# Nothing in the contract, the harness or the tools leans on the draft model,
+# except rows (standard library), which the size command may report.
+REPLAY_NUMPY: Final = {
+    "spec.replay.layer",
+    "spec.replay.paths",
+    "spec.replay.cases",
+    "spec.replay.vectors",
 }
 # The oracle and the implementation must not lean on each other.
 INDEPENDENT: Final = {("spec.model", "spec.rollback"), ("spec.rollback", "spec.model")}
@@ -106,6 +120,10 @@ def test_imports_only_go_down(path: Path) -> None:
             # Nothing calls up into a command but the command line itself.
             assert module == "spec.tools.cli", f"{module} calls up into {imported}"
     assert others <= THIRD_PARTY.get(module, set()), f"{module} imports {others}"
+    if not module.startswith("spec.replay"):
+        assert not ours & REPLAY_NUMPY, f"{module} imports the numpy replay model"
+        if _floor(module) == 1:
+            assert "spec.replay.rows" not in ours, f"the contract {module} imports spec.replay"
     if _floor(module) == 1:
         # Relative, so the floor works under whatever name a runtime gives it.
         assert not absolute, f"{module} imports the package by name"

@@ -26,41 +26,65 @@ def spec_clauses() -> list[str]:
     return _HEADING.findall(SPEC.read_text(encoding="utf-8"))
 
 
+#: The property modules: the shipped suite, then the replay model's (draft,
+#: repository-only, shown as ``replay/...``).
+_PROPERTY_MODULES: Final = (
+    *(("", path) for path in sorted((ROOT / "tests" / "properties").glob("test_*.py"))),
+    ("replay/", ROOT / "tests" / "replay" / "test_replay_model.py"),
+)
+
+
+def _module(path: Path, /) -> object:
+    return importlib.import_module(".".join(path.relative_to(ROOT).with_suffix("").parts))
+
+
 def property_clauses() -> dict[str, list[str]]:
     """Each property (``module.py::test``) and the clauses its markers name."""
     found: dict[str, list[str]] = {}
-    for path in sorted((ROOT / "tests" / "properties").glob("test_*.py")):
-        module = importlib.import_module(f"tests.properties.{path.stem}")
+    for prefix, path in _PROPERTY_MODULES:
+        module = _module(path)
         for name, value in sorted(vars(module).items()):
             if not name.startswith("test_") or not callable(value):
                 continue
             marks = getattr(value, "pytestmark", [])
             clauses = [arg for mark in marks if mark.name == "clause" for arg in mark.args]
-            found[f"{path.name}::{name}"] = sorted(set(clauses))
+            found[f"{prefix}{path.name}::{name}"] = sorted(set(clauses))
     return found
 
 
-def vector_clauses() -> dict[str, dict[str, int]]:
-    """Each clause and, per vector file, how many cases check it."""
+def _case_clauses(folder: Path, prefix: str, /) -> dict[str, dict[str, int]]:
     found: dict[str, dict[str, int]] = {}
-    for path in sorted((ROOT / "vectors").glob("*.json")):
+    for path in sorted(folder.glob("*.json")):
         if path.name in {"schema.json", "manifest.json"}:
             continue
         for case in json.loads(path.read_text(encoding="ascii"))["cases"]:
             for clause in case["clauses"]:
                 per_file = found.setdefault(clause, {})
-                per_file[path.name] = per_file.get(path.name, 0) + 1
+                name = prefix + path.name
+                per_file[name] = per_file.get(name, 0) + 1
     return found
+
+
+def vector_clauses() -> dict[str, dict[str, int]]:
+    """Each clause and, per protocol vector file (``vectors/``), how many cases check it."""
+    return _case_clauses(ROOT / "vectors", "")
+
+
+def replay_vector_clauses() -> dict[str, dict[str, int]]:
+    """Each clause and, per replay vector file (``vectors/replay/``), how many cases check it."""
+    return _case_clauses(ROOT / "vectors" / "replay", "replay/")
 
 
 def render() -> str:
     """The Traceability section, as SPEC.md should hold it."""
     properties = property_clauses()
     cases = vector_clauses()
+    for clause, files in replay_vector_clauses().items():
+        cases[clause] = {**cases.get(clause, {}), **files}
     lines = [
         BEGIN,
         "",
-        "| clause | properties (tests/properties/) | vectors (vectors/, cases) |",
+        "| clause | properties (tests/properties/, tests/replay/) | vectors (vectors/, cases) |",
         "| --- | --- | --- |",
     ]
     for clause in spec_clauses():

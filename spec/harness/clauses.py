@@ -40,6 +40,12 @@ CLAUSES: Final = (
     "RB-PROTO-3",
     "RB-PROTO-4",
     "RB-PROTO-5",
+    # Draft, informative: the replay model (spec/replay/); no protocol vectors.
+    "RB-REPLAY-1",
+    "RB-REPLAY-2",
+    "RB-REPLAY-3",
+    "RB-REPLAY-4",
+    "RB-REPLAY-5",
 )
 
 

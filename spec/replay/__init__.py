@@ -1,0 +1,18 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
+"""An executable model of replay rollback (draft; informative; SPEC.md RB-REPLAY-*).
+
+The runtime module (seed ``000_fd8074ae8876e187.txt``) describes replay mode
+but does not implement it. This subpackage models what its ring must hold:
+
+- :mod:`spec.replay.rows`: the row and ring byte arithmetic, standard library only;
+- :mod:`spec.replay.layer`: a small reference Gated DeltaNet layer (numpy);
+- :mod:`spec.replay.paths`: the two rollback paths, snapshot and replay (numpy);
+- :mod:`spec.replay.vectors`: the deterministic generator of ``vectors/replay/`` (numpy).
+
+Only ``rows`` may be imported without the ``replay`` extra (numpy). Nothing
+in the 1.0.0 contract imports this subpackage.
+"""
+
+from __future__ import annotations
+
+__all__: list[str] = []

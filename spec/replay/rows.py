@@ -1,0 +1,239 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
+"""What one replay-ring row must hold, in bytes (draft; informative; RB-REPLAY-3..5).
+
+Standard library only, so the ``size`` command can report these figures
+without the ``replay`` extra.
+
+The seed's row (``ssm_replay_row_bytes`` in ``rollback.rs``, seed
+``000_fd8074ae8876e187.txt``) is the deinterleaved qkvz row in BF16 plus a
+gate and a beta in FP32 per value head. The model in :mod:`spec.replay.paths`
+shows that the rebuilt (h, conv) state depends on the pre-conv q, k and v and
+on g and beta, never on z (z only gates the layer's output, see
+``Qwen3NextGatedDeltaNet.forward`` in Hugging Face transformers,
+``src/transformers/models/qwen3_next/modeling_qwen3_next.py``). So the minimal
+row is the seed's formula with ``qkvz_elems`` replaced by ``conv_dim``, the
+channels of the causal convolution: ``2 * key_dim + value_dim``.
+
+A ring of post-conv values (after the SiLU) rebuilds h, but not the conv
+state: the conv state holds pre-conv columns, which the SiLU and the
+convolution do not let one recover (RB-REPLAY-4). Such a ring must keep a
+conv window beside it; :func:`post_conv_ring_bytes` counts what that costs.
+"""
+
+from __future__ import annotations
+
+from typing import Final, TypedDict
+
+# Relative, as the contract floor beside it (tests/test_layers.py): the
+# subpackage keeps working wherever the package is copied.
+from ..rollback import (  # noqa: TID252
+    USIZE_MAX,
+    SsmReplayBytesOverflowError,
+    UsizeRangeError,
+    UsizeTypeError,
+    ssm_replay_ring_bytes,
+    ssm_replay_row_bytes,
+)
+
+__all__ = [
+    "BF16_BYTES",
+    "FP32_BYTES",
+    "QWEN3_NEXT_80B_A3B",
+    "GdnShape",
+    "ReplayRowSizes",
+    "conv_dim",
+    "conv_window_bytes",
+    "minimal_replay_ring_bytes",
+    "minimal_replay_row_bytes",
+    "post_conv_ring_bytes",
+    "post_conv_row_bytes",
+    "replay_row_sizes",
+]
+
+#: Bytes of one stored value of each ring dtype.
+BF16_BYTES: Final = 2
+FP32_BYTES: Final = 4
+
+
+class GdnShape(TypedDict):
+    """The head shapes of one Gated DeltaNet layer (the fields of a vector case's ``dims``)."""
+
+    num_key_heads: int
+    key_head_dim: int
+    num_value_heads: int
+    value_head_dim: int
+    conv_kernel: int
+
+
+#: Qwen3-Next-80B-A3B's GDN layers (Hugging Face ``config.json``:
+#: ``linear_num_key_heads`` 16, ``linear_key_head_dim`` 128,
+#: ``linear_num_value_heads`` 32, ``linear_value_head_dim`` 128,
+#: ``linear_conv_kernel_dim`` 4).
+QWEN3_NEXT_80B_A3B: Final = GdnShape(
+    num_key_heads=16, key_head_dim=128, num_value_heads=32, value_head_dim=128, conv_kernel=4
+)
+
+
+class ReplayRowSizes(TypedDict):
+    """Per-token bytes of each ring layout, for one SSM layer (what ``size`` may report)."""
+
+    seed_row_bytes: int
+    minimal_replay_row_bytes: int
+    post_conv_row_bytes: int
+    post_conv_row_with_conv_window_bytes: int
+
+
+def _count(function: str, name: str, value: object, /) -> int:
+    # The same argument rules as the contract's sizes (RB-PY-2, RB-PY-3):
+    # a bool is not a count, and a count has a usize to stand for it.
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise UsizeTypeError(
+            f"{function}() argument '{name}' must be int, not {type(value).__name__}"
+        )
+    number = int.__int__(value)
+    if not 0 <= number <= USIZE_MAX:
+        raise UsizeRangeError(
+            f"{function}() argument '{name}' must be in [0, {USIZE_MAX}], got {number}"
+        )
+    return number
+
+
+def _fits(function: str, value: int, /) -> int:
+    if value > USIZE_MAX:
+        raise SsmReplayBytesOverflowError(f"{function}() = {value} exceeds usize max {USIZE_MAX}")
+    return value
+
+
+def conv_dim(shape: GdnShape, /) -> int:
+    """Channels of the causal convolution: q, k and v, ``2 * key_dim + value_dim``.
+
+    Raises:
+        UsizeTypeError, UsizeRangeError: a dimension is not a count.
+        SsmReplayBytesOverflowError: the channel count exceeds ``USIZE_MAX``.
+
+    RB-REPLAY-5.
+    """
+    name = "conv_dim"
+    nk = _count(name, "num_key_heads", shape["num_key_heads"])
+    dk = _count(name, "key_head_dim", shape["key_head_dim"])
+    nv = _count(name, "num_value_heads", shape["num_value_heads"])
+    dv = _count(name, "value_head_dim", shape["value_head_dim"])
+    return _fits(name, 2 * nk * dk + nv * dv)
+
+
+def minimal_replay_row_bytes(conv_dim: int, nv: int, /) -> int:
+    """Bytes of the minimal replay row: ``conv_dim`` BF16 values plus ``nv * 2`` FP32 values.
+
+    This is the seed's ``ssm_replay_row_bytes`` with z left out, so it keeps
+    that function's argument rules and exact overflow (RB-SIZE-3).
+
+    Raises:
+        UsizeTypeError, UsizeRangeError: an argument is not a count.
+        SsmReplayBytesOverflowError: the size exceeds ``USIZE_MAX``.
+
+    RB-REPLAY-3, RB-REPLAY-5.
+    """
+    return ssm_replay_row_bytes(conv_dim, nv)
+
+
+def minimal_replay_ring_bytes(
+    num_ssm_layers: int, conv_dim: int, nv: int, k_ceiling: int, mtp_state_slots: int, /
+) -> int:
+    """The replay ring of minimal rows: ``slots * max(K - 1, 0) * layers * row``.
+
+    Raises:
+        UsizeTypeError, UsizeRangeError: an argument is not a count.
+        SsmReplayBytesOverflowError: the size exceeds ``USIZE_MAX``.
+
+    RB-REPLAY-2, RB-REPLAY-5.
+    """
+    row = minimal_replay_row_bytes(conv_dim, nv)
+    return ssm_replay_ring_bytes(num_ssm_layers, row, k_ceiling, mtp_state_slots)
+
+
+def post_conv_row_bytes(key_dim: int, value_dim: int, nv: int, /) -> int:
+    """Bytes of a post-conv row that rebuilds h: post-SiLU k and v in BF16, g and beta in FP32.
+
+    Post-conv q is left out: h never reads q (only the replayed tokens'
+    outputs would, and those were emitted during the verify).
+
+    Raises:
+        UsizeTypeError, UsizeRangeError: an argument is not a count.
+        SsmReplayBytesOverflowError: the size exceeds ``USIZE_MAX``.
+
+    RB-REPLAY-4, RB-REPLAY-5.
+    """
+    name = "post_conv_row_bytes"
+    key = _count(name, "key_dim", key_dim)
+    value = _count(name, "value_dim", value_dim)
+    heads = _count(name, "nv", nv)
+    return _fits(name, (key + value) * BF16_BYTES + heads * 2 * FP32_BYTES)
+
+
+def conv_window_bytes(conv_dim: int, /) -> int:
+    """Bytes per window token of the conv window a post-conv ring must keep beside it.
+
+    Rebuilding the conv state after ``a`` accepted tokens needs the pre-conv
+    columns of tokens ``a - conv_kernel + 1 .. a - 1`` (the older ones are in
+    the checkpoint), so over every ``a`` in ``1..K-1`` the window keeps the
+    pre-conv columns of the first ``K - 1`` tokens: ``conv_dim`` BF16 values
+    per token. (Per-token conv-state snapshots would keep ``conv_kernel - 1``
+    times as much.)
+
+    Raises:
+        UsizeTypeError, UsizeRangeError: the argument is not a count.
+        SsmReplayBytesOverflowError: the size exceeds ``USIZE_MAX``.
+
+    RB-REPLAY-4, RB-REPLAY-5.
+    """
+    return _fits("conv_window_bytes", _count("conv_window_bytes", "conv_dim", conv_dim) * 2)
+
+
+def post_conv_ring_bytes(
+    num_ssm_layers: int,
+    shape: GdnShape,
+    k_ceiling: int,
+    mtp_state_slots: int,
+    /,
+) -> int:
+    """The ring of post-conv rows plus its conv window, for every slot and layer.
+
+    Raises:
+        UsizeTypeError, UsizeRangeError: an argument is not a count.
+        SsmReplayBytesOverflowError: the size exceeds ``USIZE_MAX``.
+
+    RB-REPLAY-4, RB-REPLAY-5.
+    """
+    channels = conv_dim(shape)
+    key_dim = shape["num_key_heads"] * shape["key_head_dim"]
+    value_dim = shape["num_value_heads"] * shape["value_head_dim"]
+    per_token = _fits(
+        "post_conv_ring_bytes",
+        post_conv_row_bytes(key_dim, value_dim, shape["num_value_heads"])
+        + conv_window_bytes(channels),
+    )
+    return ssm_replay_ring_bytes(num_ssm_layers, per_token, k_ceiling, mtp_state_slots)
+
+
+def replay_row_sizes(shape: GdnShape, /) -> ReplayRowSizes:
+    """Per-token bytes of the seed's row, the minimal row and the post-conv layout.
+
+    Raises:
+        UsizeTypeError, UsizeRangeError: a dimension is not a count.
+        SsmReplayBytesOverflowError: a size exceeds ``USIZE_MAX``.
+
+    RB-REPLAY-5.
+    """
+    channels = conv_dim(shape)
+    nv = shape["num_value_heads"]
+    value_dim = nv * shape["value_head_dim"]
+    key_dim = shape["num_key_heads"] * shape["key_head_dim"]
+    post_conv = post_conv_row_bytes(key_dim, value_dim, nv)
+    return ReplayRowSizes(
+        seed_row_bytes=ssm_replay_row_bytes(_fits("replay_row_sizes", channels + value_dim), nv),
+        minimal_replay_row_bytes=minimal_replay_row_bytes(channels, nv),
+        post_conv_row_bytes=post_conv,
+        post_conv_row_with_conv_window_bytes=_fits(
+            "replay_row_sizes", post_conv + conv_window_bytes(channels)
+        ),
+    )

@@ -1,0 +1,523 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
+"""The replay vectors, ``vectors/replay/``: generated, and read back (draft; informative).
+
+:func:`generate_replay_vectors` builds every file's exact text from seeded
+:class:`random.Random` draws (no clock, no numpy random stream), so a fresh
+generation equals the committed files byte for byte; ``python -m
+spec.replay.vectors [DIR]`` writes them. Floats are written with
+:meth:`float.hex`, exactly. :func:`rebuild_from_case` is how a runtime (or
+this model) uses a case: restore the checkpoint, run the first ``accepted``
+ring rows, compare with ``expected`` (see ``docs/replay.md``).
+
+The expected states come from the snapshot path and the model's numpy
+arithmetic (``exp``, ``sqrt``); a platform whose libm or SIMD ``exp`` rounds
+differently would generate other last bits, which the byte-for-byte test
+would report.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import sys
+from math import prod
+from pathlib import Path
+from typing import TYPE_CHECKING, Final, Literal, TypedDict, cast
+
+import numpy as np
+
+from . import rows
+from .cases import Draw, ReplayCase, make_case, make_layer
+from .layer import GdnLayer, LayerState, Pipeline
+from .paths import (
+    MinimalRow,
+    capture_conv_window,
+    capture_minimal_ring,
+    capture_post_conv_ring,
+    replay_rows,
+    restore_from_snapshots,
+)
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
+    from .layer import Array
+    from .rows import GdnShape, ReplayRowSizes
+
+__all__ = [
+    "POST_CONV_FILE",
+    "REBUILD_FILE",
+    "ROW_BYTES_FILE",
+    "CaseDims",
+    "RebuildCase",
+    "RowBytesCase",
+    "generate_replay_vectors",
+    "main",
+    "rebuild_from_case",
+]
+
+REBUILD_FILE: Final = "rebuild.json"
+POST_CONV_FILE: Final = "post_conv.json"
+ROW_BYTES_FILE: Final = "row_bytes.json"
+_SEED: Final = 20261130
+_STATUS: Final = "draft: informative; changes nothing in the 1.0.0 contract"
+
+# The small layers the cases use: one key head; two value heads sharing it;
+# two key heads and four value heads.
+_SHAPES: Final = (
+    rows.GdnShape(
+        num_key_heads=1, key_head_dim=2, num_value_heads=1, value_head_dim=2, conv_kernel=2
+    ),
+    rows.GdnShape(
+        num_key_heads=1, key_head_dim=3, num_value_heads=2, value_head_dim=2, conv_kernel=3
+    ),
+    rows.GdnShape(
+        num_key_heads=2, key_head_dim=2, num_value_heads=4, value_head_dim=2, conv_kernel=4
+    ),
+)
+
+Hex = str
+Vector = list[Hex]
+Matrix = list[list[Hex]]
+Cube = list[list[list[Hex]]]
+
+
+class CaseDims(TypedDict):
+    """A case's layer shape and its verify window K."""
+
+    num_key_heads: int
+    key_head_dim: int
+    num_value_heads: int
+    value_head_dim: int
+    conv_kernel: int
+    window: int
+
+
+class StateJson(TypedDict):
+    """A (conv, h) state: ``conv`` is conv_dim x (conv_kernel - 1), ``h`` nv x dk x dv."""
+
+    conv: Matrix
+    h: Cube
+
+
+class RingRowJson(TypedDict):
+    """A minimal ring row: pre-conv q, k, v, and g and beta per value head."""
+
+    qkv: Vector
+    g: Vector
+    beta: Vector
+
+
+class PostConvRowJson(TypedDict):
+    """A post-conv ring row: post-SiLU k then v, and g and beta per value head."""
+
+    k_and_v: Vector
+    g: Vector
+    beta: Vector
+
+
+class RebuildCase(TypedDict, total=False):
+    """One case of ``rebuild.json`` (``ring``) or ``post_conv.json`` (``post_conv_ring``)."""
+
+    id: str
+    clauses: list[str]
+    pipeline: Literal["float64", "bf16-rows-fp32-state"]
+    dims: CaseDims
+    conv_weight: Matrix
+    checkpoint: StateJson
+    ring: list[RingRowJson]
+    post_conv_ring: list[PostConvRowJson]
+    conv_window: Matrix
+    accepted: int
+    expected: StateJson
+
+
+class RowBytesExpected(TypedDict):
+    """The byte figures of a row-size case."""
+
+    conv_dim: int
+    sizes: ReplayRowSizes
+    minimal_replay_ring_bytes: int
+    post_conv_ring_bytes: int
+
+
+class RowBytesCase(TypedDict):
+    """One case of ``row_bytes.json``."""
+
+    id: str
+    clauses: list[str]
+    dims: GdnShape
+    num_ssm_layers: int
+    k_ceiling: int
+    mtp_state_slots: int
+    expected: RowBytesExpected
+
+
+def _hex(values: Array, /) -> list[object]:
+    listed: list[object] = [
+        _hex(item) if item.ndim else float(item).hex() for item in np.asarray(values)
+    ]
+    return listed
+
+
+def _state(state: LayerState, /) -> StateJson:
+    return StateJson(conv=_hex(state.conv), h=_hex(state.h))  # type: ignore[typeddict-item]
+
+
+def _drawer(rng: random.Random, /) -> Draw:
+    def drawn(shape: tuple[int, ...], low: float, high: float, /) -> NDArray[np.float64]:
+        values = [rng.uniform(low, high) for _ in range(prod(shape))]
+        return np.array(values, dtype=np.float64).reshape(shape)
+
+    return drawn
+
+
+def _dims(case: ReplayCase, /) -> CaseDims:
+    layer = case.layer
+    return CaseDims(
+        num_key_heads=layer.num_key_heads,
+        key_head_dim=layer.key_head_dim,
+        num_value_heads=layer.num_value_heads,
+        value_head_dim=layer.value_head_dim,
+        conv_kernel=layer.conv_kernel,
+        window=case.window,
+    )
+
+
+def _common(case: ReplayCase, name: str, clauses: list[str], /) -> RebuildCase:
+    weight = np.asarray(case.layer.conv_weight, dtype=case.pipeline.dtype)
+    return RebuildCase(
+        id=name,
+        clauses=clauses,
+        pipeline=case.pipeline.value,
+        dims=_dims(case),
+        conv_weight=_hex(weight),  # type: ignore[typeddict-item]
+        checkpoint=_state(case.checkpoint),
+        accepted=case.accepted,
+    )
+
+
+def _cases(
+    rng: random.Random, windows: tuple[int, ...], shapes: tuple[GdnShape, ...], /
+) -> list[ReplayCase]:
+    draw = _drawer(rng)
+    built = []
+    for shape in shapes:
+        layer = make_layer(shape, draw)
+        for pipeline in Pipeline:
+            for window in windows:
+                base = make_case(layer, pipeline, window, 1, draw)
+                built += [
+                    ReplayCase(layer, pipeline, base.checkpoint, base.rows, accepted)
+                    for accepted in range(1, window)
+                ]
+    return built
+
+
+def _rebuild_cases(rng: random.Random, /) -> list[RebuildCase]:
+    out: list[RebuildCase] = []
+    for case in _cases(rng, (2, 4), _SHAPES):
+        verified = case.verified()
+        clauses = ["RB-REPLAY-1", "RB-REPLAY-3"]
+        if case.accepted == case.window - 1:
+            clauses.insert(1, "RB-REPLAY-2")
+        name = f"{len(out):03d}-{case.pipeline.value}-k{case.window}-a{case.accepted}"
+        entry = _common(case, name, clauses)
+        entry["ring"] = [
+            RingRowJson(qkv=_hex(r.qkv), g=_hex(r.g), beta=_hex(r.beta))  # type: ignore[typeddict-item]
+            for r in capture_minimal_ring(verified)
+        ]
+        entry["expected"] = _state(restore_from_snapshots(verified, case.accepted))
+        out.append(_ordered(entry))
+    return out
+
+
+def _post_conv_cases(rng: random.Random, /) -> list[RebuildCase]:
+    out: list[RebuildCase] = []
+    for case in _cases(rng, (3,), _SHAPES[1:2]):
+        verified = case.verified()
+        name = f"{len(out):03d}-{case.pipeline.value}-k{case.window}-a{case.accepted}"
+        entry = _common(case, name, ["RB-REPLAY-4"])
+        entry["post_conv_ring"] = [
+            PostConvRowJson(k_and_v=_hex(r.k_and_v), g=_hex(r.g), beta=_hex(r.beta))  # type: ignore[typeddict-item]
+            for r in capture_post_conv_ring(case.layer, verified)
+        ]
+        entry["conv_window"] = _hex(capture_conv_window(verified))  # type: ignore[typeddict-item]
+        entry["expected"] = _state(restore_from_snapshots(verified, case.accepted))
+        out.append(_ordered(entry))
+    return out
+
+
+_KEY_ORDER: Final = (
+    "id",
+    "clauses",
+    "pipeline",
+    "dims",
+    "conv_weight",
+    "checkpoint",
+    "ring",
+    "post_conv_ring",
+    "conv_window",
+    "accepted",
+    "expected",
+)
+
+
+def _ordered(entry: RebuildCase, /) -> RebuildCase:
+    ordered = {key: entry[key] for key in _KEY_ORDER if key in entry}
+    return cast("RebuildCase", ordered)
+
+
+def _row_bytes_cases() -> list[RowBytesCase]:
+    figures = ((36, 4, 2), (36, 1, 2), (1, 2, 1), (48, 6, 4))
+    out: list[RowBytesCase] = []
+    for shape in (*_SHAPES, rows.QWEN3_NEXT_80B_A3B):
+        for layers, k_ceiling, slots in figures:
+            channels = rows.conv_dim(shape)
+            expected = RowBytesExpected(
+                conv_dim=channels,
+                sizes=rows.replay_row_sizes(shape),
+                minimal_replay_ring_bytes=rows.minimal_replay_ring_bytes(
+                    layers, channels, shape["num_value_heads"], k_ceiling, slots
+                ),
+                post_conv_ring_bytes=rows.post_conv_ring_bytes(layers, shape, k_ceiling, slots),
+            )
+            out.append(
+                RowBytesCase(
+                    id=f"{len(out):03d}",
+                    clauses=["RB-REPLAY-5"],
+                    dims=shape,
+                    num_ssm_layers=layers,
+                    k_ceiling=k_ceiling,
+                    mtp_state_slots=slots,
+                    expected=expected,
+                )
+            )
+    return out
+
+
+def _file(description: str, cases: list[RebuildCase] | list[RowBytesCase], /) -> str:
+    document = {"description": description, "status": _STATUS, "cases": cases}
+    # One case a line keeps diffs readable and the text stable.
+    lines = [",\n".join("  " + json.dumps(case, separators=(",", ":")) for case in cases)]
+    head = json.dumps({k: v for k, v in document.items() if k != "cases"}, indent=1)[:-2]
+    return head + ',\n "cases": [\n' + lines[0] + "\n ]\n}\n"
+
+
+def _schema() -> str:
+    hex_float = {"type": "string", "pattern": "^-?0x[01]\\.[0-9a-f]+p[+-][0-9]+$"}
+    vector = {"type": "array", "items": {"$ref": "#/$defs/hexFloat"}}
+    matrix = {"type": "array", "items": {"$ref": "#/$defs/vector"}}
+    state = {
+        "type": "object",
+        "properties": {
+            "conv": {"$ref": "#/$defs/matrix"},
+            "h": {"type": "array", "items": {"$ref": "#/$defs/matrix"}},
+        },
+        "required": ["conv", "h"],
+        "additionalProperties": False,
+    }
+    row = {
+        "type": "object",
+        "properties": {"g": {"$ref": "#/$defs/vector"}, "beta": {"$ref": "#/$defs/vector"}},
+        "required": ["g", "beta"],
+    }
+    schema = {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": "ssm-rollback-spec/vectors/replay/schema.json",
+        "title": "ssm-rollback-spec replay vectors (draft, informative)",
+        "description": (
+            "A case file of vectors/replay/ or its manifest. Floats are float.hex "
+            "strings. See docs/replay.md."
+        ),
+        "oneOf": [{"$ref": "#/$defs/caseFile"}, {"$ref": "#/$defs/manifest"}],
+        "$defs": {
+            "hexFloat": hex_float,
+            "vector": vector,
+            "matrix": matrix,
+            "state": state,
+            "clauseId": {"type": "string", "pattern": "^RB-REPLAY-[0-9]+$"},
+            "count": {"type": "integer", "minimum": 0},
+            "caseFile": {
+                "type": "object",
+                "properties": {
+                    "description": {"type": "string"},
+                    "status": {"const": _STATUS},
+                    "cases": {
+                        "type": "array",
+                        "minItems": 1,
+                        "items": {
+                            "type": "object",
+                            "properties": {
+                                "id": {"type": "string"},
+                                "clauses": {
+                                    "type": "array",
+                                    "minItems": 1,
+                                    "items": {"$ref": "#/$defs/clauseId"},
+                                },
+                                "pipeline": {"enum": [p.value for p in Pipeline]},
+                                "dims": {"type": "object"},
+                                "conv_weight": {"$ref": "#/$defs/matrix"},
+                                "checkpoint": {"$ref": "#/$defs/state"},
+                                "ring": {
+                                    "type": "array",
+                                    "items": {
+                                        **row,
+                                        "properties": {
+                                            **row["properties"],  # type: ignore[dict-item]
+                                            "qkv": {"$ref": "#/$defs/vector"},
+                                        },
+                                        "required": ["qkv", "g", "beta"],
+                                        "additionalProperties": False,
+                                    },
+                                },
+                                "post_conv_ring": {
+                                    "type": "array",
+                                    "items": {
+                                        **row,
+                                        "properties": {
+                                            **row["properties"],  # type: ignore[dict-item]
+                                            "k_and_v": {"$ref": "#/$defs/vector"},
+                                        },
+                                        "required": ["k_and_v", "g", "beta"],
+                                        "additionalProperties": False,
+                                    },
+                                },
+                                "conv_window": {"$ref": "#/$defs/matrix"},
+                                "accepted": {"type": "integer", "minimum": 1},
+                                "expected": {},
+                            },
+                            "required": ["id", "clauses", "dims", "expected"],
+                        },
+                    },
+                },
+                "required": ["description", "status", "cases"],
+                "additionalProperties": False,
+            },
+            "manifest": {
+                "type": "object",
+                "properties": {
+                    "spec_version": {"type": "string"},
+                    "status": {"const": _STATUS},
+                    "schema": {"const": "schema.json"},
+                    "files": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "properties": {
+                                "path": {"type": "string"},
+                                "cases": {"$ref": "#/$defs/count"},
+                                "sha256": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
+                            },
+                            "required": ["path", "cases", "sha256"],
+                            "additionalProperties": False,
+                        },
+                    },
+                },
+                "required": ["spec_version", "status", "schema", "files"],
+                "additionalProperties": False,
+            },
+        },
+    }
+    return json.dumps(schema, indent=1) + "\n"
+
+
+def generate_replay_vectors() -> dict[str, str]:
+    """Every file of ``vectors/replay/``, by name, as its exact text.
+
+    RB-REPLAY-1 to RB-REPLAY-5.
+    """
+    from .. import SPEC_VERSION  # noqa: PLC0415, TID252 (the package's version, read late)
+
+    # Reproducible draws, not secrets: Random's stream is fixed for a seed.
+    rng = random.Random(_SEED)  # noqa: S311
+    files = {
+        REBUILD_FILE: _file(
+            "Replay rebuilds: restore the checkpoint, run the first `accepted` ring rows "
+            "(pre-conv q, k, v; g; beta) through the conv and the gated delta rule; the "
+            "result must be `expected`, the snapshot after `accepted` tokens.",
+            _rebuild_cases(rng),
+        ),
+        POST_CONV_FILE: _file(
+            "Post-conv rebuilds: h from the post-SiLU k and v rows with g and beta; the "
+            "conv state from the checkpoint's columns followed by `conv_window`.",
+            _post_conv_cases(rng),
+        ),
+        ROW_BYTES_FILE: _file(
+            "Row and ring bytes of the seed's row, the minimal row and the post-conv layout.",
+            _row_bytes_cases(),
+        ),
+        "schema.json": _schema(),
+    }
+    manifest = {
+        "spec_version": SPEC_VERSION,
+        "status": _STATUS,
+        "schema": "schema.json",
+        "files": [
+            {
+                "path": name,
+                "cases": len(json.loads(text)["cases"]),
+                "sha256": hashlib.sha256(text.encode("ascii")).hexdigest(),
+            }
+            for name, text in files.items()
+            if name != "schema.json"
+        ],
+    }
+    files["manifest.json"] = json.dumps(manifest, indent=1) + "\n"
+    return files
+
+
+def _array(values: object, dtype: type[np.floating], /) -> Array:
+    def parse(item: object) -> object:
+        return [parse(x) for x in item] if isinstance(item, list) else float.fromhex(str(item))
+
+    return np.array(parse(values), dtype=dtype)
+
+
+def rebuild_from_case(case: RebuildCase, /) -> tuple[LayerState, LayerState]:
+    """Rebuild a ``rebuild.json`` case by replay; returns (rebuilt, expected).
+
+    Raises:
+        KeyError: the case has no ``ring`` (it is not a ``rebuild.json`` case).
+
+    RB-REPLAY-1.
+    """
+    pipeline = Pipeline(case["pipeline"])
+    dims, dtype = case["dims"], pipeline.dtype
+    layer = GdnLayer(
+        num_key_heads=dims["num_key_heads"],
+        key_head_dim=dims["key_head_dim"],
+        num_value_heads=dims["num_value_heads"],
+        value_head_dim=dims["value_head_dim"],
+        conv_kernel=dims["conv_kernel"],
+        conv_weight=_array(case["conv_weight"], dtype),
+        # g and beta are in the rows, and the output is not rebuilt.
+        a_log=np.zeros(dims["num_value_heads"]),
+        dt_bias=np.zeros(dims["num_value_heads"]),
+        norm_weight=np.ones(dims["value_head_dim"]),
+    )
+
+    def state(found: StateJson) -> LayerState:
+        return LayerState(conv=_array(found["conv"], dtype), h=_array(found["h"], dtype))
+
+    ring = [
+        MinimalRow(_array(r["qkv"], dtype), _array(r["g"], dtype), _array(r["beta"], dtype))
+        for r in case["ring"]
+    ]
+    rebuilt = replay_rows(layer, state(case["checkpoint"]), ring, case["accepted"])
+    return rebuilt, state(case["expected"])
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Write the replay vectors into ``DIR`` (default ``vectors/replay`` under the cwd)."""
+    arguments = sys.argv[1:] if argv is None else argv
+    target = Path(arguments[0] if arguments else "vectors/replay")
+    target.mkdir(parents=True, exist_ok=True)
+    for name, text in generate_replay_vectors().items():
+        (target / name).write_text(text, encoding="ascii", newline="\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

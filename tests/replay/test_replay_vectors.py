@@ -1,0 +1,127 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
+"""The committed replay vectors: a fresh generation, pinned, valid, and rebuilt by replay."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Final
+
+import jsonschema
+import numpy as np
+import pytest
+
+from spec.replay.layer import Array, GdnLayer, LayerState, Pipeline, delta_rule_step
+from spec.replay.vectors import (
+    POST_CONV_FILE,
+    REBUILD_FILE,
+    ROW_BYTES_FILE,
+    RebuildCase,
+    generate_replay_vectors,
+    rebuild_from_case,
+)
+from tests import traceability
+
+REPLAY_VECTORS: Final = Path(__file__).resolve().parents[2] / "vectors" / "replay"
+CASE_FILES: Final = (REBUILD_FILE, POST_CONV_FILE, ROW_BYTES_FILE)
+
+
+def _json(name: str, /) -> dict[str, object]:
+    loaded: dict[str, object] = json.loads((REPLAY_VECTORS / name).read_text(encoding="ascii"))
+    return loaded
+
+
+def _cases(name: str, /) -> list[RebuildCase]:
+    cases: list[RebuildCase] = _json(name)["cases"]  # type: ignore[assignment]
+    return cases
+
+
+def test_the_committed_files_are_a_fresh_generation_byte_for_byte() -> None:
+    fresh = generate_replay_vectors()
+    committed = sorted(path.name for path in REPLAY_VECTORS.iterdir())
+    assert committed == sorted(fresh), "run: python -m spec.replay.vectors"
+    for name, text in fresh.items():
+        assert (REPLAY_VECTORS / name).read_bytes() == text.encode("ascii"), (
+            f"vectors/replay/{name} is stale: run python -m spec.replay.vectors"
+        )
+
+
+def test_the_manifest_pins_every_case_file_by_its_sha256() -> None:
+    manifest = _json("manifest.json")
+    files = manifest["files"]
+    assert isinstance(files, list)
+    assert [entry["path"] for entry in files] == list(CASE_FILES)
+    for entry in files:
+        data = (REPLAY_VECTORS / entry["path"]).read_bytes()
+        assert hashlib.sha256(data).hexdigest() == entry["sha256"]
+        assert len(_cases(entry["path"])) == entry["cases"]
+
+
+@pytest.mark.parametrize("name", [*CASE_FILES, "manifest.json"])
+def test_every_file_follows_the_schema(name: str) -> None:
+    jsonschema.validate(_json(name), _json("schema.json"))
+
+
+def test_a_float_that_is_not_hex_is_refused_by_the_schema() -> None:
+    case_file = _json(REBUILD_FILE)
+    cases = case_file["cases"]
+    assert isinstance(cases, list)
+    cases[0]["accepted"] = 1
+    cases[0]["ring"][0]["g"] = ["0.5"]
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(case_file, _json("schema.json"))
+
+
+@pytest.mark.parametrize("case", _cases(REBUILD_FILE), ids=lambda case: case["id"])
+def test_every_rebuild_case_is_reached_by_replaying_its_ring(case: RebuildCase) -> None:
+    rebuilt, expected = rebuild_from_case(case)
+    assert rebuilt.equals(expected)
+    assert 1 <= case["accepted"] <= len(case["ring"]) == case["dims"]["window"] - 1
+
+
+def _array(values: object, dtype: type[np.floating], /) -> Array:
+    def parse(item: object) -> object:
+        return [parse(x) for x in item] if isinstance(item, list) else float.fromhex(str(item))
+
+    return np.array(parse(values), dtype=dtype)
+
+
+@pytest.mark.parametrize("case", _cases(POST_CONV_FILE), ids=lambda case: case["id"])
+def test_every_post_conv_case_is_reached_from_its_rows_and_conv_window(case: RebuildCase) -> None:
+    dtype, dims, accepted = Pipeline(case["pipeline"]).dtype, case["dims"], case["accepted"]
+    layer = GdnLayer(
+        num_key_heads=dims["num_key_heads"],
+        key_head_dim=dims["key_head_dim"],
+        num_value_heads=dims["num_value_heads"],
+        value_head_dim=dims["value_head_dim"],
+        conv_kernel=dims["conv_kernel"],
+        conv_weight=_array(case["conv_weight"], dtype),
+        a_log=np.zeros(dims["num_value_heads"]),
+        dt_bias=np.zeros(dims["num_value_heads"]),
+        norm_weight=np.ones(dims["value_head_dim"]),
+    )
+    h = _array(case["checkpoint"]["h"], dtype)
+    for row in case["post_conv_ring"][:accepted]:
+        k_and_v, g, beta = (_array(row[key], dtype) for key in ("k_and_v", "g", "beta"))
+        h = delta_rule_step(layer, h, k_and_v, g, beta)
+    columns = np.concatenate(
+        [_array(case["checkpoint"]["conv"], dtype), _array(case["conv_window"], dtype)], axis=1
+    )
+    conv = columns[:, accepted : accepted + dims["conv_kernel"] - 1]
+    expected = case["expected"]
+    assert LayerState(conv=conv, h=h).equals(
+        LayerState(conv=_array(expected["conv"], dtype), h=_array(expected["h"], dtype))
+    )
+
+
+def test_the_row_byte_cases_include_qwen3_next() -> None:
+    sizes = [case["expected"]["sizes"] for case in _cases(ROW_BYTES_FILE)]  # type: ignore[typeddict-item]
+    assert {"seed_row_bytes": 24832, "minimal_replay_row_bytes": 16640}.items() <= sizes[-1].items()
+
+
+def test_every_replay_clause_has_replay_vectors_and_only_replay_clauses_do() -> None:
+    replay_clauses = [c for c in traceability.spec_clauses() if c.startswith("RB-REPLAY-")]
+    found = traceability.replay_vector_clauses()
+    assert replay_clauses
+    assert sorted(found) == sorted(replay_clauses)
