@@ -159,6 +159,19 @@ _REVIEW: Final = ["--num-drafts", "3", "--mtp-slots", "1"]
 _SAMPLE: Final = ["--config", str(QWEN3_NEXT)]
 
 
+def test_size_reports_the_minimal_replay_row_as_a_review_note() -> None:
+    finished = _size(*_SAMPLE, *_REVIEW, "--json", "-")
+    assert finished.returncode == 0, finished.stderr
+    replay = json.loads(finished.stdout)["replay"]
+    # q, k and v before the conv (2 x 2048 + 4096 BF16) and g, beta (32 x 2 FP32): no z.
+    assert replay["minimal_replay_row_bytes"] == 8_192 * 2 + 32 * 8 == 16_640
+    assert replay["row_bytes"] == 24_832
+    # 2 slots x (4 - 1) rows x 36 layers x 16640 B.
+    assert replay["minimal_pool_ring_bytes"] == 3_594_240
+    text = _size(*_SAMPLE, *_REVIEW).stdout
+    assert "review note: minimal row 16,640 B (16.2 KiB) per token per layer without z" in text
+
+
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Final
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-__all__ = ["CLAUSES", "UnknownClauseError", "family", "select_clauses"]
+__all__ = ["CLAUSES", "DRAFT_CLAUSES", "UnknownClauseError", "family", "select_clauses"]
 
 #: Every clause of SPEC.md, in document order.
 CLAUSES: Final = (
@@ -47,6 +47,11 @@ CLAUSES: Final = (
     "RB-REPLAY-4",
     "RB-REPLAY-5",
 )
+
+
+#: The draft, informative clauses: checked by the replay model in the
+#: repository (tests/replay), not by the shipped suite or the protocol vectors.
+DRAFT_CLAUSES: Final = frozenset(clause for clause in CLAUSES if clause.startswith("RB-REPLAY-"))
 
 
 class UnknownClauseError(ValueError):

@@ -363,6 +363,16 @@ def _sections(
     ]
     if f.batch is not None and f.batch_ring_bytes is not None:
         replay.append((f"batch of {f.batch} requests", f"{_human(f.batch_ring_bytes)} ring"))
+    replay.append(
+        (
+            "review note: minimal row",
+            (
+                f"{_human(f.minimal_replay_row_bytes)} per token per layer without z"
+                f" ({d.conv_dim:,} BF16 + {d.num_value_heads} x 2 FP32), pool ring"
+                f" {_human(f.minimal_pool_ring_bytes)} (docs/replay.md)"
+            ),
+        )
+    )
     layers = f"{s.slots} slots x {f.num_gdn_layers} layers"
     snapshot = [
         (

@@ -22,6 +22,7 @@ import enum
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Final, TypedDict
 
+from spec.replay.rows import minimal_replay_ring_bytes, minimal_replay_row_bytes
 from spec.rollback import (
     SsmReplayBytesOverflowError,
     UsizeRangeError,
@@ -366,6 +367,10 @@ class ReplayFigures(TypedDict):
     shortfall_bytes: int
     batch: int | None
     batch_ring_bytes: int | None
+    #: Review note (docs/replay.md): the row with z left out, which is all a rebuild reads.
+    minimal_replay_row_bytes: int
+    #: The pool's ring of minimal rows.
+    minimal_pool_ring_bytes: int
 
 
 @dataclass(frozen=True)
@@ -383,6 +388,8 @@ class ReplaySizing:
     pool_ring_bytes: int
     preflight_covers_pool: bool
     shortfall_bytes: int
+    minimal_replay_row_bytes: int
+    minimal_pool_ring_bytes: int
     batch: int | None = None
     batch_ring_bytes: int | None = None
 
@@ -402,6 +409,8 @@ class ReplaySizing:
             shortfall_bytes=self.shortfall_bytes,
             batch=self.batch,
             batch_ring_bytes=self.batch_ring_bytes,
+            minimal_replay_row_bytes=self.minimal_replay_row_bytes,
+            minimal_pool_ring_bytes=self.minimal_pool_ring_bytes,
         )
 
 
@@ -436,6 +445,13 @@ def size_replay(  # noqa: PLR0913 - each is a separate dimension of the review
         pool = ssm_replay_ring_bytes(layers, row, pool_k, pool_slots)
         figure = "batch"
         batch_ring = None if batch is None else ssm_replay_ring_bytes(layers, row, pool_k, batch)
+        figure = "row"
+        conv = dimensions.conv_dim
+        minimal_row = minimal_replay_row_bytes(conv, dimensions.num_value_heads)
+        figure = "pool"
+        minimal_ring = minimal_replay_ring_bytes(
+            layers, conv, dimensions.num_value_heads, pool_k, pool_slots
+        )
     except (SsmReplayBytesOverflowError, UsizeRangeError):
         raise SizingOverflowError(figure) from None
     return ReplaySizing(
@@ -452,6 +468,8 @@ def size_replay(  # noqa: PLR0913 - each is a separate dimension of the review
         shortfall_bytes=max(pool - preflight, 0),
         batch=batch,
         batch_ring_bytes=batch_ring,
+        minimal_replay_row_bytes=minimal_row,
+        minimal_pool_ring_bytes=minimal_ring,
     )
 
 
