@@ -19,37 +19,37 @@ from tests.child import ROOT, run_module
 #: (function, line removed, line added) -> why no test can tell it apart.
 EQUIVALENT: Final = {
     (
-        "spec.protocol.x_encode_value",
+        "spec.harness.protocol.x_encode_value",
         "shown = json.dumps(value, ensure_ascii=False)",
         "shown = json.dumps(value, ensure_ascii=None)",
     ): "json treats any false value as False",
     (
-        "spec.adapter.x_serve",
+        "spec.harness.adapter.x__reply_line",
         'line = raw.decode("utf-8")',
         'line = raw.decode("UTF-8")',
     ): "codec names are case-insensitive",
     (
-        "spec.adapter.x_serve",
-        'replies.write(protocol.encode(reply).encode("utf-8") + b"\\n")',
-        'replies.write(protocol.encode(reply).encode("UTF-8") + b"\\n")',
+        "spec.harness.adapter.x__reply_line",
+        'return protocol.encode(reply).encode("utf-8") + b"\\n"',
+        'return protocol.encode(reply).encode("UTF-8") + b"\\n"',
     ): "codec names are case-insensitive",
     (
-        "spec.oracle.x__calls",
+        "spec.harness.oracle.x__calls",
         'raise ValueError(f"not an event: {event!r}")',
         "raise ValueError(None)",
     ): "unreachable: decode_request has already refused every other event",
     (
-        "spec.adapter.x__call",
+        "spec.harness.adapter.x__call",
         'raise ValueError(f"not an event: {event!r}")',
         "raise ValueError(None)",
     ): "unreachable: decode_request has already refused every other event",
     (
-        "spec.adapter.x__race",
+        "spec.harness.adapter.x__race",
         "barrier = threading.Barrier(max(len(events), 1), timeout=_BARRIER_SECONDS)",
         "barrier = threading.Barrier(max(len(events), 1), timeout=None)",
     ): "the timeout only fires when a barrier cannot fill, which a correct race never does",
     (
-        "spec.adapter.x__race",
+        "spec.harness.adapter.x__race",
         "barrier = threading.Barrier(max(len(events), 1), timeout=_BARRIER_SECONDS)",
         "barrier = threading.Barrier(max(len(events), 1), )",
     ): "the same timeout, dropped: it only fires when a barrier cannot fill",

@@ -1,0 +1,202 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
+"""Python implementations by name (--impl-module), the adapter's command line, clause selection."""
+
+from __future__ import annotations
+
+import io
+import types
+from typing import Final
+
+import pytest
+
+from spec import rollback
+from spec.harness.adapter import main
+from spec.harness.clauses import (
+    CLAUSES,
+    DRAFT_CLAUSES,
+    UnknownClauseError,
+    family,
+    select_clauses,
+)
+from spec.harness.driver import InProcessDriver
+from spec.harness.python_impl import (
+    REQUIRED_NAMES,
+    ImplementationModuleError,
+    fresh_module,
+    load_python_implementation,
+)
+from tests.selftest.wrong import WrongImplementation
+
+MODULE: Final = "tests.test_python_impl"
+
+
+class CountedImplementation(WrongImplementation):
+    """The reference, counting how many instances the harness makes."""
+
+    made = 0
+
+    def __init__(self) -> None:
+        super().__init__()
+        type(self).made += 1
+
+
+class _WithoutCell:
+    """The public names of spec.rollback, and no cell type."""
+
+    def __getattr__(self, name: str) -> object:
+        if name == "FirstWriteWins":
+            raise AttributeError(name)
+        return getattr(rollback, name)
+
+
+#: An object (not a class, not a module) holding an implementation.
+AN_OBJECT: Final = _WithoutCell()
+
+
+def _refusal(import_path: str) -> str:
+    with pytest.raises(ImplementationModuleError) as raised:
+        load_python_implementation(import_path)
+    return str(raised.value)
+
+
+@pytest.mark.parametrize("path", ["", ":x", "a:", "a:b:c"])
+def test_a_malformed_import_path_is_named(path: str) -> None:
+    assert _refusal(path) == f"{path!r} is not MODULE or MODULE:ATTR"
+
+
+def test_a_module_that_cannot_be_imported_is_named_with_the_reason() -> None:
+    assert _refusal("no_such_module_at_all") == (
+        "cannot import no_such_module_at_all: "
+        "ModuleNotFoundError: No module named 'no_such_module_at_all'"
+    )
+
+
+def test_a_missing_attribute_is_named() -> None:
+    assert _refusal(f"{MODULE}:Nothing") == f"module {MODULE} has no attribute 'Nothing'"
+
+
+def test_missing_public_names_are_listed() -> None:
+    assert _refusal("types") == (
+        f"types lacks {', '.join(REQUIRED_NAMES)} (the public names of spec.rollback)"
+    )
+    partial = f"{MODULE}:Partial"
+    assert _refusal(partial) == (
+        f"{partial} lacks ssm_rollback_mode (the public names of spec.rollback)"
+    )
+
+
+class Partial(WrongImplementation):
+    """Everything but the read of the published mode."""
+
+    def __getattribute__(self, name: str) -> object:
+        if name == "ssm_rollback_mode":
+            raise AttributeError(name)
+        return super().__getattribute__(name)
+
+
+def test_a_module_is_fresh_when_executed_anew() -> None:
+    loaded = load_python_implementation("spec.rollback")
+    assert loaded.api is rollback
+    assert loaded.import_path == "spec.rollback"
+    assert loaded.new_cell is rollback.FirstWriteWins  # type: ignore[attr-defined]
+    first, second = loaded.fresh(), loaded.fresh()
+    assert first is not second
+    assert first is not rollback
+    replay = first.SsmRollbackMode.REPLAY
+    assert first.set_ssm_rollback_mode(replay) is replay
+    assert second.ssm_rollback_mode() is second.SsmRollbackMode.SNAPSHOT
+
+
+def test_a_class_is_fresh_when_instantiated() -> None:
+    loaded = load_python_implementation(f"{MODULE}:CountedImplementation")
+    made = CountedImplementation.made
+    fresh = loaded.fresh()
+    assert isinstance(fresh, CountedImplementation)
+    assert CountedImplementation.made == made + 1
+    assert fresh is not loaded.api
+
+
+def test_an_object_is_fresh_when_looked_up_in_a_fresh_copy_of_its_module() -> None:
+    loaded = load_python_implementation(f"{MODULE}:AN_OBJECT")
+    original: object = loaded.api
+    assert original is AN_OBJECT
+    assert loaded.new_cell is None
+    fresh: object = loaded.fresh()
+    assert fresh is not AN_OBJECT
+    assert type(fresh).__name__ == "_WithoutCell"
+
+
+def test_fresh_module_refuses_a_module_that_is_not_there() -> None:
+    with pytest.raises(ImplementationModuleError) as raised:
+        fresh_module("no_such_module_at_all")
+    assert str(raised.value) == "cannot find module 'no_such_module_at_all'"
+    assert isinstance(fresh_module("json"), types.ModuleType)
+
+
+def test_only_trace_and_race_get_a_fresh_implementation() -> None:
+    driver = InProcessDriver.load(f"{MODULE}:CountedImplementation")
+    made = CountedImplementation.made
+    assert driver.request({"op": "parse", "text": "replay"}) == {"ok": "replay"}
+    assert driver.request({"op": "verify_entry", "mode": "snapshot"}) == {"ok": None}
+    assert CountedImplementation.made == made
+    assert driver.request({"op": "trace", "events": [{"op": "get"}]}) == {"ok": ["snapshot"]}
+    assert driver.request({"op": "race", "events": [{"op": "get"}]}) == {"ok": ["snapshot"]}
+    assert CountedImplementation.made == made + 2
+
+
+def _serve_from(monkeypatch: pytest.MonkeyPatch, *arguments: str) -> tuple[int, bytes]:
+    replies = io.BytesIO()
+    stdin = io.TextIOWrapper(io.BytesIO(b'{"op": "parse", "text": "replay"}\n'))
+    stdout = io.TextIOWrapper(replies)
+    monkeypatch.setattr("sys.stdin", stdin)
+    monkeypatch.setattr("sys.stdout", stdout)
+    status = main(list(arguments))
+    return status, replies.getvalue()
+
+
+def test_the_adapter_refuses_a_module_it_cannot_serve_in_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _serve_from(monkeypatch, "--impl-module", "types") == (2, b"")
+    assert capsys.readouterr().err == (
+        "python -m spec.harness.adapter: error: --impl-module: "
+        f"types lacks {', '.join(REQUIRED_NAMES)} (the public names of spec.rollback)\n"
+    )
+
+
+def test_the_adapter_serves_the_module_it_is_given(monkeypatch: pytest.MonkeyPatch) -> None:
+    served = _serve_from(monkeypatch, "--impl-module", f"{MODULE}:CountedImplementation")
+    assert served == (0, b'{"ok":"replay"}\n')
+
+
+def test_the_adapter_says_what_it_takes(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        main(["--help"])
+    assert stopped.value.code == 0
+    assert " ".join(capsys.readouterr().out.split()) == (
+        "usage: python -m spec.harness.adapter [-h] [--impl-module MODULE[:ATTR]] "
+        "Serve a Python implementation over the adapter protocol (docs/protocol.md). "
+        "options: -h, --help show this help message and exit "
+        "--impl-module MODULE[:ATTR] the implementation to serve (default spec.rollback)"
+    )
+
+
+# --- clause selection --------------------------------------------------------
+
+
+def test_a_family_selects_every_clause_of_it() -> None:
+    assert family("RB-SIZE-3") == "RB-SIZE"
+    assert select_clauses(["RB-SIZE"]) == {"RB-SIZE-1", "RB-SIZE-2", "RB-SIZE-3"}
+    assert select_clauses(["RB-SIZE-3", "RB-PY"]) == {"RB-SIZE-3", "RB-PY-1", "RB-PY-2", "RB-PY-3"}
+    assert select_clauses([]) == frozenset()
+    assert {c for c in CLAUSES if c.startswith("RB-REPLAY-")} == DRAFT_CLAUSES
+
+
+@pytest.mark.parametrize("given", ["RB-SIZE-", "RB-SIZE-9", "rb-size-3", "SIZE", "RB"])
+def test_anything_else_is_an_unknown_clause(given: str) -> None:
+    with pytest.raises(UnknownClauseError) as raised:
+        select_clauses([given])
+    assert str(raised.value) == (
+        f"unknown clause {given!r}: give an ID such as RB-SIZE-3 or a family "
+        "(RB-MODE, RB-PARSE, RB-PUB, RB-CELL, RB-SIZE, RB-VERIFY, RB-PY, RB-PROTO, RB-REPLAY)"
+    )
