@@ -18,6 +18,7 @@ from spec.harness.adapter import main, respond, serve
 from spec.harness.driver import InProcessDriver
 from spec.harness.oracle import allowed_replies
 from spec.harness.protocol import ErrorKind, MalformedReplyError, ProtocolError, decode_reply
+from spec.harness.python_impl import fresh_module
 from tests.properties.strategies import mode_texts, usizes
 
 if TYPE_CHECKING:
@@ -322,3 +323,26 @@ def test_main_exits_1_when_the_reader_goes_away(monkeypatch: pytest.MonkeyPatch)
 def test_the_model_refuses_a_call_it_does_not_know() -> None:
     with pytest.raises(ValueError, match="not a call on the published mode"):
         model.trace_outcomes([("put", None)])  # type: ignore[list-item]
+
+
+# --- the protocol page's decisions -------------------------------------------
+
+
+@pytest.mark.parametrize("number", ["-0", "1e2", "1.0", "NaN", "Infinity"])
+def test_only_plain_digits_are_an_integer(number: str) -> None:
+    reply = respond(rollback, f'{{"op":"row_bytes","qkvz_elems":{number},"nv":0}}')
+    assert reply["error"]["kind"] == "bad-request"  # type: ignore[index]
+
+
+def test_a_bad_event_refuses_the_whole_request_and_publishes_nothing() -> None:
+    api = fresh_module("spec.rollback")
+    for bad in ({"op": "reset"}, {"op": "set", "mode": "Replay"}):
+        line = json.dumps({"op": "trace", "events": [{"op": "set", "mode": "replay"}, bad]})
+        assert respond(api, line)["error"]["kind"] == "bad-request"  # type: ignore[index]
+    assert api.ssm_rollback_mode().value == "snapshot"
+
+
+def test_replies_may_escape_non_ascii_or_not() -> None:
+    assert protocol.decode_reply('{"ok":"r\\u00e9play"}') == protocol.decode_reply(
+        '{"ok":"réplay"}'
+    )

@@ -18,12 +18,9 @@ from typing import TYPE_CHECKING, Any, Final
 import jsonschema
 import pytest
 
-from spec import rollback
 from spec.harness import protocol
-from spec.harness.adapter import respond
 from spec.harness.driver import is_stateful
 from spec.harness.oracle import allowed_replies
-from spec.harness.python_impl import fresh_module
 from spec.tools import corpus
 from spec.tools.report import CONFORMS
 from spec.tools.shipped import corpus_directory
@@ -299,26 +296,3 @@ def test_an_adapter_that_never_flushes_fails_its_first_case_and_the_rest_do_not_
     assert {c["outcome"] for c in cases if c["id"] in fresh} == {"passed"}
     assert {c["outcome"] for c in stateless} == {"not-run"}
     assert {c["detail"] for c in stateless} == {f"not run (the adapter hung at case {first['id']})"}
-
-
-# --- the protocol page's decisions -------------------------------------------
-
-
-@pytest.mark.parametrize("number", ["-0", "1e2", "1.0", "NaN", "Infinity"])
-def test_only_plain_digits_are_an_integer(number: str) -> None:
-    reply = respond(rollback, f'{{"op":"row_bytes","qkvz_elems":{number},"nv":0}}')
-    assert reply["error"]["kind"] == "bad-request"  # type: ignore[index]
-
-
-def test_a_bad_event_refuses_the_whole_request_and_publishes_nothing() -> None:
-    api = fresh_module("spec.rollback")
-    for bad in ({"op": "reset"}, {"op": "set", "mode": "Replay"}):
-        line = json.dumps({"op": "trace", "events": [{"op": "set", "mode": "replay"}, bad]})
-        assert respond(api, line)["error"]["kind"] == "bad-request"  # type: ignore[index]
-    assert api.ssm_rollback_mode().value == "snapshot"
-
-
-def test_replies_may_escape_non_ascii_or_not() -> None:
-    assert protocol.decode_reply('{"ok":"r\\u00e9play"}') == protocol.decode_reply(
-        '{"ok":"réplay"}'
-    )

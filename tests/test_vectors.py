@@ -160,6 +160,23 @@ def test_the_rust_adapter_passes_every_case(tmp_path: Path, rust_adapter: str) -
     assert report["counts"]["failed"] == 0
 
 
+def test_a_failing_case_names_only_the_clause_it_tells_apart(tmp_path: Path) -> None:
+    report = tmp_path / "report.json"
+    adapter = (
+        f"{sys.executable} -m spec.harness.adapter --impl-module {import_path('LastWriteWins')}"
+    )
+    finished = _run("--impl-cmd", adapter, "--json", str(report))
+    assert finished.returncode == 1
+    failed = {
+        c
+        for c, o in json.loads(report.read_text(encoding="utf-8"))["clauses"].items()
+        if o == "failed"
+    }
+    # Later writes win: the first-write rule, the pinning read and the race
+    # break; the process model (RB-PUB-3, RB-PROTO-5) does not.
+    assert failed == {"RB-PUB-1", "RB-PUB-2", "RB-PUB-4"}
+
+
 @pytest.mark.parametrize(
     "name",
     sorted(

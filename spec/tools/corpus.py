@@ -133,6 +133,11 @@ def _parse_cases() -> Iterator[Case]:
         "nul": "replay\x00",
         "hyphen": "snap-shot",
         "other-mode-name": "recompute",
+        "math-bold": "".join(chr(ord(c) - ord("a") + 0x1D41A) for c in "replay"),
+        "escape-control": "snap\x1bshot\x7f",
+        "non-bmp": "replay\U0001f600",
+        "line-separator": "snapshot\u2028",
+        "long-4096": "replay " + "'\\" * 2_048 + "\u00e9",
     }
     for name, text in texts.items():
         if text in model.MODE_NAMES:
@@ -216,17 +221,17 @@ def _trace_cases() -> Iterator[Case]:
         "read-only": (["RB-PUB-2"], [_GET]),
         "read-before-write": (["RB-PUB-2"], [_GET, _set("replay"), _GET]),
         "reads-before-writes": (["RB-PUB-2"], [_GET, _GET, _set("replay"), _set("snapshot")]),
-        "write-replay-then-read": (["RB-PUB-1"], [_set("replay"), _GET]),
+        # Fails only where a process does not start unwritten, or where the
+        # harness reused a process; a last-write-wins bug passes it.
+        "write-replay-then-read": (["RB-PUB-3", "RB-PROTO-5"], [_set("replay"), _GET]),
         "write-snapshot-then-replay": (["RB-PUB-1"], [_set("snapshot"), _set("replay"), _GET]),
         "read-between-writes": (["RB-PUB-1"], [_set("replay"), _GET, _set("snapshot"), _GET]),
         "read-after-writes": (["RB-PUB-1"], [_set("replay"), _set("replay"), _GET]),
-        "replay-boots": (["RB-PUB-1", "RB-VERIFY-2"], [_set("replay")]),
+        "replay-boots": (["RB-VERIFY-2"], [_set("replay")]),
         "alternating": (["RB-PUB-1"], [_set("replay"), _set("snapshot")] * 4 + [_GET]),
     }
     for name, (clauses, events) in traces.items():
-        yield _case(
-            f"trace-{name}", [*clauses, "RB-PUB-3", "RB-PROTO-5"], {"op": "trace", "events": events}
-        )
+        yield _case(f"trace-{name}", clauses, {"op": "trace", "events": events})
 
 
 def _race_cases() -> Iterator[Case]:
@@ -239,7 +244,7 @@ def _race_cases() -> Iterator[Case]:
         "mixed-sixteen": [_set("replay"), _set("replay"), _GET, _set("snapshot")] * 4,
     }
     for name, events in races.items():
-        yield _case(f"race-{name}", ["RB-PUB-4", "RB-PROTO-5"], {"op": "race", "events": events})
+        yield _case(f"race-{name}", ["RB-PUB-4"], {"op": "race", "events": events})
 
 
 def _verify_cases() -> Iterator[Case]:

@@ -76,10 +76,25 @@ _LOOKALIKES: Final = {
     "y": "\u0443\u00fd\uff59",
 }
 _QUOTING: Final = ("'", '"', "\\", "\\'", "\\n", "`", "{", "}", "{other}", "%s")
+# Characters an escaping or echoing error text would mangle.
+_CONTROL: Final = ("\x00", "\x01", "\x1b", "\x7f", "\x85", "\u2028", "\U0001f600", "\U0010fffd")
+
+
+def _compatibility_form(name: str, block: int, /) -> str:
+    # Fullwidth (U+FF41...) or mathematical bold (U+1D41A..., beyond the BMP)
+    # letters: NFKC folds either to plain ASCII.
+    return "".join(chr(ord(c) - ord("a") + block) for c in name)
+
+
+#: The first lower-case letter of the compatibility blocks NFKC folds to ASCII.
+COMPATIBILITY_BLOCKS: Final = (0xFF41, 0x1D41A, 0x1D5EE)
+
+#: A text as long as a command line carries (thousands of characters).
+LONG_TEXT_LENGTHS: Final = st.integers(1_000, 8_000)
 
 
 @st.composite
-def near_miss_texts(draw: st.DrawFn) -> str:  # noqa: PLR0911 - one return per kind of miss
+def near_miss_texts(draw: st.DrawFn) -> str:  # noqa: C901, PLR0911 - one return per kind of miss
     """Texts one careless step away from a mode name."""
     name = draw(st.sampled_from(MODE_NAMES))
     kind = draw(
@@ -93,6 +108,9 @@ def near_miss_texts(draw: st.DrawFn) -> str:  # noqa: PLR0911 - one return per k
                 "quoting",
                 "repeat",
                 "combining",
+                "compatibility",
+                "control",
+                "long",
             )
         )
     )
@@ -123,6 +141,14 @@ def near_miss_texts(draw: st.DrawFn) -> str:  # noqa: PLR0911 - one return per k
         return name[:cut] + quote + name[cut:]
     if kind == "repeat":
         return name + draw(st.sampled_from(("", ",", "=", "|"))) + draw(st.sampled_from(MODE_NAMES))
+    if kind == "compatibility":
+        return _compatibility_form(name, draw(st.sampled_from(COMPATIBILITY_BLOCKS)))
+    if kind == "control":
+        cut = draw(st.integers(0, len(name)))
+        return name[:cut] + draw(st.sampled_from(_CONTROL)) + name[cut:]
+    if kind == "long":
+        padding = draw(st.sampled_from((" ", "'", "\\", "x", "\u00e9", "\U0001f600")))
+        return name + padding * draw(LONG_TEXT_LENGTHS)
     return name + draw(st.sampled_from(("\u0301", "\u0308", "\u200d", "\ufe0f")))
 
 

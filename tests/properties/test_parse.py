@@ -36,6 +36,9 @@ def test_each_mode_name_parses_to_itself(impl: Implementation, name: str) -> Non
 @example(text='"snapshot"')
 @example(text="back\\slash")
 @example(text="r\u0435play")
+@example(text="\uff52\uff45\uff50\uff4c\uff41\uff59")
+@example(text="snap\x1bshot\U0001f600")
+@example(text="replay " + "'\\" * 2_048)
 def test_parse_returns_the_named_mode_or_the_exact_error(impl: Implementation, text: str) -> None:
     exchange(impl, {"op": "parse", "text": text})
 

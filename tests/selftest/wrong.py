@@ -14,6 +14,7 @@ from __future__ import annotations
 import enum
 import threading
 import time
+import unicodedata
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Final, Generic, TypeVar
 
@@ -79,6 +80,13 @@ class _RacyCell(Generic[_T]):
         return self._value
 
 
+class _GetStoresCell(FirstWriteWins[_T]):
+    """A look that stores: get() on an empty cell writes None."""
+
+    def get(self) -> _T | None:
+        return self.set(None)  # type: ignore[arg-type]
+
+
 class _ThreadLocalCell(Generic[_T]):
     def __init__(self) -> None:
         self._local = threading.local()
@@ -106,6 +114,7 @@ class Family(enum.Enum):
     """The property module that must reject a wrong implementation."""
 
     PARSE = "test_parse.py"
+    CELL = "test_cell.py"
     PUBLISHED_MODE = "test_published_mode.py"
     SIZES = "test_sizes.py"
     VERIFY = "test_verify.py"
@@ -180,6 +189,10 @@ class LastWriteWins(WrongImplementation):
     FirstWriteWins = _LastWriteWinsCell
 
 
+class GetStoresNone(WrongImplementation):
+    FirstWriteWins = _GetStoresCell
+
+
 class ReadDoesNotPin(WrongImplementation):
     FirstWriteWins = _NonPinningCell
 
@@ -226,6 +239,31 @@ def _parse_with_message(text: str, message: str, /) -> rollback.SsmRollbackMode:
 class ReprQuotedError(WrongImplementation):
     def parse_ssm_rollback_mode(self, text: str, /) -> rollback.SsmRollbackMode:
         message = f"unknown ssm-rollback-mode {text!r} (valid: snapshot, replay)"
+        return _parse_with_message(text, message)
+
+
+class NormalisingParse(WrongImplementation):
+    """Folds compatibility forms first: fullwidth or bold letters parse as ASCII."""
+
+    def parse_ssm_rollback_mode(self, text: str, /) -> rollback.SsmRollbackMode:
+        return rollback.parse_ssm_rollback_mode(unicodedata.normalize("NFKC", text))
+
+
+class EscapingErrorText(WrongImplementation):
+    """Escapes backslashes, control and non-ASCII characters in the error text."""
+
+    def parse_ssm_rollback_mode(self, text: str, /) -> rollback.SsmRollbackMode:
+        shown = text.encode("unicode_escape").decode("ascii")
+        message = f"unknown ssm-rollback-mode '{shown}' (valid: snapshot, replay)"
+        return _parse_with_message(text, message)
+
+
+class TruncatingErrorText(WrongImplementation):
+    """Shortens a long text in the error, as a logger with a line limit would."""
+
+    def parse_ssm_rollback_mode(self, text: str, /) -> rollback.SsmRollbackMode:
+        shown = text if len(text) <= 256 else f"{text[:253]}..."
+        message = f"unknown ssm-rollback-mode '{shown}' (valid: snapshot, replay)"
         return _parse_with_message(text, message)
 
 
@@ -398,6 +436,10 @@ WRONG: Final[dict[str, Expectation]] = {
     "PrefixParse": Expectation(Family.PARSE),
     "ReprQuotedError": Expectation(Family.PARSE),
     "ErrorListsModesBackwards": Expectation(Family.PARSE),
+    "NormalisingParse": Expectation(Family.PARSE),
+    "EscapingErrorText": Expectation(Family.PARSE),
+    "TruncatingErrorText": Expectation(Family.PARSE),
+    "GetStoresNone": Expectation(Family.CELL, python_only=True),
     "KInsteadOfKMinusOne": Expectation(Family.SIZES),
     "KMinusOneUnsaturated": Expectation(Family.SIZES),
     "RingWrapsAround": Expectation(Family.SIZES),
