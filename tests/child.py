@@ -46,11 +46,31 @@ def run_module(
 RUST_CRATE: Final = ROOT / "adapters" / "rust"
 
 
-def run_cargo(cargo: str, command: str, /) -> subprocess.CompletedProcess[str]:
-    """``cargo COMMAND --release --offline`` on the Rust adapter's crate."""
+#: Where the self-test's racy build goes, apart from the reference build.
+RACY_TARGET: Final = RUST_CRATE / "target" / "racy"
+
+
+def run_cargo(
+    cargo: str, command: str, /, *, racy: bool = False
+) -> subprocess.CompletedProcess[str]:
+    """``cargo COMMAND --release --offline`` on the Rust adapter's crate.
+
+    ``racy`` builds the self-test's wrong cell (``--features racy-cell``) into
+    a target directory of its own.
+    """
     manifest = str(RUST_CRATE / "Cargo.toml")
+    racy_options = ["--features", "racy-cell", "--target-dir", str(RACY_TARGET)] if racy else []
     return subprocess.run(
-        [cargo, command, "--release", "--offline", "--quiet", "--manifest-path", manifest],
+        [
+            cargo,
+            command,
+            "--release",
+            "--offline",
+            "--quiet",
+            "--manifest-path",
+            manifest,
+            *racy_options,
+        ],
         capture_output=True,
         text=True,
         timeout=900,

@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from tests.child import RUST_CRATE, run_cargo
+from tests.child import RACY_TARGET, RUST_CRATE, run_cargo
 
 # The plugin the installed suite runs under: profiles, the implementation
 # under test, clause markers and selection.
@@ -27,3 +27,10 @@ def rust_adapter(cargo: str) -> str:
     built = run_cargo(cargo, "build")
     assert built.returncode == 0, built.stderr
     return str(RUST_CRATE / "target" / "release" / "ssm-rollback-adapter")
+
+
+@pytest.fixture(scope="session")
+def racy_rust_adapter(cargo: str) -> str:
+    built = run_cargo(cargo, "build", racy=True)
+    assert built.returncode == 0, built.stderr
+    return str(RACY_TARGET / "release" / "ssm-rollback-adapter")

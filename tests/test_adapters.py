@@ -38,3 +38,20 @@ def test_the_rust_crate_passes_its_own_unit_tests(cargo: str) -> None:
     tested = run_cargo(cargo, "test")
     assert tested.returncode == 0, tested.stdout + tested.stderr
     assert "test result: ok. 2 passed" in tested.stdout
+
+
+def test_a_compiled_check_then_set_is_caught_by_racing_fresh_cells(racy_rust_adapter: str) -> None:
+    # The racy build passes every other property: only the race can catch it,
+    # and a narrow window loses only now and then, so this runs the race alone.
+    finished = run_module(
+        "pytest",
+        "tests/properties",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        f"--impl-cmd={racy_rust_adapter}",
+        "-k",
+        "fresh_cells",
+    )
+    assert finished.returncode == 1, finished.stdout[-3000:]
+    assert "in every round, one winner's mode for all calls" in finished.stdout

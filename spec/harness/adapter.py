@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING, BinaryIO, Final
 
 from . import protocol
 from .protocol import ErrorKind, Op
-from .python_impl import REFERENCE, ImplementationModuleError, load_python_implementation
+from .python_impl import CELL_NAME, REFERENCE, ImplementationModuleError, load_python_implementation
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Sequence
+    from collections.abc import Callable, Iterator, Sequence
 
-    from .python_impl import RollbackApi
+    from .python_impl import Cell, RollbackApi
 
 __all__ = ["main", "read_lines", "respond", "serve"]
 
@@ -47,19 +47,30 @@ def _call(api: RollbackApi, event: dict[str, object], /) -> str:
 _BARRIER_SECONDS: Final = 30.0
 
 
-def _race(api: RollbackApi, events: Sequence[dict[str, object]], /) -> list[str]:
-    # Every thread waits at the barrier, so all the calls start together; the
-    # timeout turns a barrier that can never fill into an error, not a hang.
+def _race(
+    events: Sequence[dict[str, object]],
+    /,
+    call: Callable[[int, dict[str, object]], str],
+    rounds: int = 1,
+) -> list[list[str]]:
+    """Run ``call(round, event)`` for every event on a thread of its own, ``rounds`` times.
+
+    The threads live for every round and meet at one barrier before each, so
+    all the calls of a round start together; the barrier's timeout turns a
+    round that can never fill into an error, not a hang.
+    """
     barrier = threading.Barrier(max(len(events), 1), timeout=_BARRIER_SECONDS)
-    returned: list[str | None] = [None] * len(events)
+    returned: list[list[str]] = [[""] * len(events) for _ in range(rounds)]
     failures: list[BaseException] = []
 
     def run(index: int, event: dict[str, object]) -> None:
         try:
-            barrier.wait()
-            returned[index] = _call(api, event)
+            for round_ in range(rounds):
+                barrier.wait()
+                returned[round_][index] = call(round_, event)
         except BaseException as error:  # noqa: BLE001 - re-raised on the caller's thread
             failures.append(error)
+            barrier.abort()
 
     threads = [threading.Thread(target=run, args=item) for item in enumerate(events)]
     started = []
@@ -76,11 +87,39 @@ def _race(api: RollbackApi, events: Sequence[dict[str, object]], /) -> list[str]
         thread.join()
     if start_error is not None:
         raise _RaceError(f"could not start the race's threads: {start_error}")
+    real = [
+        failure for failure in failures if not isinstance(failure, threading.BrokenBarrierError)
+    ]
+    if real:
+        raise real[0]
     if failures:
-        if isinstance(failures[0], threading.BrokenBarrierError):
-            raise _RaceError("the race's threads did not all meet at its barrier") from None
-        raise failures[0]
-    return [name for name in returned if name is not None]
+        raise _RaceError("the race's threads did not all meet at its barrier")
+    return returned
+
+
+def _race_published(api: RollbackApi, events: Sequence[dict[str, object]], /) -> list[str]:
+    [returned] = _race(events, lambda _, event: _call(api, event))
+    return returned
+
+
+def _race_cells(api: RollbackApi, request: dict[str, object], /) -> list[list[str]]:
+    # A fresh cell of the implementation's own type for every round.
+    new_cell = getattr(api, CELL_NAME, None)
+    if new_cell is None:
+        raise protocol.ProtocolError(
+            ErrorKind.UNKNOWN_OP, "race_cells is not offered: the implementation has no cell type"
+        )
+    events = request["events"]
+    assert isinstance(events, list)
+    cells: list[Cell[object]] = [new_cell() for _ in range(int(str(request["rounds"])))]
+    snapshot = api.SsmRollbackMode.SNAPSHOT
+
+    def call(round_: int, event: dict[str, object]) -> str:
+        if event["op"] == "set":
+            return _mode_name(api, cells[round_].set(api.SsmRollbackMode(event["mode"])))
+        return _mode_name(api, cells[round_].get_or_init(snapshot))
+
+    return _race(events, call, len(cells))
 
 
 def _answer(api: RollbackApi, request: dict[str, object], /) -> object:  # noqa: PLR0911 - one return per op
@@ -97,11 +136,13 @@ def _answer(api: RollbackApi, request: dict[str, object], /) -> object:  # noqa:
     if op is Op.VERIFY_ENTRY:
         api.require_verify_rollback_supported(api.SsmRollbackMode(request["mode"]))
         return None
+    if op is Op.RACE_CELLS:
+        return _race_cells(api, request)
     events = request["events"]
     assert isinstance(events, list)
     if op is Op.TRACE:
         return [_call(api, event) for event in events]
-    return _race(api, events)
+    return _race_published(api, events)
 
 
 def _ints(request: dict[str, object], /, *names: str) -> list[int]:

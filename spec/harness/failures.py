@@ -67,14 +67,16 @@ class NonConformingReply(AssertionError):  # noqa: N818 - it reads as what happe
         self,
         request: Mapping[str, object],
         reply: Mapping[str, object],
-        allowed: Sequence[Mapping[str, object]],
+        allowed: Sequence[Mapping[str, object]] | str,
         /,
     ) -> None:
+        if not isinstance(allowed, str):
+            allowed = " or ".join(encode(expected) for expected in allowed)
         super().__init__(
             "the reply is not one the model allows\n"
             f"  request: {encode(request)}\n"
-            f"  reply:   {encode(reply)}\n"
-            f"  allowed: {' or '.join(encode(expected) for expected in allowed)}"
+            f"  reply:   {encode_value(dict(reply), limit=2000)}\n"
+            f"  allowed: {allowed}"
         )
         self.request: Final = dict(request)
 

@@ -7,7 +7,7 @@ so a request means the same thing to either of them.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from spec import model
 
@@ -49,6 +49,14 @@ def _numbers(request: Mapping[str, object], /, *names: str) -> list[int]:
     return numbers
 
 
+# The describe property checks its shape (the name is the adapter's own), and
+# race_cells rounds may each have any winner: neither is a list of replies.
+_NOT_LISTED: Final = {
+    Op.DESCRIBE: "describe has no single expected reply",
+    Op.RACE_CELLS: "race_cells is judged round by round, not by a list of replies",
+}
+
+
 def allowed_replies(request: Mapping[str, object], /) -> list[dict[str, object]]:  # noqa: PLR0911 - one return per op
     """Every reply the model accepts for ``request``; an error without a message accepts any.
 
@@ -56,7 +64,8 @@ def allowed_replies(request: Mapping[str, object], /) -> list[dict[str, object]]
     refuses it with (RB-PROTO-4).
 
     Raises:
-        ValueError: ``request`` is a ``describe``, whose reply names the adapter.
+        ValueError: ``request`` is a ``describe``, whose reply names the adapter,
+            or a ``race_cells``, judged round by round.
     """
     try:
         checked = decode_request(encode(request))
@@ -64,9 +73,8 @@ def allowed_replies(request: Mapping[str, object], /) -> list[dict[str, object]]
         # Only the kind is contractual; each runtime words its own message.
         return [{"error": {"kind": error.kind.value}}]
     op = Op(checked["op"])
-    if op is Op.DESCRIBE:
-        # The name is the adapter's own; the describe property checks the shape.
-        raise ValueError("describe has no single expected reply")
+    if op in _NOT_LISTED:
+        raise ValueError(_NOT_LISTED[op])
     if op is Op.PARSE:
         parsed = model.parse(str(checked["text"]))
         if isinstance(parsed, model.Rejected):

@@ -15,9 +15,11 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
 __all__ = [
+    "MAX_CELL_EVENTS",
     "MAX_DEPTH",
     "MAX_EVENTS",
     "MAX_LINE_BYTES",
+    "MAX_ROUNDS",
     "PROTOCOL_VERSION",
     "STATEFUL_OPS",
     "ErrorKind",
@@ -49,6 +51,12 @@ MAX_DEPTH: Final = 16
 #: The most events a trace or race may hold; more is bad-request.
 MAX_EVENTS: Final = 256
 
+#: The most events (threads) of one ``race_cells`` round; more is bad-request.
+MAX_CELL_EVENTS: Final = 16
+
+#: The most rounds one ``race_cells`` request may ask for; more is bad-request.
+MAX_ROUNDS: Final = 10_000
+
 _U64_MAX: Final = 2**64 - 1
 
 
@@ -61,6 +69,8 @@ class Op(enum.Enum):
     RING_BYTES = "ring_bytes"
     TRACE = "trace"
     RACE = "race"
+    #: Opt-in: many fresh first-write-wins cells raced in one process.
+    RACE_CELLS = "race_cells"
     VERIFY_ENTRY = "verify_entry"
 
 
@@ -175,12 +185,12 @@ def _mode(container: Mapping[str, object], where: str, /) -> str:
     return value
 
 
-def _events(request: Mapping[str, object], /) -> list[dict[str, object]]:
+def _events(request: Mapping[str, object], /, limit: int = MAX_EVENTS) -> list[dict[str, object]]:
     events = _field(request, "events")
     if not isinstance(events, list):
         raise _bad(f"field 'events' must be a list, got {encode_value(events)}")
-    if len(events) > MAX_EVENTS:
-        raise _bad(f"field 'events' holds {len(events)} events, more than {MAX_EVENTS}")
+    if len(events) > limit:
+        raise _bad(f"field 'events' holds {len(events)} events, more than {limit}")
     checked: list[dict[str, object]] = []
     for index, event in enumerate(events):
         where = f"events[{index}] "
@@ -194,6 +204,13 @@ def _events(request: Mapping[str, object], /) -> list[dict[str, object]]:
         else:
             raise _bad(f'{where}field \'op\' must be "set" or "get", got {encode_value(kind)}')
     return checked
+
+
+def _rounds(request: Mapping[str, object], /) -> int:
+    rounds = _u64(request, "rounds")
+    if not 1 <= rounds <= MAX_ROUNDS:
+        raise _bad(f"field 'rounds' must be in [1, {MAX_ROUNDS}], got {rounds}")
+    return rounds
 
 
 def encode_value(value: object, /, limit: int = 80) -> str:
@@ -297,6 +314,9 @@ def decode_request(line: str, /) -> dict[str, object]:
         checked["mode"] = _mode(request, "")
     elif op in STATEFUL_OPS:
         checked["events"] = _events(request)
+    elif op is Op.RACE_CELLS:
+        checked["events"] = _events(request, limit=MAX_CELL_EVENTS)
+        checked["rounds"] = _rounds(request)
     for field in _U64_FIELDS.get(op, ()):
         checked[field] = _u64(request, field)
     return checked

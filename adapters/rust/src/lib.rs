@@ -5,13 +5,17 @@
 
 use std::fmt;
 use std::str::FromStr;
+#[cfg(not(feature = "racy-cell"))]
 use std::sync::OnceLock;
+#[cfg(feature = "racy-cell")]
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 
 /// How a partial accept rolls the recurrent state back (RB-MODE-1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
 pub enum SsmRollbackMode {
-    Snapshot,
-    Replay,
+    Snapshot = 0,
+    Replay = 1,
 }
 
 impl SsmRollbackMode {
@@ -50,16 +54,66 @@ impl FromStr for SsmRollbackMode {
     }
 }
 
-static PUBLISHED: OnceLock<SsmRollbackMode> = OnceLock::new();
+/// A first-write-wins cell of a mode: the runtime's `OnceLock` (RB-CELL-1, RB-CELL-2).
+#[cfg(not(feature = "racy-cell"))]
+pub struct ModeCell(OnceLock<SsmRollbackMode>);
+
+#[cfg(not(feature = "racy-cell"))]
+impl ModeCell {
+    pub const fn new() -> Self {
+        ModeCell(OnceLock::new())
+    }
+
+    /// Store `mode` if the cell is empty; return the mode in force.
+    pub fn set(&self, mode: SsmRollbackMode) -> SsmRollbackMode {
+        *self.0.get_or_init(|| mode)
+    }
+}
+
+/// The self-test's wrong cell, built only with `--features racy-cell`: a
+/// check-then-set as a newcomer writes it, with no lock and no delay. Every
+/// access is atomic, so the program is well defined; only the logic races.
+#[cfg(feature = "racy-cell")]
+pub struct ModeCell {
+    written: AtomicBool,
+    mode: AtomicU8,
+}
+
+#[cfg(feature = "racy-cell")]
+impl ModeCell {
+    pub const fn new() -> Self {
+        ModeCell { written: AtomicBool::new(false), mode: AtomicU8::new(0) }
+    }
+
+    /// Wrong on purpose: two callers can both see the cell empty.
+    pub fn set(&self, mode: SsmRollbackMode) -> SsmRollbackMode {
+        if !self.written.load(Ordering::Relaxed) {
+            self.mode.store(mode as u8, Ordering::Relaxed);
+            self.written.store(true, Ordering::Relaxed);
+        }
+        match self.mode.load(Ordering::Relaxed) {
+            0 => SsmRollbackMode::Snapshot,
+            _ => SsmRollbackMode::Replay,
+        }
+    }
+}
+
+impl Default for ModeCell {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+static PUBLISHED: ModeCell = ModeCell::new();
 
 /// Publish a mode; the first write of the process wins (RB-PUB-1).
 pub fn set_ssm_rollback_mode(mode: SsmRollbackMode) -> SsmRollbackMode {
-    *PUBLISHED.get_or_init(|| mode)
+    PUBLISHED.set(mode)
 }
 
 /// The mode in force; a read before any write pins snapshot (RB-PUB-2).
 pub fn ssm_rollback_mode() -> SsmRollbackMode {
-    *PUBLISHED.get_or_init(|| SsmRollbackMode::Snapshot)
+    PUBLISHED.set(SsmRollbackMode::Snapshot)
 }
 
 /// A size whose exact value does not fit a 64-bit usize (RB-SIZE-3).

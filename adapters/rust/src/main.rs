@@ -10,7 +10,7 @@ use std::sync::Barrier;
 use json::{write_string, Json};
 use ssm_rollback::{
     set_ssm_rollback_mode, ssm_replay_ring_bytes, ssm_replay_row_bytes, ssm_rollback_mode,
-    verify_entry_allowed, Overflow, SsmRollbackMode,
+    verify_entry_allowed, ModeCell, Overflow, SsmRollbackMode,
 };
 
 /// A reply before it is written.
@@ -57,6 +57,56 @@ impl Event {
 
 /// The most events a trace or race may hold (docs/protocol.md).
 const MAX_EVENTS: usize = 256;
+
+/// The most rounds one `race_cells` request may ask for (docs/protocol.md).
+const MAX_ROUNDS: u64 = 10_000;
+
+/// Race `events` on a fresh cell, `rounds` times, with one thread per event
+/// for the whole run. Each round, the threads spin until a shared counter
+/// says go, so they leave together, within nanoseconds rather than the
+/// microseconds a sleeping barrier takes to wake each one.
+fn race_fresh_cells(events: &[Event], rounds: usize) -> Vec<Vec<SsmRollbackMode>> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let cells: Vec<ModeCell> = (0..rounds).map(|_| ModeCell::new()).collect();
+    let arrived = AtomicUsize::new(0);
+    let go = AtomicUsize::new(0);
+    let threads = events.len();
+    let per_thread: Vec<Vec<SsmRollbackMode>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = events
+            .iter()
+            .map(|&event| {
+                let (cells, arrived, go) = (&cells, &arrived, &go);
+                scope.spawn(move || {
+                    let mut returned = Vec::with_capacity(rounds);
+                    for (round, cell) in cells.iter().enumerate() {
+                        // The last thread to arrive opens round `round`.
+                        if arrived.fetch_add(1, Ordering::AcqRel) + 1 == threads * (round + 1) {
+                            go.store(round + 1, Ordering::Release);
+                        }
+                        // Spin, but give the core away now and then: with more
+                        // threads than cores, a late thread must get to arrive.
+                        let mut spins = 0u32;
+                        while go.load(Ordering::Acquire) <= round {
+                            spins = spins.wrapping_add(1);
+                            if spins % 1024 == 0 {
+                                std::thread::yield_now();
+                            } else {
+                                std::hint::spin_loop();
+                            }
+                        }
+                        returned.push(match event {
+                            Event::Set(mode) => cell.set(mode),
+                            Event::Get => cell.set(SsmRollbackMode::Snapshot),
+                        });
+                    }
+                    returned
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().expect("cell thread")).collect()
+    });
+    (0..rounds).map(|round| per_thread.iter().map(|thread| thread[round]).collect()).collect()
+}
 
 fn events(request: &Json) -> Result<Vec<Event>, Reply> {
     let Json::Array(items) = field(request, "events")? else {
@@ -159,6 +209,16 @@ fn answer(line: &str) -> Result<Reply, Reply> {
                 handles.into_iter().map(|h| h.join().expect("event thread")).collect()
             });
             Reply::Ok(mode_list(&returned))
+        }
+        "race_cells" => {
+            let events = events(&request)?;
+            let rounds = u64_field(&request, "rounds")?;
+            if rounds == 0 || rounds > MAX_ROUNDS {
+                return Err(bad(format!("field 'rounds' must be in [1, {MAX_ROUNDS}]")));
+            }
+            let outcomes = race_fresh_cells(&events, rounds as usize);
+            let rounds: Vec<String> = outcomes.iter().map(|round| mode_list(round)).collect();
+            Reply::Ok(format!("[{}]", rounds.join(",")))
         }
         other => {
             let mut shown = String::new();
