@@ -235,7 +235,9 @@ def _rows(arguments: argparse.Namespace, results: list[PropertyResult], /) -> li
             detail = "\n".join([detail, *(f"reproduce: {line}" for line in reproductions)])
             if result["hung"]:
                 detail += f"\n{_FLUSH_HINT}"
-        rows.append(Row(result["property"], result["clauses"], result["outcome"], detail))
+        rows.append(
+            Row(result["property"], result["clauses"], result["outcome"], detail, result["seconds"])
+        )
     return rows
 
 
@@ -318,6 +320,7 @@ def _summary(rows: list[Row], conforming: list[Deviation], /) -> dict[str, objec
                 "clauses": list(r.clauses),
                 "outcome": r.outcome,
                 "detail": r.detail,
+                "seconds": r.seconds,
             }
             for r in rows
         ],

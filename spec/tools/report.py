@@ -50,6 +50,7 @@ class Row:
     clauses: Sequence[str]
     outcome: str
     detail: str = ""
+    seconds: float | None = None
 
 
 def clause_summary(rows: Iterable[Row], /) -> dict[str, str]:
