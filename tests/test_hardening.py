@@ -32,7 +32,7 @@ from spec.harness.failures import AdapterFailure, Breakage
 from spec.harness.subprocess_driver import SubprocessDriver
 from spec.tools import corpus
 from spec.tools.cli import main
-from spec.tools.files import MAX_FILE_BYTES, MAX_FILE_DEPTH
+from spec.tools.files import MAX_FILE_BYTES, MAX_FILE_DEPTH, JsonFileError, read_json_file
 from tests.child import ROOT
 
 if TYPE_CHECKING:
@@ -513,3 +513,23 @@ def test_a_config_whose_layer_count_is_huge_ends_at_once_in_one_line(
         "ssm-rollback-spec: error: the preflight reservation exceeds the runtime's 64-bit "
         f"usize with --num-drafts 3, --mtp-state-slots 2, --config {path}\n"
     )
+
+
+def test_a_file_at_the_bounds_is_read_and_one_step_past_is_not(tmp_path: Path) -> None:
+    at_size = tmp_path / "at-size.json"
+    at_size.write_text('"' + "a" * (MAX_FILE_BYTES - 2) + '"', encoding="utf-8")
+    assert read_json_file(at_size) == "a" * (MAX_FILE_BYTES - 2)
+    past_size = tmp_path / "past-size.json"
+    past_size.write_text('"' + "a" * (MAX_FILE_BYTES - 1) + '"', encoding="utf-8")
+    with pytest.raises(JsonFileError) as raised:
+        read_json_file(past_size)
+    assert str(raised.value) == f"larger than {MAX_FILE_BYTES} bytes"
+    at_depth = tmp_path / "at-depth.json"
+    at_depth.write_text("[" * MAX_FILE_DEPTH + "]" * MAX_FILE_DEPTH, encoding="utf-8")
+    assert read_json_file(at_depth)
+    past_depth = tmp_path / "past-depth.json"
+    depth = MAX_FILE_DEPTH + 1
+    past_depth.write_text("[" * depth + "]" * depth, encoding="utf-8")
+    with pytest.raises(JsonFileError) as raised:
+        read_json_file(past_depth)
+    assert str(raised.value) == f"nested deeper than {MAX_FILE_DEPTH} levels"
