@@ -34,6 +34,26 @@ EQUIVALENT: Final = {
         'return protocol.encode(reply).encode("UTF-8") + b"\\n"',
     ): "codec names are case-insensitive",
     (
+        "spec.harness.protocol.x_encode_line",
+        'return _ENCODER.encode(message).encode("utf-8") + b"\\n"',
+        'return _ENCODER.encode(message).encode("UTF-8") + b"\\n"',
+    ): "codec names are case-insensitive",
+    (
+        "spec.harness.protocol.x_encode_line",
+        "+ json.dumps(dict(message), ensure_ascii=True)[:200]",
+        "+ json.dumps(dict(message), )[:200]",
+    ): "ensure_ascii is True by default",
+    (
+        "spec.harness.protocol.x__load_json",
+        '_ENCODER.encode(value).encode("utf-8")',
+        '_ENCODER.encode(value).encode("UTF-8")',
+    ): "codec names are case-insensitive",
+    (
+        "spec.harness.adapter.x__race",
+        'returned: list[list[str]] = [[""] * len(events) for _ in range(rounds)]',
+        'returned: list[list[str]] = [["XXXX"] * len(events) for _ in range(rounds)]',
+    ): "every slot is written before a race returns; a failed call raises instead",
+    (
         "spec.harness.oracle.x__calls",
         'raise ValueError(f"not an event: {event!r}")',
         "raise ValueError(None)",

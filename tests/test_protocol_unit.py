@@ -346,3 +346,95 @@ def test_replies_may_escape_non_ascii_or_not() -> None:
     assert protocol.decode_reply('{"ok":"r\\u00e9play"}') == protocol.decode_reply(
         '{"ok":"réplay"}'
     )
+
+
+def test_the_oracle_allows_a_refused_request_only_its_error_kind() -> None:
+    with pytest.raises(ProtocolError) as raised:
+        protocol.decode_request('{"op": "parse"}')
+    assert raised.value.kind.value == "bad-request"
+    assert allowed_replies({"op": "parse"}) == [{"error": {"kind": "bad-request"}}]
+    assert allowed_replies({"op": "rewind"}) == [{"error": {"kind": "unknown-op"}}]
+
+
+def _race_cells(rounds: object, events: list[dict[str, str]]) -> str:
+    return json.dumps({"op": "race_cells", "rounds": rounds, "events": events})
+
+
+def test_the_reference_races_fresh_cells_round_by_round() -> None:
+    replays = [{"op": "set", "mode": "replay"}] * 2
+    assert respond(rollback, _race_cells(3, replays)) == {"ok": [["replay", "replay"]] * 3}
+    reads = [{"op": "get"}] * 2
+    assert respond(rollback, _race_cells(1, reads)) == {"ok": [["snapshot", "snapshot"]]}
+
+
+def test_race_cells_rounds_and_events_are_bounded_at_the_bound_and_one_past() -> None:
+    one = [{"op": "get"}]
+    assert respond(rollback, _race_cells(1, one)) == {"ok": [["snapshot"]]}
+    ok = respond(rollback, _race_cells(protocol.MAX_ROUNDS, one))["ok"]
+    assert isinstance(ok, list)
+    assert len(ok) == protocol.MAX_ROUNDS
+    for rounds in (0, protocol.MAX_ROUNDS + 1):
+        assert respond(rollback, _race_cells(rounds, one)) == protocol.error_reply(
+            ErrorKind.BAD_REQUEST,
+            f"field 'rounds' must be in [1, {protocol.MAX_ROUNDS}], got {rounds}",
+        )
+    limit = protocol.MAX_CELL_EVENTS
+    at_bound = respond(rollback, _race_cells(1, one * limit))
+    assert at_bound == {"ok": [["snapshot"] * limit]}
+    assert respond(rollback, _race_cells(1, one * (limit + 1))) == protocol.error_reply(
+        ErrorKind.BAD_REQUEST, f"field 'events' holds {limit + 1} events, more than {limit}"
+    )
+
+
+class _NoCell:
+    """The public names of spec.rollback without a cell type."""
+
+    def __getattr__(self, name: str) -> object:
+        if name == "FirstWriteWins":
+            raise AttributeError(name)
+        return getattr(rollback, name)
+
+
+def test_an_implementation_without_a_cell_type_does_not_offer_race_cells() -> None:
+    reply = respond(_NoCell(), _race_cells(1, [{"op": "get"}]))  # type: ignore[arg-type]
+    assert reply == protocol.error_reply(
+        ErrorKind.UNKNOWN_OP, "race_cells is not offered: the implementation has no cell type"
+    )
+
+
+def test_minus_zero_is_refused_as_the_float_it_is() -> None:
+    reply = respond(rollback, '{"op":"row_bytes","qkvz_elems":-0,"nv":0}')
+    assert reply == protocol.error_reply(
+        ErrorKind.BAD_REQUEST,
+        f"field 'qkvz_elems' must be an integer in [0, {U64_MAX}], got -0.0",
+    )
+
+
+def test_a_request_that_cannot_be_sent_is_named_shortened() -> None:
+    request = {"op": "parse", "text": "\ud800" + "x" * 400}
+    with pytest.raises(protocol.UnencodableMessageError) as raised:
+        protocol.encode_line(request)
+    shown = json.dumps(request)[:200]
+    assert str(raised.value) == (f"cannot be sent as UTF-8, it holds a lone surrogate: {shown}")
+
+
+class _OnlyBoundedReads(io.BytesIO):
+    """A stream that refuses a read without a size bound."""
+
+    def readline(self, size: int | None = -1, /) -> bytes:
+        assert size is not None
+        assert size > 0, "an unbounded read"
+        return super().readline(size)
+
+
+def test_an_over_long_line_is_read_past_in_bounded_pieces() -> None:
+    limit = protocol.MAX_LINE_BYTES
+    data = b"x" * (3 * limit) + b"\n" + b'{"op":"parse","text":"replay"}\n'
+    replies = io.BytesIO()
+    serve(rollback, _OnlyBoundedReads(data), replies)
+    assert replies.getvalue().splitlines() == [
+        protocol.encode(
+            protocol.error_reply(ErrorKind.BAD_REQUEST, f"line longer than {limit} bytes")
+        ).encode(),
+        b'{"ok":"replay"}',
+    ]

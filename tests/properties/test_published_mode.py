@@ -109,6 +109,7 @@ def _race_cells(impl: Implementation, calls: list[dict[str, str]], rounds: int, 
 @given(calls=st.lists(events, min_size=2, max_size=4))
 @example(calls=[SET_REPLAY, SET_SNAPSHOT])
 @example(calls=[GET, SET_REPLAY])
+@example(calls=[SET_REPLAY, SET_REPLAY])
 def test_fresh_cells_raced_in_one_process_each_have_one_winner(
     impl: Implementation, calls: list[dict[str, str]]
 ) -> None:
