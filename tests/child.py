@@ -76,3 +76,13 @@ def run_cargo(
         timeout=900,
         check=False,
     )
+
+
+def alive(pid: int, /) -> bool:
+    """Whether process ``pid`` still runs (a zombie has exited all the same)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    status = Path(f"/proc/{pid}/stat")
+    return status.exists() and status.read_text().split(") ")[-1][:1] != "Z"

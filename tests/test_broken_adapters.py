@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 import sys
 import time
@@ -14,7 +13,7 @@ import pytest
 
 from spec.harness.failures import AdapterFailure, Breakage
 from spec.harness.subprocess_driver import SubprocessDriver
-from tests.child import run_module
+from tests.child import alive, run_module
 
 if TYPE_CHECKING:
     import subprocess
@@ -26,16 +25,6 @@ PARSE: Final = {"op": "parse", "text": "replay"}
 TRACE: Final = {"op": "trace", "events": [{"op": "get"}]}
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # A zombie still answers kill(pid, 0); it has exited all the same.
-    status = Path(f"/proc/{pid}/stat")
-    return status.exists() and status.read_text().split(") ")[-1][:1] != "Z"
-
-
 def _processes_running(fragment: str) -> list[int]:
     found = []
     for entry in Path("/proc").iterdir():
@@ -45,7 +34,7 @@ def _processes_running(fragment: str) -> list[int]:
             command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
         except OSError:
             continue
-        if fragment in command and _alive(int(entry.name)):
+        if fragment in command and alive(int(entry.name)):
             found.append(int(entry.name))
     return found
 
@@ -134,9 +123,9 @@ def test_a_hung_adapter_and_its_children_are_killed() -> None:
     assert "(hang)" in message
     grandchild = int(re.search(r"grandchild (\d+)", message).group(1))  # type: ignore[union-attr]
     deadline = time.monotonic() + 10
-    while _alive(grandchild) and time.monotonic() < deadline:
+    while alive(grandchild) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not _alive(grandchild), "the adapter's child outlived the failure"
+    assert not alive(grandchild), "the adapter's child outlived the failure"
 
 
 def test_after_two_hangs_the_driver_stops_waiting() -> None:

@@ -233,15 +233,6 @@ def _holder_pid(message: str) -> int:
     return int(re.search(r"holder (\d+)", message).group(1))  # type: ignore[union-attr]
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    status = Path(f"/proc/{pid}/stat")
-    return status.exists() and status.read_text().split(") ")[-1][:1] != "Z"
-
-
 @contextlib.contextmanager
 def _reaped(pids: list[int]) -> Iterator[None]:
     # A child that left the adapter's group is the adapter's, not the

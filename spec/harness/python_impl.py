@@ -15,11 +15,11 @@ import importlib.util
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Generic, Protocol, TypeVar
 
+from spec import rollback
+
 if TYPE_CHECKING:
     import types
     from collections.abc import Callable
-
-    from spec import rollback
 
 __all__ = [
     "CELL_NAME",
@@ -37,22 +37,7 @@ __all__ = [
 REFERENCE: Final = "spec.rollback"
 
 #: The names an implementation must expose: the public names of spec.rollback.
-REQUIRED_NAMES: Final = (
-    "USIZE_MAX",
-    "SsmReplayBytesOverflowError",
-    "SsmRollbackMode",
-    "SsmRollbackModeTypeError",
-    "UnknownSsmRollbackModeError",
-    "UsizeRangeError",
-    "UsizeTypeError",
-    "VerifyRollbackUnsupportedError",
-    "parse_ssm_rollback_mode",
-    "require_verify_rollback_supported",
-    "set_ssm_rollback_mode",
-    "ssm_replay_ring_bytes",
-    "ssm_replay_row_bytes",
-    "ssm_rollback_mode",
-)
+REQUIRED_NAMES: Final = tuple(rollback.__all__)
 
 #: The optional name of the implementation's first-write-wins cell type (RB-CELL-*).
 CELL_NAME: Final = "FirstWriteWins"

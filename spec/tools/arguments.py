@@ -55,6 +55,29 @@ def add_impl_arguments(parser: argparse.ArgumentParser, /, *, python: bool) -> N
     )
 
 
+def add_selection_arguments(
+    parser: argparse.ArgumentParser, /, *, items: str, entries: str
+) -> None:
+    """Add ``--clause``, ``--deviations`` and ``--json``, worded for ``items``."""
+    parser.add_argument(
+        "--clause",
+        action="append",
+        default=[],
+        metavar="ID",
+        help=f"run only the {items} citing this clause; a family such as RB-SIZE selects "
+        "all of it (repeatable)",
+    )
+    parser.add_argument(
+        "--deviations",
+        metavar="FILE",
+        help=f"known deviations ({entries}, with reasons): reported as DEVIATION, "
+        "not failures; an entry that conforms or matches nothing fails the run",
+    )
+    parser.add_argument(
+        "--json", metavar="PATH", help="also write a machine-readable report (- for stdout)"
+    )
+
+
 def adapter_argv(command: str, /) -> list[str]:
     """The argv of an ``--impl-cmd`` value.
 

@@ -25,7 +25,7 @@ from spec.harness.python_impl import (
 )
 from spec.harness.subprocess_driver import SubprocessDriver
 
-from .arguments import adapter_argv, add_impl_arguments
+from .arguments import adapter_argv, add_impl_arguments, add_selection_arguments
 from .corpus import Case, exported_case, render_corpus, write_corpus
 from .deviations import Deviation, DeviationList, Target
 from .errors import CliError, ExitStatus
@@ -77,28 +77,12 @@ def add_check_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
         help="Hypothesis profile (default ci: derandomized, reproducible; "
         "crosshair: symbolic, advisory)",
     )
-    check.add_argument(
-        "--clause",
-        action="append",
-        default=[],
-        metavar="ID",
-        help="run only the properties citing this clause; a family such as RB-SIZE selects "
-        "all of it (repeatable)",
-    )
-    check.add_argument(
-        "--deviations",
-        metavar="FILE",
-        help="known deviations (clauses or properties, with reasons): reported as DEVIATION, "
-        "not failures; an entry that conforms or matches nothing fails the run",
-    )
+    add_selection_arguments(check, items="properties", entries="clauses or properties")
     check.add_argument(
         "--export-failures",
         metavar="DIR",
         help="write each failing property's shrunk exchange to DIR as vector cases "
         "(run them with: vectors run --vectors DIR)",
-    )
-    check.add_argument(
-        "--json", metavar="PATH", help="also write a machine-readable report (- for stdout)"
     )
     check.add_argument("-v", "--verbose", action="store_true", help="show pytest's own output")
     check.set_defaults(run=_check)

@@ -15,7 +15,7 @@ from spec.harness.protocol import UnencodableMessageError
 from spec.harness.subprocess_driver import SubprocessDriver
 
 from . import corpus
-from .arguments import adapter_argv, add_impl_arguments
+from .arguments import adapter_argv, add_impl_arguments, add_selection_arguments
 from .deviations import DeviationList, Target
 from .errors import CliError, ExitStatus
 from .report import Row, clause_summary, counts, print_report, write_json
@@ -55,23 +55,7 @@ def add_vectors_command(commands: argparse._SubParsersAction[argparse.ArgumentPa
         metavar="DIR",
         help="the corpus directory (default: the shipped corpus)",
     )
-    run.add_argument(
-        "--clause",
-        action="append",
-        default=[],
-        metavar="ID",
-        help="run only the cases citing this clause; a family such as RB-SIZE selects all "
-        "of it (repeatable)",
-    )
-    run.add_argument(
-        "--deviations",
-        metavar="FILE",
-        help="known deviations (clauses or cases, with reasons): reported as DEVIATION, "
-        "not failures; an entry that conforms or matches nothing fails the run",
-    )
-    run.add_argument(
-        "--json", metavar="PATH", help="also write a machine-readable report (- for stdout)"
-    )
+    add_selection_arguments(run, items="cases", entries="clauses or cases")
     run.set_defaults(run=_run)
 
 
