@@ -173,11 +173,16 @@ def test_check_against_an_adapter_that_hangs_on_one_op_finishes_and_fails() -> N
     assert _processes_running(f"{BROKEN} hang ring_bytes") == [], "check left adapters running"
 
 
-def test_check_against_an_adapter_that_crashes_at_once_says_so_in_one_line() -> None:
+def test_check_against_an_adapter_that_crashes_at_once_fails_once() -> None:
     finished = _check("--impl-cmd", f"{sys.executable} {BROKEN} crash")
     assert finished.returncode == 1
-    assert "the adapter failed its first request" in finished.stderr
-    assert "exited (code 3)" in finished.stderr
+    lines = finished.stdout.splitlines()
+    # One failure, on the first request, instead of one per property.
+    assert [line for line in lines if line.startswith("FAIL  ")] == [
+        "FAIL  the adapter's first request (describe)  [RB-PROTO-1]",
+        "FAIL  RB-PROTO-1",
+    ]
+    assert _said(Breakage.EXITED_WITHOUT_REPLY, code=3) in finished.stdout
     assert "Traceback" not in finished.stdout + finished.stderr
 
 
