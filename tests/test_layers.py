@@ -32,6 +32,7 @@ THIRD_PARTY: Final = {
     "spec.tools.plot": {"matplotlib"},
     # The draft replay model (the replay extra); spec.replay.rows stays
     # standard library, so size can report its figures without numpy.
+    "spec.replay.portable": {"numpy"},
     "spec.replay.layer": {"numpy"},
     "spec.replay.paths": {"numpy"},
     "spec.replay.cases": {"numpy"},
@@ -40,6 +41,7 @@ THIRD_PARTY: Final = {
 # Nothing in the contract, the harness or the tools leans on the draft model,
 # except rows (standard library), which the size command may report.
 REPLAY_NUMPY: Final = {
+    "spec.replay.portable",
     "spec.replay.layer",
     "spec.replay.paths",
     "spec.replay.cases",

@@ -6,6 +6,10 @@ core and runs the in-process properties against each mutant. This test fails
 on any survivor that is not listed below with the reason no test can tell it
 apart, and on any listed equivalent that mutmut no longer makes, so the list
 stays true. docs/mutation.md explains the run and repeats this list.
+
+It is the slow gate (about eight minutes on two cores), so the everyday
+``python -m pytest`` leaves it out (``-m "not mutation"`` in pyproject.toml);
+``.ci/run`` runs it as a step of its own, ``python -m pytest -m mutation``.
 """
 
 from __future__ import annotations
@@ -13,6 +17,8 @@ from __future__ import annotations
 import re
 import shutil
 from typing import Final
+
+import pytest
 
 from tests.child import ROOT, run_module
 
@@ -95,6 +101,7 @@ def _change(name: str) -> tuple[str, str, str]:
     return name.split("__mutmut_", maxsplit=1)[0], removed, added
 
 
+@pytest.mark.mutation
 def test_every_mutant_is_killed_or_a_listed_equivalent() -> None:
     shutil.rmtree(ROOT / "mutants", ignore_errors=True)
     _mutmut("run")

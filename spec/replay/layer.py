@@ -21,16 +21,23 @@ Sources:
 
 The state ``S`` of one value head is ``head_k_dim x head_v_dim`` (the paper's
 ``S`` transposed). Only numpy is needed; this module is the ``replay`` extra.
+Its ``exp``, ``log1p`` and sums are :mod:`.portable`'s, so every bit it
+computes is the same on every machine (docs/replay.md, "What the last bits
+depend on").
 """
 
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import numpy as np
-from numpy.typing import NDArray
+
+from .portable import Array, exp, log1p, ordered_sum
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
 
 __all__ = [
     "L2NORM_EPS",
@@ -46,9 +53,6 @@ __all__ = [
     "gated_output",
     "read_out",
 ]
-
-#: What every array of the model is: float64, or float32 holding BF16/FP32 values.
-Array = NDArray[np.floating]
 
 #: The epsilon of transformers' ``l2norm`` (and of FLA's kernel it mirrors).
 L2NORM_EPS: Final = 1e-6
@@ -172,7 +176,14 @@ class LayerState:
 
 
 def _silu(x: Array, /) -> Array:
-    result: Array = x / (1 + np.exp(-x))
+    result: Array = x / (1 + exp(-x))
+    return result
+
+
+def _softplus(x: Array, /) -> Array:
+    """``ln(1 + e**x)`` as ``np.logaddexp(0, x)`` arranges it, from exact exp and log1p."""
+    positive = x > 0
+    result: Array = np.where(positive, x, 0.0) + log1p(exp(-np.abs(x)))
     return result
 
 
@@ -186,10 +197,10 @@ def gate_and_beta(layer: GdnLayer, token: TokenInput, pipeline: Pipeline, /) -> 
     """
     a = np.asarray(token.a, dtype=np.float64)
     b = np.asarray(token.b, dtype=np.float64)
-    g = -np.exp(np.asarray(layer.a_log, dtype=np.float64)) * np.logaddexp(
-        0.0, a + np.asarray(layer.dt_bias, dtype=np.float64)
+    g = -exp(np.asarray(layer.a_log, dtype=np.float64)) * _softplus(
+        a + np.asarray(layer.dt_bias, dtype=np.float64)
     )
-    beta = 1.0 / (1.0 + np.exp(-b))
+    beta = 1.0 / (1.0 + exp(-b))
     return g.astype(pipeline.dtype), beta.astype(pipeline.dtype)
 
 
@@ -201,12 +212,12 @@ def conv_step(layer: GdnLayer, conv: Array, qkv: Array, /) -> tuple[Array, Array
     """
     window = np.concatenate([conv, qkv.astype(conv.dtype)[:, None]], axis=1)
     weight = np.asarray(layer.conv_weight, dtype=conv.dtype)
-    mixed = (window * weight).sum(axis=1)
+    mixed = ordered_sum(window * weight, axis=1)
     return np.ascontiguousarray(window[:, 1:]), _silu(mixed)
 
 
 def _l2norm(x: Array, /) -> Array:
-    result: Array = x / np.sqrt((x * x).sum(axis=-1, keepdims=True) + L2NORM_EPS)
+    result: Array = x / np.sqrt(ordered_sum(x * x, axis=-1, keepdims=True) + L2NORM_EPS)
     return result
 
 
@@ -226,8 +237,8 @@ def delta_rule_step(layer: GdnLayer, h: Array, k_and_v: Array, g: Array, beta: A
     """
     k = _key_heads(layer, k_and_v, 0)
     v = k_and_v[layer.key_dim :].reshape(layer.num_value_heads, layer.value_head_dim)
-    decayed = h * np.exp(g.astype(h.dtype))[:, None, None]
-    remembered = (decayed * k[:, :, None]).sum(axis=1)
+    decayed = h * exp(g.astype(h.dtype))[:, None, None]
+    remembered = ordered_sum(decayed * k[:, :, None], axis=1)
     delta = (v - remembered) * beta.astype(h.dtype)[:, None]
     updated: Array = decayed + k[:, :, None] * delta[:, None, :]
     return updated
@@ -236,7 +247,7 @@ def delta_rule_step(layer: GdnLayer, h: Array, k_and_v: Array, g: Array, beta: A
 def read_out(layer: GdnLayer, h: Array, post_conv: Array, /) -> Array:
     """The core output ``S^T q`` per value head, q L2-normed and scaled by ``1/sqrt(dk)``."""
     q = _key_heads(layer, post_conv, 0) * post_conv.dtype.type(1.0 / np.sqrt(layer.key_head_dim))
-    core: Array = (h * q[:, :, None]).sum(axis=1)
+    core: Array = ordered_sum(h * q[:, :, None], axis=1)
     return core
 
 
@@ -246,7 +257,7 @@ def gated_output(layer: GdnLayer, core: Array, z: Array, /) -> Array:
     As ``Qwen3NextRMSNormGated``; z enters here and nowhere else.
     """
     z_heads = z.astype(core.dtype).reshape(layer.num_value_heads, layer.value_head_dim)
-    variance = (core * core).mean(axis=-1, keepdims=True)
+    variance = ordered_sum(core * core, axis=-1, keepdims=True) / layer.value_head_dim
     normed = core / np.sqrt(variance + _RMS_EPS)
     result: Array = normed * np.asarray(layer.norm_weight, dtype=core.dtype) * _silu(z_heads)
     return result.reshape(-1)

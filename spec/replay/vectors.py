@@ -9,10 +9,9 @@ spec.replay.vectors [DIR]`` writes them. Floats are written with
 this model) uses a case: restore the checkpoint, run the first ``accepted``
 ring rows, compare with ``expected`` (see ``docs/replay.md``).
 
-The expected states come from the snapshot path and the model's numpy
-arithmetic (``exp``, ``sqrt``); a platform whose libm or SIMD ``exp`` rounds
-differently would generate other last bits, which the byte-for-byte test
-would report.
+The expected states come from the snapshot path, whose arithmetic
+(:mod:`spec.replay.portable`: correctly rounded ``exp`` and ``log1p``, basic
+operations, sums left to right) gives the same bits on every machine.
 """
 
 from __future__ import annotations
