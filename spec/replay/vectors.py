@@ -28,7 +28,7 @@ import numpy as np
 
 from . import rows
 from .cases import Draw, ReplayCase, make_case, make_layer
-from .layer import GdnLayer, LayerState, Pipeline
+from .layer import GdnLayer, LayerState, Pipeline, as_module_holds
 from .paths import (
     MinimalRow,
     capture_conv_window,
@@ -185,7 +185,8 @@ def _dims(case: ReplayCase, /) -> CaseDims:
 
 
 def _common(case: ReplayCase, name: str, clauses: list[str], /) -> RebuildCase:
-    weight = np.asarray(case.layer.conv_weight, dtype=case.pipeline.dtype)
+    # The weight as the module holds it: BF16 values in the BF16 pipeline.
+    weight = as_module_holds(case.layer.conv_weight, case.pipeline.dtype)
     return RebuildCase(
         id=name,
         clauses=clauses,
