@@ -38,7 +38,7 @@ from __future__ import annotations
 import abc
 import enum
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Final, cast
+from typing import TYPE_CHECKING, Final, Protocol, cast
 
 import numpy as np
 
@@ -60,13 +60,13 @@ from .portable import exp
 from .rows import REPLAYSSM_RING_LENGTH, RecordStorage, ReplayDesign
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Sequence
 
     from .layer import Array
 
 __all__ = [
-    "DECODERS",
     "Decoder",
+    "DecoderFactory",
     "Fold",
     "MinimalRing",
     "PostConvRing",
@@ -76,6 +76,7 @@ __all__ = [
     "Slot",
     "check_round",
     "plain_decode",
+    "reference_decoder",
     "store",
 ]
 
@@ -504,10 +505,45 @@ class ReplaySsm(Decoder):
         self.slot = Slot(current, current, list(self.slot.ring), 0)
 
 
-#: The reference decoder of each design, by design.
-DECODERS: Final[dict[ReplayDesign, Callable[[GdnLayer, Pipeline, LayerState, int], Decoder]]] = {
+class DecoderFactory(Protocol):
+    """Builds a decoder for a layer, a pipeline, a start state, a K ceiling and an L."""
+
+    def __call__(
+        self,
+        layer: GdnLayer,
+        pipeline: Pipeline,
+        initial: LayerState,
+        k_ceiling: int,
+        ring_length: int,
+        /,
+    ) -> Decoder:
+        """A decoder on one fresh slot (a per-verify design ignores ``ring_length``)."""
+        ...
+
+
+_PER_VERIFY: Final[dict[ReplayDesign, type[_PerVerifyRing]]] = {
     ReplayDesign.SEED_ROW: SeedRowRing,
     ReplayDesign.MINIMAL_PRE_CONV: MinimalRing,
-    ReplayDesign.REPLAYSSM: ReplaySsm,
     ReplayDesign.POST_CONV_WITH_CONV_WINDOW: PostConvRing,
 }
+
+
+def reference_decoder(design: ReplayDesign, /) -> DecoderFactory:
+    """The reference decoder factory of ``design`` (ReplaySSM: FP32 records, the recurrent fold).
+
+    RB-REPLAY-6.
+    """
+
+    def make(
+        layer: GdnLayer,
+        pipeline: Pipeline,
+        initial: LayerState,
+        k_ceiling: int,
+        ring_length: int,
+        /,
+    ) -> Decoder:
+        if design is ReplayDesign.REPLAYSSM:
+            return ReplaySsm(layer, pipeline, initial, k_ceiling, ring_length=ring_length)
+        return _PER_VERIFY[design](layer, pipeline, initial, k_ceiling)
+
+    return make
