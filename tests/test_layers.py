@@ -35,6 +35,7 @@ THIRD_PARTY: Final = {
     "spec.replay.portable": {"numpy"},
     "spec.replay.layer": {"numpy"},
     "spec.replay.paths": {"numpy"},
+    "spec.replay.rounds": {"numpy"},
     "spec.replay.cases": {"numpy"},
     "spec.replay.vectors": {"numpy"},
 }
@@ -44,6 +45,7 @@ REPLAY_NUMPY: Final = {
     "spec.replay.portable",
     "spec.replay.layer",
     "spec.replay.paths",
+    "spec.replay.rounds",
     "spec.replay.cases",
     "spec.replay.vectors",
 }

@@ -84,15 +84,20 @@ __all__ = [
 class Fold(enum.Enum):
     """How ReplaySSM turns a checkpoint and committed records into a state.
 
-    ``RECURRENT``: the closed-loop exact fold: every record through the same
-    per-token update in the same order (``decay`` then ``write``, as the
-    verify's recurrent step), so it equals the recurrent update bit for bit
-    when the records hold the step's k and u unrounded. ``CLOSED_FORM``:
+    ``RECURRENT``: every (k, u, g) record through the second half of the
+    per-token update in the same order (``decay`` then ``write``), so it
+    equals the recurrent update bit for bit when the records hold the
+    step's own k and u unrounded (FP32). ``RAW_INPUTS``: the closed-loop
+    exact fold of SGLang PR #28695: the records also keep the token's raw
+    inputs (post-conv k and v, g, beta), and the fold runs them through the
+    whole per-token step (:func:`.layer.delta_rule_step`), so it is the
+    recurrent update's arithmetic whatever u's storage. ``CLOSED_FORM``:
     ``S_h = exp(G_h) S_0 + sum_j exp(G_h - G_j) k_j u_j^T`` with ``G`` the
     running sum of g: the same value in exact arithmetic, other roundings.
     """
 
     RECURRENT = "recurrent"
+    RAW_INPUTS = "raw-inputs"
     CLOSED_FORM = "closed-form"
 
 
@@ -120,11 +125,16 @@ def store(values: Array, storage: RecordStorage, /) -> Array:
 
 @dataclass(frozen=True)
 class Record:
-    """One ReplaySSM record: the normed k per key head, u per value head, g per value head."""
+    """One ReplaySSM record: the normed k per key head, u per value head, g per value head.
+
+    ``raw`` is the token's raw inputs (post-conv k and v, g, beta) that the
+    ``RAW_INPUTS`` fold replays; ``None`` for the other folds.
+    """
 
     k: Array
     u: Array
     g: Array
+    raw: PostConvRow | None = None
 
 
 @dataclass
@@ -416,10 +426,15 @@ class ReplaySsm(Decoder):
 
     def _zero_row(self) -> object:
         layer, dtype = self.layer, self.pipeline.dtype
+        gates = np.zeros(layer.num_value_heads, dtype=dtype)
+        raw = None
+        if self.fold_kind is Fold.RAW_INPUTS:
+            raw = PostConvRow(np.zeros(layer.key_dim + layer.value_dim, dtype=dtype), gates, gates)
         return Record(
             np.zeros((layer.num_key_heads, layer.key_head_dim), dtype=dtype),
             np.zeros((layer.num_value_heads, layer.value_head_dim), dtype=dtype),
-            np.zeros(layer.num_value_heads, dtype=dtype),
+            gates,
+            raw,
         )
 
     def _records(self, count: int, /) -> list[Record]:
@@ -429,10 +444,20 @@ class ReplaySsm(Decoder):
     def materialize(self, count: int | None = None, /) -> Array:
         """The h of the checkpoint and the first ``count`` records (default: the committed ones).
 
+        Raises:
+            ValueError: the raw-input fold meets a record without raw inputs.
+
         RB-REPLAY-8.
         """
         records = self._records(self.slot.cursor if count is None else count)
         h = self.slot.checkpoint.h
+        if self.fold_kind is Fold.RAW_INPUTS:
+            for record in records:
+                if record.raw is None:
+                    raise ValueError("the raw-input fold met a record without raw inputs")
+                raw = record.raw
+                h = delta_rule_step(self.layer, h, raw.k_and_v, raw.g, raw.beta)
+            return h
         if self.fold_kind is Fold.RECURRENT or not records:
             for record in records:
                 h = write(decay(h, record.g), repeat_heads(self.layer, record.k), record.u)
@@ -479,9 +504,13 @@ class ReplaySsm(Decoder):
         before = conv
         for index, row in enumerate(rows):
             conv, post = conv_step(layer, conv, row.qkv)
-            h, keys, u = delta_rule_update(layer, h, post[layer.key_dim :], row.g, row.beta)
+            k_and_v = post[layer.key_dim :]
+            h, keys, u = delta_rule_update(layer, h, k_and_v, row.g, row.beta)
+            raw = None
+            if self.fold_kind is Fold.RAW_INPUTS:
+                raw = PostConvRow(as_module_holds(k_and_v, k_and_v.dtype.type), row.g, row.beta)
             slot.ring[slot.cursor + index] = Record(
-                store(keys, self.storage), store(u, self.storage), row.g
+                store(keys, self.storage), store(u, self.storage), row.g, raw
             )
         slot.cursor += accepted
         if accepted < window:

@@ -337,11 +337,16 @@ def post_conv_row_with_conv_window_bytes(shape: GdnShape, /) -> int:
     return _fits("post_conv_row_with_conv_window_bytes", row + conv_window_bytes(channels))
 
 
-def replayssm_record_bytes(shape: GdnShape, storage: RecordStorage, /) -> int:
+def replayssm_record_bytes(
+    shape: GdnShape, storage: RecordStorage, /, *, raw_inputs: bool = False
+) -> int:
     """Bytes of one ReplaySSM record (design (c)) for one SSM layer.
 
     The normed k per key head (``key_dim`` values) and u per value head
     (``value_dim`` values), each in ``storage``, and g, one FP32 per value head.
+    ``raw_inputs`` adds what the closed-loop exact fold replays (SGLang PR
+    #28695): the raw post-conv k and v in BF16 and beta in FP32, a post-conv
+    row less its g (:func:`post_conv_row_bytes` minus ``nv * 4``).
     For Qwen3-Next: 12416 bytes in BF16 and 24704 with BF16 low parts, the
     figures SGLang's ``replayssm_ring_bytes_per_req`` counts (0.5.23,
     ``sglang/srt/configs/mamba_utils.py``). The conv window is apart:
@@ -358,7 +363,10 @@ def replayssm_record_bytes(shape: GdnShape, storage: RecordStorage, /) -> int:
     dk = _count(name, "key_head_dim", shape["key_head_dim"])
     nv = _count(name, "num_value_heads", shape["num_value_heads"])
     dv = _count(name, "value_head_dim", shape["value_head_dim"])
-    return _fits(name, (nk * dk + nv * dv) * storage.value_bytes + nv * FP32_BYTES)
+    record = (nk * dk + nv * dv) * storage.value_bytes + nv * FP32_BYTES
+    if raw_inputs:
+        record += post_conv_row_bytes(nk * dk, nv * dv, nv) - nv * FP32_BYTES
+    return _fits(name, record)
 
 
 def design_row_bytes(

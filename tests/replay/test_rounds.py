@@ -34,7 +34,7 @@ from spec.replay.layer import (
     softplus,
     write,
 )
-from spec.replay.paths import capture_post_conv_ring, verify
+from spec.replay.paths import PostConvRow, capture_post_conv_ring, verify
 from spec.replay.portable import exp, log1p, ordered_sum
 from spec.replay.rounds import (
     Fold,
@@ -167,7 +167,8 @@ def _records(case: ReplayCase, storage: RecordStorage, /) -> tuple[list[Record],
     for row in case.rows:
         conv, post = conv_step(layer, conv, row.qkv)
         h, keys, u = delta_rule_update(layer, h, post[layer.key_dim :], row.g, row.beta)
-        records.append(Record(store(keys, storage), store(u, storage), row.g))
+        raw = PostConvRow(post[layer.key_dim :], row.g, row.beta)
+        records.append(Record(store(keys, storage), store(u, storage), row.g, raw))
     return records, h
 
 
@@ -195,6 +196,15 @@ def test_the_recurrent_fold_of_fp32_records_equals_the_recurrent_update_bit_for_
     assert folded.dtype == live.dtype
     assert np.array_equal(folded, live)
     assert np.array_equal(folded, case.verified().live.h)
+
+
+@pytest.mark.clause("RB-REPLAY-8")
+@given(case=replay_cases(), storage=st.sampled_from(RecordStorage))
+def test_the_raw_input_fold_equals_the_recurrent_update_whatever_u_s_storage(
+    case: ReplayCase, storage: RecordStorage
+) -> None:
+    records, live = _records(case, storage)
+    assert np.array_equal(_fold(case, records, Fold.RAW_INPUTS), live)
 
 
 @pytest.mark.clause("RB-REPLAY-8")
@@ -348,6 +358,14 @@ def test_each_design_s_row_bytes_count_what_its_ring_row_holds(
     assert replayssm_record_bytes(shape, storage) == held + _held(record.g, fp32)
     assert design_row_bytes(ReplayDesign.REPLAYSSM, shape, storage=storage) == held + _held(
         record.g, fp32
+    )
+    raw = ReplaySsm(layer, pipeline, state, 1, ring_length=1, fold=Fold.RAW_INPUTS).slot.ring[0]
+    assert isinstance(raw, Record)
+    assert raw.raw is not None
+    extra = _held(raw.raw.k_and_v, bf16) + _held(raw.raw.beta, fp32)
+    assert (
+        replayssm_record_bytes(shape, storage, raw_inputs=True)
+        == held + _held(record.g, fp32) + extra
     )
 
 

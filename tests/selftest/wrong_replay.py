@@ -287,4 +287,8 @@ WRONG_LIFECYCLES: Final = {
 #: Lifecycles that differ from the references and are still right: the machine passes.
 LIFECYCLE_CONTROLS: Final = {
     "replayssm_folding_before_every_window": _replayssm(_FoldingBeforeEveryWindow),
+    # The closed-loop exact fold replays raw inputs: u's storage is no longer read.
+    "replayssm_raw_input_fold_with_bf16_u": _replayssm(
+        storage=RecordStorage.BF16, fold=Fold.RAW_INPUTS
+    ),
 }
