@@ -39,6 +39,8 @@ if TYPE_CHECKING:
     from spec.replay.layer import Array
     from spec.replay.rounds import DecoderFactory
 
+__all__ = ["MAX_K_CEILING", "STEPS", "decode_machine", "machine_settings", "run_decode_machine"]
+
 #: Rounds per example under every profile; a lifecycle bug shows within a few.
 STEPS: Final = 16
 #: The widest K a machine draws (a ring of K - 1 rows, or an L of K to K + 2).
