@@ -399,9 +399,10 @@ def test_minimal_always_says_what_it_is_minimal_for() -> None:
         for found in re.finditer(r"\bminimal\b", line, re.IGNORECASE):
             # Each "minimal" names its design (a pre-conv row) or cites the clause.
             context = line[max(0, found.start() - 80) : found.end() + 80]
-            assert re.search(r"pre-conv|RB-REPLAY-5|minimal_replay|`minimal-pre-conv`", context), (
-                line
-            )
+            assert re.search(
+                r"pre-conv|RB-REPLAY-5|minimal_replay|`minimal-pre-conv`|DESIGN_MINIMAL_FOR",
+                context,
+            ), line
 
 
 @pytest.mark.clause("RB-REPLAY-9")
