@@ -14,8 +14,10 @@ Sources:
   + dt_bias)``, line 727), ``causal_conv1d_update`` (lines 319-335: the
   state and the new column cast to the weight's dtype, ``F.conv1d``, SiLU,
   the result cast to the input's dtype), ``l2norm`` (line 363,
-  ``x * rsqrt(sum(x * x) + 1e-6)``), ``torch_recurrent_gated_delta_rule``
-  (q, k, v, beta and g cast to float32 first, line 538, then the L2 norm in
+  ``x * rsqrt(sum(x * x) + 1e-6)``; the model divides, ``x / sqrt(sum(x * x)
+  + 1e-6)``, as FLA's kernel and SGLang's exact fold do, which can differ
+  from the multiply by ``rsqrt`` in the last bit),
+  ``torch_recurrent_gated_delta_rule`` (q, k, v, beta and g cast to float32 first, line 538, then the L2 norm in
   float32, lines 543-544; q scaled by ``1 / sqrt(head_k_dim)``; per token
   ``S <- exp(g) S``, ``S <- S + k (beta (v - S^T k))^T``, lines 562-568;
   output ``S^T q``) and ``Qwen3NextRMSNormGated`` (the output RMS-normed,
