@@ -18,7 +18,8 @@ Sources:
   + 1e-6)``, as FLA's kernel and SGLang's exact fold do, which can differ
   from the multiply by ``rsqrt`` in the last bit),
   ``torch_recurrent_gated_delta_rule`` (q, k, v, beta and g cast to
-  float32 first, line 538, then the L2 norm in float32, lines 543-544; q scaled by ``1 / sqrt(head_k_dim)``; per token
+  float32 first, line 538, then the L2 norm in float32, lines 543-544; q
+  scaled by ``1 / sqrt(head_k_dim)``; per token
   ``S <- exp(g) S``, ``S <- S + k (beta (v - S^T k))^T``, lines 562-568;
   output ``S^T q``) and ``Qwen3NextRMSNormGated`` (the output RMS-normed,
   scaled and gated by ``silu(z)``).
