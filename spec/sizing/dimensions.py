@@ -1,10 +1,5 @@
 # SPDX-License-Identifier: MIT OR Apache-2.0
-"""Design-review sizing: the replay ring, and the snapshot state engines hold instead.
-
-The ring sizes come from :mod:`spec.rollback`, the contract. The snapshot
-figures beside them follow each engine's own state layout (``docs/sizing.md``
-names the source files); they are estimates for comparison, not part of the
-contract.
+"""The shapes sizing reads from a model config: its GDN layers and its attention page.
 
 Model facts, from Hugging Face transformers' Qwen3-Next code
 (``src/transformers/models/qwen3_next/configuration_qwen3_next.py`` and
@@ -18,55 +13,23 @@ layer ``i`` is linear attention unless ``(i + 1) % full_attention_interval == 0`
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Final, TypedDict
-
-from spec.replay.rows import minimal_replay_ring_bytes, minimal_replay_row_bytes
-from spec.rollback import (
-    SsmReplayBytesOverflowError,
-    UsizeRangeError,
-    ssm_replay_ring_bytes,
-    ssm_replay_row_bytes,
-)
+from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping
+    from collections.abc import Mapping
 
 __all__ = [
-    "DTYPE_BYTES",
-    "ConfigDtypes",
+    "AttentionDimensions",
     "ConfigError",
-    "Engine",
     "GdnDimensions",
     "NotGatedDeltaNetError",
-    "ReplayFigures",
-    "ReplaySizing",
-    "SizingOverflowError",
-    "SnapshotFigures",
-    "SnapshotSizing",
-    "StateDtypes",
-    "SweepFigures",
-    "SweepRow",
     "TensorParallelError",
+    "architecture_from_config",
+    "attention_from_config",
     "dimensions_from_config",
-    "dtypes_from_config",
-    "engine_dtypes",
-    "size_replay",
-    "size_snapshot",
-    "sweep",
+    "text_config",
 ]
-
-#: Bytes per value of the state dtypes a review may choose between.
-DTYPE_BYTES: Final = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
-
-#: The dtype names a Hugging Face config writes, and the name used here.
-_CONFIG_DTYPE_NAMES: Final = {
-    "float32": "fp32",
-    "bfloat16": "bf16",
-    "float16": "fp16",
-    "float8_e4m3fn": "fp8",
-}
 
 #: The GDN fields every Gated DeltaNet config carries.
 _GDN_FIELDS: Final = (
@@ -76,19 +39,6 @@ _GDN_FIELDS: Final = (
     "linear_value_head_dim",
     "linear_conv_kernel_dim",
 )
-
-
-class Engine(enum.Enum):
-    """Whose snapshot-state layout a snapshot figure follows."""
-
-    #: Engine-neutral: ``k`` full states (recurrent and conv) per slot.
-    MODULE = "module"
-    #: vLLM: ``1 + num_drafts`` blocks, each with a widened conv window.
-    VLLM = "vllm"
-    #: vLLM with prefix caching in "align" mode: one block more.
-    VLLM_ALIGN = "vllm-align"
-    #: SGLang, one draft chain: ``D`` intermediate states, one shared conv window.
-    SGLANG = "sglang"
 
 
 class ConfigError(ValueError):
@@ -111,18 +61,6 @@ class TensorParallelError(ValueError):
         self.tp: Final = tp
         self.count: Final = count
         self.heads: Final = heads
-
-
-class SizingOverflowError(OverflowError):
-    """A figure whose exact value does not fit the runtime's 64-bit usize.
-
-    ``figure`` names it: ``row``, ``preflight``, ``pool``, ``batch`` or, in a
-    sweep, ``ring``.
-    """
-
-    def __init__(self, figure: str, /) -> None:
-        super().__init__(f"the {figure} size exceeds the 64-bit usize range")
-        self.figure: Final = figure
 
 
 @dataclass(frozen=True)
@@ -186,9 +124,15 @@ class GdnDimensions:
         )
 
 
-def _text_config(config: Mapping[str, object], /) -> Mapping[str, object]:
-    text_config = config.get("text_config")
-    return text_config if isinstance(text_config, dict) else config
+def text_config(config: Mapping[str, object], /) -> Mapping[str, object]:
+    """The part of a config that describes the language model: ``text_config`` if present.
+
+    Multimodal configs (Qwen3.5) nest the text model's fields there; both
+    engines read them from it (vLLM's ``hf_text_config``, SGLang's
+    ``config.text_config``).
+    """
+    nested = config.get("text_config")
+    return nested if isinstance(nested, dict) else config
 
 
 def _positive_int(config: Mapping[str, object], key: str, /) -> int:
@@ -266,7 +210,7 @@ def dimensions_from_config(config: Mapping[str, object], /) -> GdnDimensions:
             ``layer_types`` does not list every layer.
     """
     _refuse_kda(config)
-    config = _text_config(config)
+    config = text_config(config)
     _refuse_other_families(config)
     return GdnDimensions(
         num_gdn_layers=_gdn_layer_count(config),
@@ -278,392 +222,52 @@ def dimensions_from_config(config: Mapping[str, object], /) -> GdnDimensions:
     )
 
 
+
+
 @dataclass(frozen=True)
-class ConfigDtypes:
-    """The dtypes a config names: the model's and, if set, the SSM state's."""
+class AttentionDimensions:
+    """The full-attention layers' KV shape, which sets the attention page size."""
 
-    model: str | None = None
-    ssm: str | None = None
+    num_kv_heads: int
+    head_dim: int
+
+    def per_gpu(self, tp: int, /) -> AttentionDimensions:
+        """The KV heads one of ``tp`` GPUs holds: at least one, replicated past that.
+
+        As vLLM's ``ModelConfig.get_num_kv_heads``: ``max(1, heads // tp)``.
+        """
+        return replace(self, num_kv_heads=max(1, self.num_kv_heads // tp))
 
 
-def _config_dtype(config: Mapping[str, object], key: str, /) -> str | None:
-    value = config.get(key)
-    if value is None:
+def attention_from_config(config: Mapping[str, object], /) -> AttentionDimensions | None:
+    """The attention fields of a config, or None when it names none of them.
+
+    ``num_key_value_heads`` (else ``num_attention_heads``) and ``head_dim``
+    (else ``hidden_size // num_attention_heads``), read from ``text_config``
+    when present, as vLLM's ``get_total_num_kv_heads`` and ``get_head_size`` do.
+
+    Raises:
+        ConfigError: a field is present but not a positive integer, or the
+            head size cannot be found.
+    """
+    config = text_config(config)
+    fields = ("num_key_value_heads", "num_attention_heads", "head_dim")
+    if not any(field in config for field in fields):
         return None
-    if not isinstance(value, str) or value not in _CONFIG_DTYPE_NAMES:
-        names = ", ".join(repr(name) for name in _CONFIG_DTYPE_NAMES)
-        raise ConfigError(f"the config's {key!r} is {value!r}, not one of {names}")
-    return _CONFIG_DTYPE_NAMES[value]
-
-
-def dtypes_from_config(config: Mapping[str, object], /) -> ConfigDtypes:
-    """The model dtype (``torch_dtype``, or ``dtype``) and ``mamba_ssm_dtype`` of a config.
-
-    Read from ``text_config`` when present, as SGLang does for Qwen3.5.
-
-    Raises:
-        ConfigError: a dtype field names a dtype this sizing does not know.
-    """
-    config = _text_config(config)
-    model_key = "torch_dtype" if "torch_dtype" in config else "dtype"
-    return ConfigDtypes(
-        model=_config_dtype(config, model_key), ssm=_config_dtype(config, "mamba_ssm_dtype")
-    )
-
-
-@dataclass(frozen=True)
-class StateDtypes:
-    """The dtypes of the recurrent (h) state and of the conv state."""
-
-    recurrent: str
-    conv: str
-
-
-def engine_dtypes(
-    engine: Engine,
-    config: ConfigDtypes,
-    /,
-    *,
-    recurrent: str | None = None,
-    conv: str | None = None,
-) -> StateDtypes:
-    """The state dtypes ``engine`` uses for a model, unless the review overrides them.
-
-    module: fp32 h and bf16 conv, the module's own choice. vLLM: both take the
-    model dtype (``torch_dtype``; bf16 when the config names none), as with
-    ``--mamba-ssm-cache-dtype auto``. SGLang: h is ``mamba_ssm_dtype`` when the
-    config sets it, else fp32; conv is bf16.
-
-    Raises:
-        KeyError: an override names an unknown dtype.
-    """
-    if engine is Engine.MODULE:
-        chosen = StateDtypes(recurrent="fp32", conv="bf16")
-    elif engine in {Engine.VLLM, Engine.VLLM_ALIGN}:
-        model = config.model or "bf16"
-        chosen = StateDtypes(recurrent=model, conv=model)
+    heads_key = "num_key_value_heads" if "num_key_value_heads" in config else "num_attention_heads"
+    kv_heads = _positive_int(config, heads_key)
+    if "head_dim" in config:
+        head_dim = _positive_int(config, "head_dim")
     else:
-        chosen = StateDtypes(recurrent=config.ssm or "fp32", conv="bf16")
-    chosen = StateDtypes(recurrent=recurrent or chosen.recurrent, conv=conv or chosen.conv)
-    for name in (chosen.recurrent, chosen.conv):
-        if name not in DTYPE_BYTES:
-            raise KeyError(name)
-    return chosen
-
-
-class ReplayFigures(TypedDict):
-    """The replay figures as JSON."""
-
-    num_gdn_layers: int
-    qkvz_elems: int
-    row_bytes: int
-    preflight_k: int
-    preflight_slots: int
-    preflight_ring_bytes: int
-    pool_k: int
-    pool_slots: int
-    pool_ring_bytes: int
-    preflight_covers_pool: bool
-    shortfall_bytes: int
-    batch: int | None
-    batch_ring_bytes: int | None
-    #: Review note (docs/replay.md): the row with z left out, which is all a rebuild reads.
-    minimal_replay_row_bytes: int
-    #: The pool's ring of minimal rows.
-    minimal_pool_ring_bytes: int
-
-
-@dataclass(frozen=True)
-class ReplaySizing:
-    """The replay-ring figures a design review compares; ``*_bytes`` are exact."""
-
-    num_gdn_layers: int
-    qkvz_elems: int
-    row_bytes: int
-    preflight_k: int
-    preflight_slots: int
-    preflight_ring_bytes: int
-    pool_k: int
-    pool_slots: int
-    pool_ring_bytes: int
-    preflight_covers_pool: bool
-    shortfall_bytes: int
-    minimal_replay_row_bytes: int
-    minimal_pool_ring_bytes: int
-    batch: int | None = None
-    batch_ring_bytes: int | None = None
-
-    def as_dict(self) -> ReplayFigures:
-        """The figures as a JSON-ready mapping."""
-        return ReplayFigures(
-            num_gdn_layers=self.num_gdn_layers,
-            qkvz_elems=self.qkvz_elems,
-            row_bytes=self.row_bytes,
-            preflight_k=self.preflight_k,
-            preflight_slots=self.preflight_slots,
-            preflight_ring_bytes=self.preflight_ring_bytes,
-            pool_k=self.pool_k,
-            pool_slots=self.pool_slots,
-            pool_ring_bytes=self.pool_ring_bytes,
-            preflight_covers_pool=self.preflight_covers_pool,
-            shortfall_bytes=self.shortfall_bytes,
-            batch=self.batch,
-            batch_ring_bytes=self.batch_ring_bytes,
-            minimal_replay_row_bytes=self.minimal_replay_row_bytes,
-            minimal_pool_ring_bytes=self.minimal_pool_ring_bytes,
+        head_dim = _positive_int(config, "hidden_size") // _positive_int(
+            config, "num_attention_heads"
         )
+    return AttentionDimensions(num_kv_heads=kv_heads, head_dim=head_dim)
 
 
-def size_replay(  # noqa: PLR0913 - each is a separate dimension of the review
-    dimensions: GdnDimensions,
-    /,
-    *,
-    num_drafts: int,
-    mtp_slots: int,
-    mtp_state_slots: int,
-    num_intermediates: int,
-    batch: int | None = None,
-) -> ReplaySizing:
-    """Size the replay ring where the module says it is reserved and allocated.
-
-    Preflight reserves with ``k = num_drafts + 1`` and ``mtp_state_slots``;
-    the pool allocates with ``k = num_intermediates`` and ``mtp_slots + 1``
-    (the dummy slot). ``batch`` adds the pool's ring for that many requests.
-
-    Raises:
-        SizingOverflowError: a size, or an argument of the module's functions,
-            exceeds the usize range.
-    """
-    layers = dimensions.num_gdn_layers
-    preflight_k, pool_k, pool_slots = num_drafts + 1, num_intermediates, mtp_slots + 1
-    figure = "row"
-    try:
-        row = ssm_replay_row_bytes(dimensions.qkvz_elems, dimensions.num_value_heads)
-        figure = "preflight"
-        preflight = ssm_replay_ring_bytes(layers, row, preflight_k, mtp_state_slots)
-        figure = "pool"
-        pool = ssm_replay_ring_bytes(layers, row, pool_k, pool_slots)
-        figure = "batch"
-        batch_ring = None if batch is None else ssm_replay_ring_bytes(layers, row, pool_k, batch)
-        figure = "row"
-        conv = dimensions.conv_dim
-        minimal_row = minimal_replay_row_bytes(conv, dimensions.num_value_heads)
-        figure = "pool"
-        minimal_ring = minimal_replay_ring_bytes(
-            layers, conv, dimensions.num_value_heads, pool_k, pool_slots
-        )
-    except (SsmReplayBytesOverflowError, UsizeRangeError):
-        raise SizingOverflowError(figure) from None
-    return ReplaySizing(
-        num_gdn_layers=layers,
-        qkvz_elems=dimensions.qkvz_elems,
-        row_bytes=row,
-        preflight_k=preflight_k,
-        preflight_slots=mtp_state_slots,
-        preflight_ring_bytes=preflight,
-        pool_k=pool_k,
-        pool_slots=pool_slots,
-        pool_ring_bytes=pool,
-        preflight_covers_pool=preflight >= pool,
-        shortfall_bytes=max(pool - preflight, 0),
-        batch=batch,
-        batch_ring_bytes=batch_ring,
-        minimal_replay_row_bytes=minimal_row,
-        minimal_pool_ring_bytes=minimal_ring,
-    )
-
-
-class SnapshotFigures(TypedDict):
-    """The snapshot figures of one engine view as JSON."""
-
-    engine: str
-    recurrent_dtype: str
-    conv_dtype: str
-    recurrent_bytes_per_layer: int
-    conv_column_bytes_per_layer: int
-    slots: int
-    base_bytes: int
-    speculative_bytes: int
-    total_bytes: int
-    batch: int | None
-    batch_base_bytes: int | None
-    batch_speculative_bytes: int | None
-
-
-@dataclass(frozen=True)
-class SnapshotSizing:
-    """What an engine view holds for speculative decoding by snapshots.
-
-    ``base_bytes`` is what the engine holds with no drafts; the speculative
-    figure is what drafting adds. Both cover ``slots`` requests and every GDN
-    layer, on one GPU.
-    """
-
-    engine: Engine
-    dtypes: StateDtypes
-    recurrent_bytes_per_layer: int
-    conv_column_bytes_per_layer: int
-    slots: int
-    base_bytes_per_request: int
-    speculative_bytes_per_request: int
-    batch: int | None = None
-
-    @property
-    def base_bytes(self) -> int:
-        """The base state of ``slots`` requests."""
-        return self.slots * self.base_bytes_per_request
-
-    @property
-    def speculative_bytes(self) -> int:
-        """What speculation adds for ``slots`` requests."""
-        return self.slots * self.speculative_bytes_per_request
-
-    @property
-    def total_bytes(self) -> int:
-        """Base and speculative state together."""
-        return self.base_bytes + self.speculative_bytes
-
-    def as_dict(self) -> SnapshotFigures:
-        """The figures as a JSON-ready mapping."""
-        batch = self.batch
-        return SnapshotFigures(
-            engine=self.engine.value,
-            recurrent_dtype=self.dtypes.recurrent,
-            conv_dtype=self.dtypes.conv,
-            recurrent_bytes_per_layer=self.recurrent_bytes_per_layer,
-            conv_column_bytes_per_layer=self.conv_column_bytes_per_layer,
-            slots=self.slots,
-            base_bytes=self.base_bytes,
-            speculative_bytes=self.speculative_bytes,
-            total_bytes=self.total_bytes,
-            batch=batch,
-            batch_base_bytes=None if batch is None else batch * self.base_bytes_per_request,
-            batch_speculative_bytes=(
-                None if batch is None else batch * self.speculative_bytes_per_request
-            ),
-        )
-
-
-def size_snapshot(  # noqa: PLR0913 - each is a separate dimension of the review
-    dimensions: GdnDimensions,
-    engine: Engine,
-    /,
-    *,
-    num_drafts: int,
-    slots: int,
-    dtypes: StateDtypes,
-    num_intermediates: int | None = None,
-    batch: int | None = None,
-) -> SnapshotSizing:
-    """Size the snapshot state ``engine`` holds for ``num_drafts`` drafts per step.
-
-    Per request and GDN layer, with h the recurrent state, c one conv column
-    (``conv_dim`` values), K the conv kernel, s = ``num_drafts`` and
-    k = ``num_intermediates`` (default s + 1):
-
-    - module: base h + (K-1)c; speculative k (h + (K-1)c), the dense layout;
-    - vllm: ``1 + s`` blocks of h + (K-1+s)c, less the base h + (K-1)c;
-    - vllm-align: ``2 + s`` such blocks, less the base 2 (h + (K-1)c);
-    - sglang: base h + (K-1)c; speculative D h + (D+K-2)c with D = s + 1.
-
-    Raises:
-        KeyError: an unknown dtype name.
-    """
-    layers, kernel = dimensions.num_gdn_layers, dimensions.conv_kernel
-    h = dimensions.recurrent_state_values * DTYPE_BYTES[dtypes.recurrent]
-    column = dimensions.conv_dim * DTYPE_BYTES[dtypes.conv]
-    state = h + (kernel - 1) * column
-    s = num_drafts
-    if engine is Engine.MODULE:
-        k = s + 1 if num_intermediates is None else num_intermediates
-        base, speculative = state, k * state
-    elif engine is Engine.VLLM:
-        base = state
-        speculative = (1 + s) * (h + (kernel - 1 + s) * column) - base
-    elif engine is Engine.VLLM_ALIGN:
-        base = 2 * state
-        speculative = (2 + s) * (h + (kernel - 1 + s) * column) - base
-    else:
-        drafts = s + 1
-        base, speculative = state, drafts * h + (drafts + kernel - 2) * column
-    return SnapshotSizing(
-        engine=engine,
-        dtypes=dtypes,
-        recurrent_bytes_per_layer=h,
-        conv_column_bytes_per_layer=column,
-        slots=slots,
-        base_bytes_per_request=layers * base,
-        speculative_bytes_per_request=layers * speculative,
-        batch=batch,
-    )
-
-
-class SweepFigures(TypedDict):
-    """One sweep row as JSON."""
-
-    num_drafts: int
-    replay_ring_bytes: int
-    snapshot_bytes: dict[str, int]
-    snapshot_to_replay: dict[str, float | None]
-
-
-@dataclass(frozen=True)
-class SweepRow:
-    """The replay ring and each view's speculative snapshot state at one draft count."""
-
-    num_drafts: int
-    replay_ring_bytes: int
-    snapshot_bytes: Mapping[Engine, int]
-
-    def ratio(self, engine: Engine, /) -> float | None:
-        """Snapshot state over replay ring; None when there is no ring (no drafts)."""
-        if self.replay_ring_bytes == 0:
-            return None
-        return self.snapshot_bytes[engine] / self.replay_ring_bytes
-
-    def as_dict(self) -> SweepFigures:
-        """The row as a JSON-ready mapping."""
-        return SweepFigures(
-            num_drafts=self.num_drafts,
-            replay_ring_bytes=self.replay_ring_bytes,
-            snapshot_bytes={e.value: b for e, b in self.snapshot_bytes.items()},
-            snapshot_to_replay={e.value: self.ratio(e) for e in self.snapshot_bytes},
-        )
-
-
-def sweep(
-    dimensions: GdnDimensions,
-    /,
-    *,
-    num_drafts: Iterable[int],
-    requests: int,
-    dtypes: Mapping[Engine, StateDtypes],
-) -> list[SweepRow]:
-    """One row per draft count: the pool's ring (k = drafts + 1) and each view's state.
-
-    Every figure covers ``requests`` requests (slots, or a batch).
-
-    Raises:
-        SizingOverflowError: a ring size exceeds the usize range (``figure``
-            is ``row`` or ``ring``).
-        KeyError: an unknown dtype name.
-    """
-    layers = dimensions.num_gdn_layers
-    try:
-        row = ssm_replay_row_bytes(dimensions.qkvz_elems, dimensions.num_value_heads)
-    except (SsmReplayBytesOverflowError, UsizeRangeError):
-        raise SizingOverflowError("row") from None
-    rows = []
-    for drafts in num_drafts:
-        try:
-            ring = ssm_replay_ring_bytes(layers, row, drafts + 1, requests)
-        except (SsmReplayBytesOverflowError, UsizeRangeError):
-            raise SizingOverflowError("ring") from None
-        snapshot = {
-            engine: size_snapshot(
-                dimensions, engine, num_drafts=drafts, slots=requests, dtypes=chosen
-            ).speculative_bytes
-            for engine, chosen in dtypes.items()
-        }
-        rows.append(SweepRow(drafts, ring, snapshot))
-    return rows
+def architecture_from_config(config: Mapping[str, object], /) -> str | None:
+    """The first of the config's ``architectures``, which picks the engines' model hooks."""
+    architectures = config.get("architectures")
+    if isinstance(architectures, list) and architectures and isinstance(architectures[0], str):
+        return architectures[0]
+    return None
