@@ -222,8 +222,6 @@ def dimensions_from_config(config: Mapping[str, object], /) -> GdnDimensions:
     )
 
 
-
-
 @dataclass(frozen=True)
 class AttentionDimensions:
     """The full-attention layers' KV shape, which sets the attention page size."""

@@ -218,8 +218,8 @@ class SnapshotSizing:
         )
 
 
-def _vllm(  # noqa: PLR0913 - the view's inputs, each separate
-    model: Model, setup: Setup, dtypes: StateDtypes, requests: int, s: int, /, **common: int
+def _vllm(  # noqa: PLR0913, PLR0917 - the view's inputs, each separate
+    model: Model, setup: Setup, dtypes: StateDtypes, requests: int, s: int, h: int, column: int, /
 ) -> SnapshotSizing:
     layers = model.dimensions.num_gdn_layers
     kv_dtype = vllm.model_dtype(model.dtypes)
@@ -241,11 +241,12 @@ def _vllm(  # noqa: PLR0913 - the view's inputs, each separate
         # The null block is one more page in every layer.
         base_padding_bytes=vllm.NULL_BLOCKS * layers * layout.allocated_page_bytes,
         page=layout,
-        **common,
+        recurrent_bytes_per_layer=h,
+        conv_column_bytes_per_layer=column,
     )
 
 
-def size_view(
+def size_view(  # noqa: PLR0913 - each is a separate dimension of the review
     view: View,
     model: Model,
     /,
@@ -271,10 +272,9 @@ def size_view(
     h = d.recurrent_state_values * dtypes.recurrent.bytes
     column = d.conv_dim * dtypes.conv.bytes
     state = h + (kernel - 1) * column
-    common = {"recurrent_bytes_per_layer": h, "conv_column_bytes_per_layer": column}
     s = num_drafts
     if view is View.VLLM:
-        return _vllm(model, setup, dtypes, requests, s, **common)
+        return _vllm(model, setup, dtypes, requests, s, h, column)
     if view is View.MODULE:
         k = s + 1 if num_intermediates is None else num_intermediates
         return SnapshotSizing(
@@ -284,7 +284,8 @@ def size_view(
             requests=requests,
             base_bytes_per_request=layers * state,
             speculative_bytes_per_request=layers * k * state,
-            **common,
+            recurrent_bytes_per_layer=h,
+            conv_column_bytes_per_layer=column,
         )
     drafts = s + 1
     windows = (drafts + kernel - 2) * column
@@ -306,7 +307,8 @@ def size_view(
         speculative_padding_bytes=padding * speculative,
         replayssm_record_bytes=record,
         replayssm_cache_len=length,
-        **common,
+        recurrent_bytes_per_layer=h,
+        conv_column_bytes_per_layer=column,
     )
 
 

@@ -209,7 +209,7 @@ SOURCES: Final = {
 class VllmSetup:
     """How vLLM is served: the defaults of ``vllm serve`` on SM90 unless said otherwise."""
 
-    #: ``--enable-prefix-caching`` (the default for hybrid models) or ``--no-enable-prefix-caching``.
+    #: ``--enable-prefix-caching`` (hybrid models' default) or ``--no-enable-prefix-caching``.
     prefix_caching: bool = True
     gpu: Gpu = Gpu.SM90
 
@@ -311,7 +311,7 @@ class VllmLayout:
         return self.page_bytes if self.padded_page_bytes is None else self.padded_page_bytes
 
 
-def vllm_layout(
+def vllm_layout(  # noqa: PLR0913 - each is a separate input of vLLM's arithmetic
     dimensions: GdnDimensions,
     attention: AttentionDimensions | None,
     dtypes: StateDtypes,
