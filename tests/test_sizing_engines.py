@@ -180,7 +180,7 @@ def test_sglang_keeps_five_states_per_request_with_the_radix_cache() -> None:
 
 
 def test_sglang_without_the_radix_cache_keeps_one_state() -> None:
-    # kv_cache_configurator.py:3063-3064.
+    # kv_cache_configurator.py, lines 3063-3064: one state per request.
     setup = Setup(sglang=sglang.SglangSetup(radix_cache=False))
     sized = size_view(View.SGLANG, _model(), num_drafts=3, requests=1, setup=setup)
     assert sized.base_bytes_per_request == 2_146_304 * 36 == 77_266_944

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import pytest
 
@@ -24,13 +24,14 @@ EXAMPLES: Final = sorted((Path(__file__).resolve().parents[1] / "examples").glob
 BYTES: Final = {"float32": 4, "bfloat16": 2, "float16": 2}
 
 
-def _text(config: dict[str, object]) -> dict[str, int | str]:
+def _text(config: dict[str, Any]) -> dict[str, Any]:
     nested = config.get("text_config", config)
     assert isinstance(nested, dict)
-    return nested
+    text: dict[str, Any] = nested
+    return text
 
 
-def _vllm(config: dict[str, object], tp: int, s: int) -> tuple[int, int, int]:
+def _vllm(config: dict[str, Any], tp: int, s: int) -> tuple[int, int, int]:
     """(base per request, speculative per request, null block), all GDN layers."""
     t = _text(config)
     layers = t["num_hidden_layers"] - t["num_hidden_layers"] // t["full_attention_interval"]
@@ -45,24 +46,25 @@ def _vllm(config: dict[str, object], tp: int, s: int) -> tuple[int, int, int]:
     model = "bfloat16" if model == "float32" else model
     conv_b = BYTES[str(model)]
     # models/config.py:963-966: the Qwen3.5 hook.
-    qwen35 = str(config["architectures"][0]).startswith("Qwen3_5")  # type: ignore[index]
+    qwen35 = str(config["architectures"][0]).startswith("Qwen3_5")
     ssm_b = BYTES[str(t["mamba_ssm_dtype"])] if qwen35 and "mamba_ssm_dtype" in t else conv_b
 
     def page(spec: int) -> int:
-        # mamba_utils.py:282-292.
+        # The state shape of mamba_utils.py, lines 282 to 292.
         raw = nv * dv * dk * ssm_b + (kernel - 1 + spec) * (2 * nk * dk + nv * dv) * conv_b
         # platforms/interface.py:1068-1128, align mode with the FlashInfer checkpoint (64).
-        per_token = max(1, t["num_key_value_heads"] // tp) * 2 * t["head_dim"] * conv_b
+        per_token: int = max(1, t["num_key_value_heads"] // tp) * 2 * t["head_dim"] * conv_b
         align = math.lcm(max(16, 16), 64)
         block = align * math.ceil(raw / (align * per_token))
-        return max(16, block) * per_token
+        padded: int = max(16, block) * per_token
+        return padded
 
     # kv_cache_interface.py:1136-1139: 2 + num_spec + 1 checkpoint block.
     base, total = 3 * page(0), (3 + s) * page(s)
     return layers * base, layers * (total - base), layers * page(s)
 
 
-def _sglang(config: dict[str, object], tp: int, s: int, *, replay: bool) -> tuple[int, int]:
+def _sglang(config: dict[str, Any], tp: int, s: int, *, replay: bool) -> tuple[int, int]:
     """(base per request, speculative per request), all GDN layers."""
     t = _text(config)
     layers = t["num_hidden_layers"] - t["num_hidden_layers"] // t["full_attention_interval"]
@@ -86,7 +88,7 @@ def _sglang(config: dict[str, object], tp: int, s: int, *, replay: bool) -> tupl
     return layers * base, layers * ((d + kernel - 2) * c + 16 * record)
 
 
-def _model(config: dict[str, object], tp: int) -> Model:
+def _model(config: dict[str, Any], tp: int) -> Model:
     attention = dims.attention_from_config(config)
     assert attention is not None
     return Model(
