@@ -250,6 +250,10 @@ def _short(size: int, /) -> str:
     return f"{value:,.1f} TiB"
 
 
+def _count(number: int, noun: str, /) -> str:
+    return f"{number:,} {noun}" if number == 1 else f"{number:,} {noun}s"
+
+
 def _ratio(value: float | None, /) -> str:
     return "-" if value is None else f"{value:,.1f}x"
 
@@ -471,8 +475,8 @@ def _sections(
     arguments: argparse.Namespace,
     /,
 ) -> list[_Section]:
-    who = "slots" if s.view is View.MODULE else "requests"
-    layers = f"{s.requests} {who} x {f.num_gdn_layers} layers"
+    layers = f"{_count(s.requests, 'slot' if s.view is View.MODULE else 'request')} x"
+    layers += f" {f.num_gdn_layers} layers"
     snapshot = [
         ("follows", s.view.engine),
         ("setup", s.setup),
@@ -685,7 +689,8 @@ def _sweep_table(
         who = f"--batch {arguments.batch}" if arguments.batch else "--mtp-slots"
         scope = (
             f"Per GPU (--tp {arguments.tp}): the seed's rings over {_slots(arguments)} slots,"
-            f" the engines' {_requests(arguments)} requests ({who}) with their pool padding"
+            f" the engines' {_count(_requests(arguments), 'request')} ({who}) with their pool"
+            " padding"
         )
     follows = "; ".join(f"{v.value}: {v.engine}, {setup.describe(v)}" for v in views)
     caption = (
@@ -724,7 +729,7 @@ def _plot(
         rows,
         arguments.plot,
         title=(
-            f"Speculative state per GPU (TP {arguments.tp}), {_requests(arguments)} requests"
-            f" ({_slots(arguments)} seed slots)"
+            f"Speculative state per GPU (TP {arguments.tp}),"
+            f" {_count(_requests(arguments), 'request')} ({_slots(arguments)} seed slots)"
         ),
     )
