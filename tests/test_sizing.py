@@ -137,6 +137,7 @@ def test_the_command_prints_the_review_in_human_units() -> None:
     assert finished.returncode == 0, finished.stderr
     assert "GDN layers               36" in finished.stdout
     assert "replay row               24,832 B (24.2 KiB)" in finished.stdout
+    assert "32 x 2 FP32), design seed-row\n" in finished.stdout
     assert "preflight reservation    5,363,712 B (5.1 MiB)" in finished.stdout
     assert "preflight covers pool    yes" in finished.stdout
     assert "Estimate, not part of the module's contract" in finished.stdout
@@ -172,8 +173,9 @@ def test_size_reports_the_minimal_replay_row_as_a_review_note() -> None:
     assert "review note: minimal row 16,640 B (16.2 KiB) per token per layer without z" in text
     # Wherever a figure says minimal, it says what for.
     assert replay["minimal_for"] == (
-        "minimal for the seed's replay-from-checkpoint design (pre-conv q, k, v and g, beta;"
-        " RB-REPLAY-5), not for ReplaySSM"
+        "design minimal-pre-conv: minimal among rows of pre-conv inputs that rebuild both the"
+        " conv state and h from a per-verify checkpoint (the seed's row without z);"
+        " RB-REPLAY-5; not minimal for replayssm, whose ring is L records whatever K"
     )
     assert f"; {replay['minimal_for']} (docs/replay.md)" in text
 

@@ -369,14 +369,14 @@ def test_a_sweep_prints_per_gpu_and_per_request_tables() -> None:
     assert tables[2].startswith("Per request.")
     header = tables[1].splitlines()[0].split()
     assert header == [
-        "num_drafts", "seed", "ring", "minimal", "ring", "replayssm", "ring",
+        "num_drafts", "seed-row", "ring", "minimal-pre-conv", "ring", "replayssm", "ring",
         "module", "speculative", "vllm", "speculative", "sglang", "speculative",
         "sglang-replayssm", "speculative",
     ]  # fmt: skip
     rows = tables[1].splitlines()[1:]
     assert [line.split()[0] for line in rows] == ["1", "3", "7"]
-    assert "5.1 MiB       3.4 MiB        27.1 MiB  589.5 MiB (115.2x)" in rows[1]
-    assert "minimal for the seed's replay-from-checkpoint design" in tables[0]
+    assert "5.1 MiB                3.4 MiB        27.1 MiB  589.5 MiB (115.2x)" in rows[1]
+    assert "design minimal-pre-conv: minimal among rows of pre-conv inputs" in tables[0]
     assert "vllm: vLLM 0.33.0, vllm serve on SM90" in tables[0]
 
 
@@ -394,8 +394,9 @@ def test_a_sweep_in_markdown_is_a_table() -> None:
     assert finished.returncode == 0, finished.stderr
     lines = finished.stdout.splitlines()
     assert lines[2] == (
-        "| num_drafts | seed ring | minimal ring | replayssm ring | module speculative "
-        "| vllm speculative | sglang speculative | sglang-replayssm speculative |"
+        "| num_drafts | seed-row ring | minimal-pre-conv ring | replayssm ring "
+        "| module speculative | vllm speculative | sglang speculative "
+        "| sglang-replayssm speculative |"
     )
     assert lines[5].startswith("| 3 | 5.1 MiB | 3.4 MiB | 27.1 MiB | 589.5 MiB (115.2x) |")
 

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
+from ..replay.rows import GdnShape, RecordStorage  # noqa: TID252
+from ..replay.rows import replayssm_record_bytes as _record_bytes  # noqa: TID252
 from .dtypes import Dtype
 from .facts import Source
 
@@ -84,10 +86,19 @@ def replayssm_record_bytes(dimensions: GdnDimensions, conv: Dtype, /) -> int:
     """Bytes of one ReplaySSM record in one GDN layer, on one GPU (``dimensions`` per GPU).
 
     d and k in ``conv``; g in fp32; the low parts of d and k in ``conv`` when
-    it is not fp32.
+    it is not fp32. The record is the replay model's design (c)
+    (:func:`spec.replay.rows.replayssm_record_bytes`), stored as FP32 or as
+    high and low parts; an fp16 conv dtype's parts take a BF16 pair's bytes.
+
+    Raises:
+        SsmReplayBytesOverflowError: the size exceeds ``USIZE_MAX``.
     """
-    d = dimensions.value_dim * conv.bytes
-    k = dimensions.key_dim * conv.bytes
-    g = dimensions.num_value_heads * Dtype.FP32.bytes
-    low = 0 if conv is Dtype.FP32 else d + k
-    return d + k + g + low
+    storage = RecordStorage.FP32 if conv is Dtype.FP32 else RecordStorage.BF16_HI_LO
+    shape = GdnShape(
+        num_key_heads=dimensions.num_key_heads,
+        key_head_dim=dimensions.key_head_dim,
+        num_value_heads=dimensions.num_value_heads,
+        value_head_dim=dimensions.value_head_dim,
+        conv_kernel=dimensions.conv_kernel,
+    )
+    return _record_bytes(shape, storage)

@@ -16,7 +16,12 @@ from typing import TYPE_CHECKING, Final, TypedDict
 
 # Relative, as the rest of the package's lower floors: the sizing floor
 # leans on the contract and the replay rows, never on the tools above it.
-from ..replay.rows import minimal_replay_ring_bytes, minimal_replay_row_bytes  # noqa: TID252
+from ..replay.rows import (  # noqa: TID252
+    DESIGN_MINIMAL_FOR,
+    ReplayDesign,
+    minimal_replay_ring_bytes,
+    minimal_replay_row_bytes,
+)
 from ..rollback import (  # noqa: TID252
     SsmReplayBytesOverflowError,
     UsizeRangeError,
@@ -38,9 +43,11 @@ __all__ = [
 ]
 
 #: What the minimal ring is minimal for, said wherever a figure calls it minimal.
+#: The replay model's design (b) and its own words for its minimality.
 MINIMAL_RING_SCOPE: Final = (
-    "minimal for the seed's replay-from-checkpoint design (pre-conv q, k, v and g, beta;"
-    " RB-REPLAY-5), not for ReplaySSM"
+    f"design {ReplayDesign.MINIMAL_PRE_CONV.value}:"
+    f" {DESIGN_MINIMAL_FOR[ReplayDesign.MINIMAL_PRE_CONV]}; RB-REPLAY-5; not minimal for"
+    f" {ReplayDesign.REPLAYSSM.value}, whose ring is L records whatever K"
 )
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final, TypedDict
 
 from spec import SPEC_VERSION
+from spec.replay.rows import ReplayDesign
 from spec.sizing import dimensions as dims
 from spec.sizing import replayssm, rings, sglang, vllm
 from spec.sizing.dtypes import Dtype, UnsupportedDtypeError, dtypes_from_config
@@ -432,7 +433,8 @@ def _replay_section(
             "replay row",
             (
                 f"{_human(f.row_bytes)} per token per layer"
-                f"  ({f.qkvz_elems:,} BF16 + {d.num_value_heads} x 2 FP32)"
+                f"  ({f.qkvz_elems:,} BF16 + {d.num_value_heads} x 2 FP32),"
+                f" design {ReplayDesign.SEED_ROW.value}"
             ),
         ),
         (
@@ -664,9 +666,9 @@ def _sweep_table(
     index = 0 if per_request else 1
     header = [
         "num_drafts",
-        "seed ring",
-        "minimal ring",
-        "replayssm ring",
+        f"{ReplayDesign.SEED_ROW.value} ring",
+        f"{ReplayDesign.MINIMAL_PRE_CONV.value} ring",
+        f"{ReplayDesign.REPLAYSSM.value} ring",
         *(f"{view.value} speculative" for view in views),
     ]
     body = [
@@ -694,9 +696,11 @@ def _sweep_table(
         )
     follows = "; ".join(f"{v.value}: {v.engine}, {setup.describe(v)}" for v in views)
     caption = (
-        f"{scope}. Rings: the seed's replay ring; the minimal ring, {rings.MINIMAL_RING_SCOPE};"
-        f" SGLang {sglang.VERSION}'s ReplaySSM ring. Views (estimates, docs/sizing.md), each"
-        f" with its ratio to the seed's ring: {follows}. Exact bytes with --format json"
+        f"{scope}. Rings (docs/replay.md's designs): the seed's replay ring, design"
+        f" {ReplayDesign.SEED_ROW.value}; the minimal ring, {rings.MINIMAL_RING_SCOPE};"
+        f" SGLang {sglang.VERSION}'s ReplaySSM ring, design {ReplayDesign.REPLAYSSM.value}."
+        " Views (estimates, docs/sizing.md), each with its ratio to the seed's ring:"
+        f" {follows}. Exact bytes with --format json"
     )
     if markdown:
         lines = [caption, "", "| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
