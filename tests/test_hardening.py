@@ -29,10 +29,10 @@ from spec import rollback
 from spec.harness import protocol
 from spec.harness.adapter import respond, serve
 from spec.harness.failures import AdapterFailure, Breakage
+from spec.harness.files import MAX_FILE_BYTES, MAX_FILE_DEPTH, JsonFileError, read_json_file
 from spec.harness.subprocess_driver import SubprocessDriver
 from spec.tools import corpus
 from spec.tools.cli import main
-from spec.tools.files import MAX_FILE_BYTES, MAX_FILE_DEPTH, JsonFileError, read_json_file
 from tests.child import ROOT
 
 if TYPE_CHECKING:

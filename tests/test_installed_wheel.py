@@ -78,13 +78,16 @@ def _json(path: Path, /) -> dict[str, Any]:
 def test_the_wheel_carries_the_suite_and_the_corpus(installed: Installed) -> None:
     finished = installed.run("vectors", "where")
     assert finished.returncode == 0, finished.stderr
-    shipped = Path(finished.stdout.strip())
+    first, replay = finished.stdout.splitlines()
+    shipped = Path(first)
     assert shipped.is_relative_to(installed.root)
-    assert sorted(p.name for p in shipped.glob("*.json")) == sorted(
-        p.name for p in CORPUS.glob("*.json")
-    )
-    for path in CORPUS.glob("*.json"):
-        assert (shipped / path.name).read_bytes() == path.read_bytes(), path.name
+    assert Path(replay) == shipped / "replay"
+    for corpus, copy in ((CORPUS, shipped), (CORPUS / "replay", Path(replay))):
+        assert sorted(p.name for p in copy.glob("*.json")) == sorted(
+            p.name for p in corpus.glob("*.json")
+        )
+        for path in corpus.glob("*.json"):
+            assert (copy / path.name).read_bytes() == path.read_bytes(), path.name
     suite = shipped.parent / "suite"
     assert sorted(p.name for p in suite.glob("*.py")) == sorted(p.name for p in SUITE.glob("*.py"))
 

@@ -11,13 +11,18 @@ oracle. Loading and running need only the standard library.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, TypedDict, cast
 
 from spec import SPEC_VERSION, model
 from spec.harness.clauses import CLAUSES
+from spec.harness.corpus_files import (
+    ManifestEntry,
+    VectorError,
+    load_corpus,
+    render_corpus_files,
+)
 from spec.harness.driver import is_stateful
 from spec.harness.oracle import allowed_replies
 from spec.harness.protocol import (
@@ -27,8 +32,6 @@ from spec.harness.protocol import (
     encode_line,
     reply_matches,
 )
-
-from .files import JsonFileError, read_json_file
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping, Sequence
@@ -69,14 +72,6 @@ class CaseFile(TypedDict):
     spec_version: str
     protocol_version: int
     cases: list[Case]
-
-
-class ManifestEntry(TypedDict):
-    """One corpus file as the manifest pins it."""
-
-    path: str
-    cases: int
-    sha256: str
 
 
 class Manifest(TypedDict):
@@ -299,58 +294,19 @@ _FILES: Final = {
 }
 
 
-def _compact(value: object, /) -> str:
-    # ASCII only, so the files are byte-stable whatever the vendoring tool.
-    return json.dumps(value, ensure_ascii=True, separators=(", ", ": "))
-
-
-def _dump(document: Mapping[str, object], /) -> str:
-    # One line per case or file entry: readable, and a change diffs as one line.
-    lines = ["{"]
-    items = list(document.items())
-    for index, (key, value) in enumerate(items):
-        comma = "," if index < len(items) - 1 else ""
-        if isinstance(value, list):
-            inner = [f"  {_compact(item)}" for item in value]
-            body = ",\n".join(inner)
-            lines.append(
-                f" {_compact(key)}: [\n{body}\n ]{comma}"
-                if inner
-                else f" {_compact(key)}: []{comma}"
-            )
-        else:
-            lines.append(f" {_compact(key)}: {_compact(value)}{comma}")
-    lines.append("}")
-    return "\n".join(lines) + "\n"
-
-
 def render_corpus(files: Mapping[str, Sequence[Case]], /) -> dict[str, str]:
     """Each corpus file's name and exact text, with the manifest that pins them."""
-    texts = {}
-    manifest_entries: list[ManifestEntry] = []
-    for name, cases in files.items():
-        document: CaseFile = {
-            "spec_version": SPEC_VERSION,
-            "protocol_version": PROTOCOL_VERSION,
-            "cases": list(cases),
-        }
-        text = _dump(cast("Mapping[str, object]", document))
-        texts[name] = text
-        manifest_entries.append(
-            {
-                "path": name,
-                "cases": len(document["cases"]),
-                "sha256": hashlib.sha256(text.encode("ascii")).hexdigest(),
-            }
+    documents = {
+        name: cast(
+            "Mapping[str, object]",
+            CaseFile(
+                spec_version=SPEC_VERSION, protocol_version=PROTOCOL_VERSION, cases=list(cases)
+            ),
         )
-    manifest: Manifest = {
-        "spec_version": SPEC_VERSION,
-        "protocol_version": PROTOCOL_VERSION,
-        "schema": "schema.json",
-        "files": manifest_entries,
+        for name, cases in files.items()
     }
-    texts["manifest.json"] = _dump(cast("Mapping[str, object]", manifest))
-    return texts
+    header = {"spec_version": SPEC_VERSION, "protocol_version": PROTOCOL_VERSION}
+    return render_corpus_files(header, documents)
 
 
 def generate() -> dict[str, str]:
@@ -396,13 +352,7 @@ def exported_case(request: Mapping[str, object], clauses: Sequence[str], /) -> C
     return _case(case_id, cited, dict(request))
 
 
-class VectorError(ValueError):
-    """A corpus, skip list or run that cannot be used as it is."""
-
-
 _CASE_ID: Final = re.compile(r"[a-z0-9][a-z0-9-]*")
-_FILE_NAME: Final = re.compile(r"[a-z_]+\.json")
-_SHA256: Final = re.compile(r"[0-9a-f]{64}")
 _ERROR_KINDS: Final = ("unknown-mode", "overflow", "unsupported", "unknown-op", "bad-request")
 
 
@@ -446,36 +396,6 @@ def _case_problem(case: object, /) -> str | None:  # noqa: PLR0911 - one return 
     return None
 
 
-def _read(directory: Path, name: str, /) -> tuple[bytes, object]:
-    path = directory / name
-    try:
-        document = read_json_file(path)
-    except JsonFileError as error:
-        raise VectorError(f"{path}: {error}") from None
-    return path.read_bytes(), document
-
-
-def _manifest_entries(directory: Path, /) -> list[ManifestEntry]:
-    _, manifest = _read(directory, "manifest.json")
-    files = manifest.get("files") if isinstance(manifest, dict) else None
-    if not isinstance(files, list) or not files:
-        raise VectorError(f"{directory / 'manifest.json'}: must list its files under 'files'")
-    for index, entry in enumerate(files):
-        if (
-            not isinstance(entry, dict)
-            or not isinstance(entry.get("path"), str)
-            or not _FILE_NAME.fullmatch(entry["path"])
-            or type(entry.get("cases")) is not int
-            or not isinstance(entry.get("sha256"), str)
-            or not _SHA256.fullmatch(entry["sha256"])
-        ):
-            raise VectorError(
-                f"{directory / 'manifest.json'}: files[{index}] must be "
-                "{path: NAME.json, cases: COUNT, sha256: HEX}"
-            )
-    return cast("list[ManifestEntry]", files)
-
-
 def load_cases(directory: Path, /) -> list[Case]:
     """Every case of the corpus in ``directory``, checked against its manifest and the schema.
 
@@ -485,16 +405,8 @@ def load_cases(directory: Path, /) -> list[Case]:
             file and ID), or two cases share an ID.
     """
     cases: list[Case] = []
-    for entry in _manifest_entries(directory):
-        raw, document = _read(directory, entry["path"])
-        if hashlib.sha256(raw).hexdigest() != entry["sha256"]:
-            raise VectorError(f"{entry['path']}: SHA-256 differs from manifest.json")
-        file_cases = document.get("cases") if isinstance(document, dict) else None
-        if not isinstance(file_cases, list):
-            raise VectorError(f"{entry['path']}: must hold its cases under 'cases'")
-        if len(file_cases) != entry["cases"]:
-            raise VectorError(f"{entry['path']}: case count differs from manifest.json")
-        for index, case in enumerate(file_cases):
+    for entry in load_corpus(directory):
+        for index, case in enumerate(entry["cases"]):
             problem = _case_problem(case)
             if problem is not None:
                 shown = case.get("id") if isinstance(case, dict) else None

@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from spec.harness.clauses import CLAUSES
+from spec.harness.files import JsonFileError, read_json_file
 
 from .errors import CliError
-from .files import JsonFileError, read_json_file
 
 if TYPE_CHECKING:
     from collections.abc import Collection, Iterable, Sequence

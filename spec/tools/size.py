@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final, TypedDict
 
 from spec import SPEC_VERSION
+from spec.harness.files import JsonFileError, read_json_file
 from spec.replay.rows import ReplayDesign
 from spec.sizing import dimensions as dims
 from spec.sizing import replayssm, rings, sglang, vllm
@@ -28,7 +29,6 @@ from spec.sizing.views import (
 
 from .arguments import whole_number
 from .errors import CliError, ExitStatus
-from .files import JsonFileError, read_json_file
 from .report import write_json
 
 if TYPE_CHECKING:

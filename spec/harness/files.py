@@ -7,7 +7,7 @@ import os
 import stat
 from typing import TYPE_CHECKING, Final
 
-from spec.harness.protocol import TooDeepError, loads_bounded
+from .protocol import TooDeepError, loads_bounded
 
 if TYPE_CHECKING:
     from pathlib import Path
