@@ -15,7 +15,7 @@ import pytest
 from spec import SPEC_VERSION
 from spec.harness.oracle import allowed_replies
 from spec.harness.protocol import PROTOCOL_VERSION
-from spec.tools import corpus
+from spec.tools import corpus, replay_corpus
 from tests.child import run_module
 from tests.selftest.wrong import WRONG, import_path
 
@@ -134,16 +134,20 @@ def _json_report(tmp_path: Path, *arguments: str) -> tuple[int, dict[str, Any]]:
     return finished.returncode, json.loads(report.read_text(encoding="utf-8"))
 
 
-def test_the_python_adapter_passes_every_case(tmp_path: Path) -> None:
+def test_the_python_adapter_passes_every_case_and_does_not_offer_replay(tmp_path: Path) -> None:
     status, report = _json_report(tmp_path)
     assert status == 0
+    replay = replay_corpus.load_replay_cases(VECTORS / "replay")
     assert report["counts"] == {
         "passed": len(corpus.load_cases(VECTORS)),
         "failed": 0,
         "not-run": 0,
         "deviation": 0,
-        "skipped": 0,
+        "skipped": len(replay),
     }
+    skipped = [case for case in report["cases"] if case["outcome"] == "skipped"]
+    assert [case["id"] for case in skipped] == [case.case_id for case in replay]
+    assert {case["detail"] for case in skipped} == {replay_corpus.NOT_OFFERED}
 
 
 def test_the_rust_adapter_passes_every_case(tmp_path: Path, rust_adapter: str) -> None:

@@ -23,7 +23,11 @@ if TYPE_CHECKING:
 
     from .python_impl import Cell, RollbackApi
 
-__all__ = ["main", "read_lines", "respond", "serve"]
+__all__ = ["REPLAY_NOT_OFFERED", "main", "read_lines", "respond", "serve"]
+
+#: The reference adapter's answer to ``replay``: the contract has no replay
+#: kernel to serve (the replay model is numpy and draft; docs/protocol.md).
+REPLAY_NOT_OFFERED: Final = "replay is not offered: spec.rollback has no replay kernel"
 
 
 class _RaceError(RuntimeError):
@@ -138,6 +142,8 @@ def _answer(api: RollbackApi, request: dict[str, object], /) -> object:  # noqa:
         return None
     if op is Op.RACE_CELLS:
         return _race_cells(api, request)
+    if op is Op.REPLAY:
+        raise protocol.ProtocolError(ErrorKind.UNKNOWN_OP, REPLAY_NOT_OFFERED)
     events = request["events"]
     assert isinstance(events, list)
     if op is Op.TRACE:

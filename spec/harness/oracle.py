@@ -54,6 +54,7 @@ def _numbers(request: Mapping[str, object], /, *names: str) -> list[int]:
 _NOT_LISTED: Final = {
     Op.DESCRIBE: "describe has no single expected reply",
     Op.RACE_CELLS: "race_cells is judged round by round, not by a list of replies",
+    Op.REPLAY: "replay is judged against the replay corpus with a tolerance, not by a list",
 }
 
 
@@ -65,7 +66,8 @@ def allowed_replies(request: Mapping[str, object], /) -> list[dict[str, object]]
 
     Raises:
         ValueError: ``request`` is a ``describe``, whose reply names the adapter,
-            or a ``race_cells``, judged round by round.
+            a ``race_cells``, judged round by round, or a ``replay``, judged
+            with a tolerance.
     """
     try:
         checked = decode_request(encode(request))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, TypedDict, cast
 
@@ -44,6 +45,7 @@ __all__ = [
     "Case",
     "CaseFile",
     "CaseResult",
+    "Judge",
     "Manifest",
     "ManifestEntry",
     "VectorError",
@@ -438,8 +440,20 @@ def _judge(case: Case, reply: dict[str, object], /) -> CaseResult:
     return CaseResult(case["id"], case["clauses"], "failed", detail)
 
 
-def run_cases(driver: SubprocessDriver, cases: Sequence[Case], /) -> list[CaseResult]:
+#: A judge of one case's reply, for cases not judged by their expected replies.
+Judge = Callable[[dict[str, object]], CaseResult]
+
+
+def run_cases(
+    driver: SubprocessDriver,
+    cases: Sequence[Case],
+    /,
+    judges: Mapping[str, Judge] | None = None,
+) -> list[CaseResult]:
     """Run every case; stateless ones pipelined through one process.
+
+    A case named in ``judges`` is judged by its judge (the replay cases,
+    within a tolerance); every other by its expected replies.
 
     When the adapter breaks on a case, that case fails with what happened, and
     every later case of its batch is "not run", naming the case it broke on.
@@ -471,6 +485,8 @@ def run_cases(driver: SubprocessDriver, cases: Sequence[Case], /) -> list[CaseRe
                 detail = f"not run (the adapter {how} at case {first})"
                 outcome = CaseResult(case["id"], case["clauses"], "not-run", detail)
             results[case["id"]] = outcome
+        elif judges is not None and case["id"] in judges:
+            results[case["id"]] = judges[case["id"]](reply)
         else:
             results[case["id"]] = _judge(case, reply)
     missing = [case["id"] for case in cases if case["id"] not in results]

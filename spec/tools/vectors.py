@@ -14,7 +14,7 @@ from spec.harness.failures import AdapterFailure
 from spec.harness.protocol import UnencodableMessageError
 from spec.harness.subprocess_driver import SubprocessDriver
 
-from . import corpus
+from . import corpus, replay_corpus
 from .arguments import adapter_argv, add_impl_arguments, add_selection_arguments
 from .deviations import DeviationList, Target
 from .errors import CliError, ExitStatus
@@ -61,7 +61,8 @@ def add_vectors_command(commands: argparse._SubParsersAction[argparse.ArgumentPa
         "--vectors",
         default=str(corpus_directory()),
         metavar="DIR",
-        help="the corpus directory (default: the shipped corpus)",
+        help="the corpus directory, whose replay/ folder, when there, is the replay corpus "
+        "(default: the shipped corpus)",
     )
     add_selection_arguments(run, items="cases", entries="clauses or cases")
     run.set_defaults(run=_run)
@@ -121,9 +122,13 @@ def _run(arguments: argparse.Namespace, /) -> int:
     argv = adapter_argv(command)
     deviations = DeviationList.from_option(arguments.deviations)
     try:
-        cases = _selected(arguments, corpus.load_cases(Path(arguments.vectors)))
+        directory = Path(arguments.vectors)
+        replay = directory / REPLAY_SUBDIRECTORY
+        replay_cases = replay_corpus.load_replay_cases(replay) if replay.is_dir() else []
+        as_cases, judges = replay_corpus.as_cases(replay_cases)
+        cases = _selected(arguments, [*corpus.load_cases(directory), *as_cases])
         with SubprocessDriver(argv, timeout=arguments.impl_timeout) as driver:
-            results = corpus.run_cases(driver, cases)
+            results = corpus.run_cases(driver, cases, judges)
     except (corpus.VectorError, UnencodableMessageError) as error:
         raise CliError(f"--vectors {arguments.vectors}: {error}") from None
     except AdapterFailure as failure:

@@ -1,0 +1,246 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
+"""The replay corpus over the protocol: its cases as ``replay`` requests, judged within a bound.
+
+The replay corpus (``vectors/replay/``, written by :mod:`spec.replay.vectors`)
+is loaded by the protocol corpus's engine (:mod:`spec.harness.corpus_files`);
+this module turns each case that holds states (``rebuild.json``,
+``post_conv.json``, ``rounds.json``) into one ``replay`` request and judges
+the reply against the case's expected states, within the relative bound the
+case file states for its pipeline (docs/replay.md, "Judging a runtime's
+replay"). Standard library only: running needs no numpy.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import partial
+from typing import TYPE_CHECKING, Final, cast
+
+from spec.harness.corpus_files import VectorError, load_corpus
+from spec.harness.protocol import HEX_FLOAT, encode, encode_line
+
+from .corpus import CaseResult
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from pathlib import Path
+
+    from .corpus import Case, Judge
+
+__all__ = [
+    "NOT_OFFERED",
+    "ReplayCase",
+    "as_cases",
+    "judge_replay",
+    "load_replay_cases",
+]
+
+#: A skipped replay case's detail, for an adapter that answers ``unknown-op``.
+NOT_OFFERED: Final = "not offered: the adapter answered unknown-op to replay"
+
+# The case files that hold states, and the name each gives its cases' IDs.
+_STATE_FILES: Final = {
+    "rebuild.json": "rebuild",
+    "post_conv.json": "post-conv",
+    "rounds.json": "rounds",
+}
+_DIMS: Final = ("num_key_heads", "key_head_dim", "num_value_heads", "value_head_dim", "conv_kernel")
+
+
+@dataclass(frozen=True)
+class ReplayCase:
+    """One replay case as sent: its request, the state expected after each round, its bound."""
+
+    case_id: str
+    clauses: list[str]
+    pipeline: str
+    request: dict[str, object]
+    #: One ``{"conv": ..., "h": ...}`` of float.hex strings per round.
+    expected: list[dict[str, object]]
+    #: The relative bound ``max |actual - expected| / max |expected|`` per field.
+    tolerance: float
+
+
+def _pre_conv_rows(rows: list[dict[str, object]], /) -> list[dict[str, object]]:
+    return [{"qkv": row["qkv"], "g": row["g"], "beta": row["beta"]} for row in rows]
+
+
+def _request(
+    case: dict[str, object], layout: str, rounds: list[dict[str, object]], /
+) -> dict[str, object]:
+    dims = cast("dict[str, object]", case["dims"])
+    checkpoint = case["initial"] if "initial" in case else case["checkpoint"]
+    return {
+        "op": "replay",
+        "pipeline": case["pipeline"],
+        "layout": layout,
+        "dims": {name: dims[name] for name in _DIMS},
+        "conv_weight": case["conv_weight"],
+        "checkpoint": checkpoint,
+        "rounds": rounds,
+    }
+
+
+def _replay_case(
+    kind: str, case: dict[str, object], tolerances: dict[str, object], /
+) -> ReplayCase:
+    # KeyError or TypeError here is a case that breaks the schema.
+    if kind == "rounds":
+        rounds_json = cast("list[dict[str, object]]", case["rounds"])
+        rounds = [
+            {
+                "rows": _pre_conv_rows(cast("list[dict[str, object]]", r["rows"])),
+                "accepted": r["accepted"],
+            }
+            for r in rounds_json
+        ]
+        request = _request(case, "pre-conv", rounds)
+        expected = [cast("dict[str, object]", r["expected"]) for r in rounds_json]
+    elif kind == "post-conv":
+        rows = [
+            {"k_and_v": row["k_and_v"], "g": row["g"], "beta": row["beta"]}
+            for row in cast("list[dict[str, object]]", case["post_conv_ring"])
+        ]
+        window = {"rows": rows, "accepted": case["accepted"], "conv_window": case["conv_window"]}
+        request = _request(case, "post-conv", [window])
+        expected = [cast("dict[str, object]", case["expected"])]
+    else:
+        ring = _pre_conv_rows(cast("list[dict[str, object]]", case["ring"]))
+        request = _request(case, "pre-conv", [{"rows": ring, "accepted": case["accepted"]}])
+        expected = [cast("dict[str, object]", case["expected"])]
+    pipeline = str(case["pipeline"])
+    bound = cast("dict[str, object]", tolerances[pipeline])["kernel"]
+    if not isinstance(bound, float | int) or isinstance(bound, bool) or not 0 <= bound < 1:
+        raise TypeError("the kernel bound must be a number in [0, 1)")
+    encode_line(request)
+    return ReplayCase(
+        case_id=f"replay-{kind}-{case['id']}",
+        clauses=list(cast("list[str]", case["clauses"])),
+        pipeline=pipeline,
+        request=request,
+        expected=expected,
+        tolerance=float(bound),
+    )
+
+
+def load_replay_cases(directory: Path, /) -> list[ReplayCase]:
+    """Every case of the replay corpus in ``directory`` that holds states, as a replay request.
+
+    Raises:
+        VectorError: a file is missing or unreadable, a hash or case count
+            does not match the manifest, a state file states no tolerance,
+            or a case lacks a field a request needs (named by file and ID).
+    """
+    cases: list[ReplayCase] = []
+    for entry in load_corpus(directory):
+        kind = _STATE_FILES.get(entry["path"])
+        if kind is None:
+            continue
+        tolerances = entry["document"].get("tolerance")
+        if not isinstance(tolerances, dict):
+            raise VectorError(f"{entry['path']}: must state its tolerance per pipeline")
+        for index, case in enumerate(entry["cases"]):
+            shown = case.get("id") if isinstance(case, dict) else None
+            named = f"case {shown!r}" if isinstance(shown, str) else f"cases[{index}]"
+            try:
+                cases.append(_replay_case(kind, cast("dict[str, object]", case), tolerances))
+            except (KeyError, TypeError, ValueError, AttributeError) as error:
+                raise VectorError(
+                    f"{entry['path']}: {named}: not a replay case ({error})"
+                ) from None
+    return cases
+
+
+def _flat(value: object, path: str, /) -> list[tuple[str, object]]:
+    if isinstance(value, list):
+        return [
+            item for index, child in enumerate(value) for item in _flat(child, f"{path}[{index}]")
+        ]
+    return [(path, value)]
+
+
+def _number(value: object, /) -> float | None:
+    if not isinstance(value, str) or not HEX_FLOAT.fullmatch(value):
+        return None
+    try:
+        number = float.fromhex(value)
+    except (ValueError, OverflowError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _field_problem(
+    case: ReplayCase, number: int, field: str, actual: object, expected: object, /
+) -> str | None:
+    where = f"states[{number}].{field}"
+    wanted = _flat(expected, where)
+    got = _flat(actual, where)
+    if [path for path, _ in got] != [path for path, _ in wanted]:
+        return f"{where} has the wrong shape: expected {len(wanted)} values in the case's shape"
+    scale = max(abs(float.fromhex(str(value))) for _, value in wanted)
+    worst: tuple[float, str, str, object] | None = None
+    for (path, value), (_, found) in zip(wanted, got, strict=True):
+        parsed = _number(found)
+        if parsed is None:
+            return f"{path} is not a finite float.hex string: {encode({'value': found})[9:-1]}"
+        difference = abs(parsed - float.fromhex(str(value)))
+        error = difference / scale if scale else (math.inf if difference else 0.0)
+        if worst is None or error > worst[0]:
+            worst = (error, path, str(value), found)
+    assert worst is not None
+    error, path, value, found = worst
+    if error > case.tolerance:
+        return (
+            f"{path}: expected {value}, got {found}: relative error {error:.3g} "
+            f"(of max |expected| over {where}) exceeds {case.tolerance:g}, the bound for "
+            f"{case.pipeline} ({', '.join(case.clauses)})"
+        )
+    return None
+
+
+def judge_replay(case: ReplayCase, reply: dict[str, object], /) -> CaseResult:
+    """One replay case's outcome: passed within its bound, failed, or skipped when not offered."""
+    error = reply.get("error")
+    if isinstance(error, dict) and error.get("kind") == "unknown-op":
+        return CaseResult(case.case_id, case.clauses, "skipped", NOT_OFFERED)
+    value = reply.get("ok")
+    states = value.get("states") if isinstance(value, dict) else None
+    problem: str | None = None
+    if not isinstance(states, list) or len(states) != len(case.expected):
+        problem = (
+            f'the reply must be {{"ok": {{"states": [...]}}}} with {len(case.expected)} states'
+        )
+    else:
+        for number, (state, expected) in enumerate(zip(states, case.expected, strict=True)):
+            if not isinstance(state, dict) or set(state) != {"conv", "h"}:
+                problem = f"states[{number}] must be an object with exactly conv and h"
+                break
+            problem = _field_problem(case, number, "conv", state["conv"], expected["conv"])
+            problem = problem or _field_problem(case, number, "h", state["h"], expected["h"])
+            if problem:
+                break
+    if problem is None:
+        return CaseResult(case.case_id, case.clauses, "passed")
+    replied = encode(reply)
+    shown = replied if len(replied) <= 300 else f"{replied[:297]}..."
+    return CaseResult(case.case_id, case.clauses, "failed", f"{problem}\nreplied {shown}")
+
+
+def as_cases(cases: Sequence[ReplayCase], /) -> tuple[list[Case], dict[str, Judge]]:
+    """The replay cases as corpus cases for :func:`.corpus.run_cases`, and each one's judge.
+
+    ``expected`` holds the states a port of the model replies; the judge
+    accepts any within the case's bound.
+    """
+    as_corpus: list[Case] = [
+        {
+            "id": case.case_id,
+            "clauses": case.clauses,
+            "request": case.request,
+            "expected": [{"ok": {"states": case.expected}}],
+        }
+        for case in cases
+    ]
+    judges: dict[str, Judge] = {case.case_id: partial(judge_replay, case) for case in cases}
+    return as_corpus, judges

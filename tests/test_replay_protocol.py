@@ -1,0 +1,147 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
+"""The replay operation: its requests from the replay corpus, its decoding, and its verdict."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from pathlib import Path
+from typing import Final
+
+import pytest
+
+from spec import rollback
+from spec.harness import protocol
+from spec.harness.adapter import REPLAY_NOT_OFFERED, respond
+from spec.harness.corpus_files import VectorError
+from spec.harness.protocol import ErrorKind, ReplayLayout, decode_replay
+from spec.tools import replay_corpus
+from spec.tools.replay_corpus import ReplayCase, judge_replay, load_replay_cases
+
+REPLAY: Final = Path(__file__).resolve().parents[1] / "vectors" / "replay"
+CASES: Final = load_replay_cases(REPLAY)
+
+
+def _case(prefix: str, pipeline: str, /) -> ReplayCase:
+    return next(c for c in CASES if c.case_id.startswith(prefix) and c.pipeline == pipeline)
+
+
+def test_every_state_case_of_the_replay_corpus_becomes_one_request() -> None:
+    kinds = [case.case_id.split("-")[1] for case in CASES]
+    assert kinds.count("rebuild") == 24
+    assert kinds.count("post") == 4
+    assert kinds.count("rounds") == 6
+    for case in CASES:
+        decoded = decode_replay(case.request)
+        assert len(decoded["rounds"]) == len(case.expected)
+        assert case.request["op"] == "replay"
+        post = case.case_id.startswith("replay-post-conv-")
+        assert decoded["layout"] is (ReplayLayout.POST_CONV if post else ReplayLayout.PRE_CONV)
+        assert len(protocol.encode_line(case.request)) < protocol.MAX_LINE_BYTES
+
+
+def test_the_rounds_cases_send_every_round_with_a_draft_count_that_varies() -> None:
+    for case in (c for c in CASES if c.case_id.startswith("replay-rounds-")):
+        rounds = decode_replay(case.request)["rounds"]
+        assert len({len(r["rows"]) for r in rounds}) > 1
+        assert len(rounds) == 8
+
+
+def test_the_tolerance_is_the_one_the_case_file_states_for_its_pipeline() -> None:
+    stated = json.loads((REPLAY / "rebuild.json").read_text(encoding="ascii"))["tolerance"]
+    assert stated == {
+        "float64": {"port": 0, "kernel": 1e-12},
+        "bf16-rows-fp32-state": {"port": 0, "kernel": 1e-06},
+    }
+    for case in CASES:
+        assert case.tolerance == stated[case.pipeline]["kernel"]
+
+
+def test_the_python_reference_adapter_does_not_offer_replay() -> None:
+    reply = respond(rollback, protocol.encode(CASES[0].request))
+    assert reply == protocol.error_reply(ErrorKind.UNKNOWN_OP, REPLAY_NOT_OFFERED)
+    result = judge_replay(CASES[0], reply)
+    assert (result.outcome, result.detail) == ("skipped", replay_corpus.NOT_OFFERED)
+
+
+def test_a_float_that_is_not_hex_is_a_bad_request_named_by_its_path() -> None:
+    request = copy.deepcopy(CASES[0].request)
+    request["rounds"][0]["rows"][0]["g"][0] = "0.5"  # type: ignore[index]
+    with pytest.raises(protocol.ProtocolError) as raised:
+        decode_replay(request)
+    assert raised.value.kind is ErrorKind.BAD_REQUEST
+    assert str(raised.value) == (
+        'rounds[0].rows[0].g[0] must be a finite float.hex string, got "0.5"'
+    )
+
+
+def test_more_accepted_rows_than_the_round_holds_is_a_bad_request() -> None:
+    request = copy.deepcopy(CASES[0].request)
+    request["rounds"][0]["accepted"] = 2  # type: ignore[index]
+    with pytest.raises(protocol.ProtocolError) as raised:
+        decode_replay(request)
+    assert str(raised.value) == "rounds[0].accepted must be an integer in [1, 1], got 2"
+
+
+def _reply(case: ReplayCase, /) -> dict[str, object]:
+    return {"ok": {"states": copy.deepcopy(case.expected)}}
+
+
+def test_the_expected_states_pass() -> None:
+    for case in CASES:
+        assert judge_replay(case, _reply(case)).outcome == "passed", case.case_id
+
+
+def test_a_value_within_the_bound_passes_and_one_past_it_fails_naming_it() -> None:
+    case = _case("replay-rebuild-", "bf16-rows-fp32-state")
+    h: list[list[list[str]]] = case.expected[0]["h"]  # type: ignore[assignment]
+    scale = max(abs(float.fromhex(v)) for head in h for row in head for v in row)
+    expected = h[0][0][0]
+    for factor, outcome in ((0.5, "passed"), (2.0, "failed")):
+        reply = _reply(case)
+        moved = float.fromhex(expected) + factor * case.tolerance * scale
+        reply["ok"]["states"][0]["h"][0][0][0] = moved.hex()  # type: ignore[index]
+        result = judge_replay(case, reply)
+        assert result.outcome == outcome
+    error = abs(moved - float.fromhex(expected)) / scale
+    assert result.detail.splitlines()[0] == (
+        f"states[0].h[0][0][0]: expected {expected}, got {moved.hex()}: relative error "
+        f"{error:.3g} (of max |expected| over states[0].h) exceeds 1e-06, the bound for "
+        f"bf16-rows-fp32-state ({', '.join(case.clauses)})"
+    )
+
+
+def test_a_float64_case_is_judged_with_the_float64_bound() -> None:
+    case = _case("replay-rounds-", "float64")
+    reply = _reply(case)
+    expected = case.expected[3]["conv"][1][0]  # type: ignore[index]
+    reply["ok"]["states"][3]["conv"][1][0] = (float.fromhex(expected) * (1 + 1e-9)).hex()  # type: ignore[index]
+    detail = judge_replay(case, reply).detail
+    assert detail.startswith(f"states[3].conv[1][0]: expected {expected}, got ")
+    assert "exceeds 1e-12, the bound for float64 (RB-REPLAY-6, RB-REPLAY-7, RB-REPLAY-8)" in detail
+
+
+def test_a_reply_with_a_state_short_fails_saying_how_many_were_expected() -> None:
+    case = _case("replay-rounds-", "float64")
+    reply = _reply(case)
+    reply["ok"]["states"].pop()  # type: ignore[index]
+    detail = judge_replay(case, reply).detail
+    assert detail.splitlines()[0] == 'the reply must be {"ok": {"states": [...]}} with 8 states'
+
+
+def test_a_replay_state_file_without_a_tolerance_is_refused(tmp_path: Path) -> None:
+    for path in REPLAY.glob("*.json"):
+        (tmp_path / path.name).write_bytes(path.read_bytes())
+    document = json.loads((REPLAY / "post_conv.json").read_text(encoding="ascii"))
+    del document["tolerance"]
+    text = json.dumps(document)
+    (tmp_path / "post_conv.json").write_text(text, encoding="ascii")
+    manifest = json.loads((REPLAY / "manifest.json").read_text(encoding="ascii"))
+    for entry in manifest["files"]:
+        if entry["path"] == "post_conv.json":
+            entry["sha256"] = hashlib.sha256(text.encode("ascii")).hexdigest()
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest), encoding="ascii")
+    with pytest.raises(VectorError) as raised:
+        load_replay_cases(tmp_path)
+    assert str(raised.value) == "post_conv.json: must state its tolerance per pipeline"
