@@ -50,16 +50,23 @@ RUST_CRATE: Final = ROOT / "adapters" / "rust"
 RACY_TARGET: Final = RUST_CRATE / "target" / "racy"
 
 
+def wrong_target(feature: str, /) -> Path:
+    """The target directory of the Rust adapter's wrong build with ``feature``."""
+    return RACY_TARGET if feature == "racy-cell" else RUST_CRATE / "target" / feature
+
+
 def run_cargo(
-    cargo: str, command: str, /, *, racy: bool = False
+    cargo: str, command: str, /, *, racy: bool = False, feature: str | None = None
 ) -> subprocess.CompletedProcess[str]:
     """``cargo COMMAND --release --offline`` on the Rust adapter's crate.
 
-    ``racy`` builds the self-test's wrong cell (``--features racy-cell``) into
-    a target directory of its own.
+    ``racy`` builds the self-test's wrong cell (``--features racy-cell``), and
+    ``feature`` another wrong build (``replay-one-short``,
+    ``replay-stale-rows``), each into a target directory of its own.
     """
     manifest = str(RUST_CRATE / "Cargo.toml")
-    racy_options = ["--features", "racy-cell", "--target-dir", str(RACY_TARGET)] if racy else []
+    wrong = "racy-cell" if racy else feature
+    racy_options = ["--features", wrong, "--target-dir", str(wrong_target(wrong))] if wrong else []
     return subprocess.run(
         [
             cargo,

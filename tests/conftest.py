@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from tests.child import RACY_TARGET, RUST_CRATE, run_cargo
+from tests.child import RACY_TARGET, RUST_CRATE, run_cargo, wrong_target
 
 # The plugin the installed suite runs under: profiles, the implementation
 # under test, clause markers and selection.
@@ -34,3 +34,12 @@ def racy_rust_adapter(cargo: str) -> str:
     built = run_cargo(cargo, "build", racy=True)
     assert built.returncode == 0, built.stderr
     return str(RACY_TARGET / "release" / "ssm-rollback-adapter")
+
+
+@pytest.fixture(scope="session", params=["replay-one-short", "replay-stale-rows"])
+def wrong_replay_rust_adapter(request: pytest.FixtureRequest, cargo: str) -> tuple[str, str]:
+    """A wrong replay build of the Rust adapter (a cargo feature) and the feature's name."""
+    feature: str = request.param
+    built = run_cargo(cargo, "build", feature=feature)
+    assert built.returncode == 0, built.stderr
+    return feature, str(wrong_target(feature) / "release" / "ssm-rollback-adapter")

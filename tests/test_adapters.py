@@ -37,7 +37,7 @@ def test_the_rust_adapter_passes_the_whole_suite(rust_adapter: str) -> None:
 def test_the_rust_crate_passes_its_own_unit_tests(cargo: str) -> None:
     tested = run_cargo(cargo, "test")
     assert tested.returncode == 0, tested.stdout + tested.stderr
-    assert "test result: ok. 2 passed" in tested.stdout
+    assert "test result: ok. 4 passed" in tested.stdout
 
 
 def test_a_compiled_check_then_set_is_caught_by_racing_fresh_cells(racy_rust_adapter: str) -> None:

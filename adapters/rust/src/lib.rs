@@ -3,6 +3,8 @@
 //! (SPEC.md), written against the clauses rather than copied from the
 //! runtime module. Sizes are exact or `Overflow`, never wrapped.
 
+pub mod replay;
+
 use std::fmt;
 use std::str::FromStr;
 #[cfg(not(feature = "racy-cell"))]

@@ -3,6 +3,7 @@
 //! implementation: one JSON request per stdin line, one reply per stdout line.
 
 mod json;
+mod replay_op;
 
 use std::io::{self, BufRead, BufWriter, Write};
 use std::sync::Barrier;
@@ -14,16 +15,16 @@ use ssm_rollback::{
 };
 
 /// A reply before it is written.
-enum Reply {
+pub(crate) enum Reply {
     Ok(String),
     Error(&'static str, String),
 }
 
-fn bad(message: String) -> Reply {
+pub(crate) fn bad(message: String) -> Reply {
     Reply::Error("bad-request", message)
 }
 
-fn field<'a>(request: &'a Json, name: &str) -> Result<&'a Json, Reply> {
+pub(crate) fn field<'a>(request: &'a Json, name: &str) -> Result<&'a Json, Reply> {
     request.get(name).ok_or_else(|| bad(format!("missing field '{name}'")))
 }
 
@@ -220,6 +221,7 @@ fn answer(line: &str) -> Result<Reply, Reply> {
             let rounds: Vec<String> = outcomes.iter().map(|round| mode_list(round)).collect();
             Reply::Ok(format!("[{}]", rounds.join(",")))
         }
+        "replay" => replay_op::answer(&request)?,
         other => {
             let mut shown = String::new();
             write_string(&mut shown, other);

@@ -1,0 +1,453 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+//! A port of the replay model's step (`spec/replay/layer.py`, docs/replay.md):
+//! the causal depthwise conv and SiLU, the L2 norm, and the gated delta rule,
+//! in f64 or in f32 with BF16 rounding where the model rounds, every sum left
+//! to right, no fused multiply-add (Rust does not contract).
+//!
+//! One difference from the model, stated: the model's `exp` is correctly
+//! rounded. Here f32's `exp` is f64's `exp` rounded once to f32, which is the
+//! correctly rounded f32 value unless f64's result lies within one f64 ulp of
+//! an f32 rounding boundary (about one argument in 2^28); f64's `exp` is the
+//! platform's libm, not correctly rounded, so a float64 replay may differ in
+//! the last bits. The replay corpus's per-pipeline bound (docs/replay.md,
+//! "Judging a runtime's replay") covers both.
+
+/// Where the arithmetic runs and where it rounds to BF16.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Pipeline {
+    Float64,
+    Bf16RowsFp32State,
+}
+
+/// A layer's head shapes and conv kernel.
+#[derive(Clone, Copy, Debug)]
+pub struct Dims {
+    pub num_key_heads: usize,
+    pub key_head_dim: usize,
+    pub num_value_heads: usize,
+    pub value_head_dim: usize,
+    pub conv_kernel: usize,
+}
+
+impl Dims {
+    pub fn key_dim(&self) -> usize {
+        self.num_key_heads * self.key_head_dim
+    }
+    pub fn value_dim(&self) -> usize {
+        self.num_value_heads * self.value_head_dim
+    }
+    pub fn conv_dim(&self) -> usize {
+        2 * self.key_dim() + self.value_dim()
+    }
+}
+
+/// A (conv, h) state: `conv[c]` holds `conv_kernel - 1` columns, oldest
+/// first; `h` is `nv x dk x dv`, flat, row-major.
+#[derive(Clone, Debug, PartialEq)]
+pub struct State {
+    pub conv: Vec<Vec<f64>>,
+    pub h: Vec<f64>,
+}
+
+/// One ring row: `values` is the pre-conv q, k, v (or post-conv k then v);
+/// `g` and `beta` per value head.
+#[derive(Clone, Debug)]
+pub struct Row {
+    pub values: Vec<f64>,
+    pub g: Vec<f64>,
+    pub beta: Vec<f64>,
+}
+
+/// The L2 norm's epsilon (transformers' `l2norm`).
+const L2NORM_EPS: f64 = 1e-6;
+
+/// Round an f32 to the nearest BF16 value, ties to even, held in f32.
+pub fn bf16_round(value: f32) -> f32 {
+    let bits = value.to_bits() as u64;
+    let rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF_0000;
+    f32::from_bits(rounded as u32)
+}
+
+/// The pipeline's arithmetic type.
+trait Real:
+    Copy
+    + std::ops::Add<Output = Self>
+    + std::ops::Sub<Output = Self>
+    + std::ops::Mul<Output = Self>
+    + std::ops::Div<Output = Self>
+    + std::ops::Neg<Output = Self>
+{
+    fn of(value: f64) -> Self;
+    fn wide(self) -> f64;
+    fn exp(self) -> Self;
+    fn sqrt(self) -> Self;
+    /// As a module of the pipeline holds it: BF16 in f32, unchanged in f64.
+    fn held(self) -> Self;
+}
+
+impl Real for f64 {
+    fn of(value: f64) -> Self {
+        value
+    }
+    fn wide(self) -> f64 {
+        self
+    }
+    fn exp(self) -> Self {
+        f64::exp(self)
+    }
+    fn sqrt(self) -> Self {
+        f64::sqrt(self)
+    }
+    fn held(self) -> Self {
+        self
+    }
+}
+
+impl Real for f32 {
+    fn of(value: f64) -> Self {
+        value as f32
+    }
+    fn wide(self) -> f64 {
+        self as f64
+    }
+    fn exp(self) -> Self {
+        (self as f64).exp() as f32
+    }
+    fn sqrt(self) -> Self {
+        f32::sqrt(self)
+    }
+    fn held(self) -> Self {
+        bf16_round(self)
+    }
+}
+
+/// A sum left to right, starting from the first term.
+fn ordered_sum<F: Real>(terms: impl Iterator<Item = F>) -> F {
+    let mut terms = terms;
+    let first = terms.next().expect("the model never sums nothing");
+    terms.fold(first, |total, term| total + term)
+}
+
+struct Layer<F> {
+    dims: Dims,
+    weight: Vec<Vec<F>>,
+}
+
+impl<F: Real> Layer<F> {
+    /// One token through the conv and the SiLU: the new conv columns and the post-conv q, k, v.
+    fn conv_step(&self, conv: &[Vec<F>], qkv: &[F]) -> (Vec<Vec<F>>, Vec<F>) {
+        let mut columns = Vec::with_capacity(conv.len());
+        let mut post = Vec::with_capacity(conv.len());
+        for (channel, kept) in conv.iter().enumerate() {
+            let window: Vec<F> = kept.iter().copied().chain([qkv[channel]]).collect();
+            let taps = &self.weight[channel];
+            let mixed = ordered_sum(window.iter().zip(taps).map(|(&x, &w)| x * w)).held();
+            let silu = (mixed / (F::of(1.0) + (-mixed).exp())).held();
+            post.push(silu);
+            columns.push(window[1..].to_vec());
+        }
+        (columns, post)
+    }
+
+    /// One token of the gated delta rule on every value head: the new h.
+    fn delta_rule_step(&self, h: &[F], k_and_v: &[F], g: &[F], beta: &[F]) -> Vec<F> {
+        let d = self.dims;
+        let (dk, dv) = (d.key_head_dim, d.value_head_dim);
+        let keys: Vec<Vec<F>> = (0..d.num_key_heads)
+            .map(|head| {
+                let x = &k_and_v[head * dk..(head + 1) * dk];
+                let norm = (ordered_sum(x.iter().map(|&v| v * v)) + F::of(L2NORM_EPS)).sqrt();
+                x.iter().map(|&v| v / norm).collect()
+            })
+            .collect();
+        let ratio = d.num_value_heads / d.num_key_heads;
+        let mut out = vec![F::of(0.0); h.len()];
+        for head in 0..d.num_value_heads {
+            let k = &keys[head / ratio];
+            let v = &k_and_v[d.key_dim() + head * dv..d.key_dim() + (head + 1) * dv];
+            let decay = g[head].exp();
+            let base = head * dk * dv;
+            let decayed: Vec<F> = h[base..base + dk * dv].iter().map(|&s| s * decay).collect();
+            for j in 0..dv {
+                let remembered = ordered_sum((0..dk).map(|i| decayed[i * dv + j] * k[i]));
+                let u = (v[j] - remembered) * beta[head];
+                for i in 0..dk {
+                    out[base + i * dv + j] = decayed[i * dv + j] + k[i] * u;
+                }
+            }
+        }
+        out
+    }
+}
+
+fn narrow<F: Real>(values: &[f64]) -> Vec<F> {
+    values.iter().map(|&v| F::of(v)).collect()
+}
+
+fn widen<F: Real>(values: &[F]) -> Vec<f64> {
+    values.iter().map(|&v| v.wide()).collect()
+}
+
+/// A replay ring across verify rounds: the checkpoint it restores, and the
+/// rows each round writes. The wrong builds (cargo features) are the
+/// self-test's: `replay-one-short` replays one row fewer than accepted;
+/// `replay-stale-rows` does not rewind the ring's write cursor after a round
+/// it accepted whole, so the next round's replay reads the earlier round's rows.
+struct Ring<F> {
+    layer: Layer<F>,
+    checkpoint: (Vec<Vec<F>>, Vec<F>),
+    rows: Vec<Row>,
+    cursor: usize,
+}
+
+impl<F: Real> Ring<F> {
+    fn round(&mut self, rows: &[Row], accepted: usize) {
+        for (index, row) in rows.iter().enumerate() {
+            let slot = self.cursor + index;
+            if slot < self.rows.len() {
+                self.rows[slot] = row.clone();
+            } else {
+                self.rows.push(row.clone());
+            }
+        }
+        let replayed = if cfg!(feature = "replay-one-short") {
+            accepted - 1
+        } else {
+            accepted
+        };
+        let (mut conv, mut h) = self.checkpoint.clone();
+        for row in &self.rows[..replayed] {
+            let (columns, post) = self.layer.conv_step(&conv, &narrow::<F>(&row.values));
+            let d = self.layer.dims;
+            h = self.layer.delta_rule_step(
+                &h,
+                &post[d.key_dim()..],
+                &narrow::<F>(&row.g),
+                &narrow::<F>(&row.beta),
+            );
+            conv = columns;
+        }
+        self.checkpoint = (conv, h);
+        let stale = cfg!(feature = "replay-stale-rows") && accepted == rows.len();
+        self.cursor = if stale { self.cursor + rows.len() } else { 0 };
+    }
+}
+
+/// Replay pre-conv rounds from `checkpoint`: the state after each round.
+pub fn replay_rounds(
+    pipeline: Pipeline,
+    dims: Dims,
+    weight: &[Vec<f64>],
+    checkpoint: &State,
+    rounds: &[(Vec<Row>, usize)],
+) -> Vec<State> {
+    match pipeline {
+        Pipeline::Float64 => replay_in::<f64>(dims, weight, checkpoint, rounds),
+        Pipeline::Bf16RowsFp32State => replay_in::<f32>(dims, weight, checkpoint, rounds),
+    }
+}
+
+fn replay_in<F: Real>(
+    dims: Dims,
+    weight: &[Vec<f64>],
+    checkpoint: &State,
+    rounds: &[(Vec<Row>, usize)],
+) -> Vec<State> {
+    let layer = Layer {
+        dims,
+        weight: weight
+            .iter()
+            .map(|taps| narrow::<F>(taps).iter().map(|&w| w.held()).collect())
+            .collect(),
+    };
+    let conv = checkpoint.conv.iter().map(|c| narrow::<F>(c)).collect();
+    let mut ring = Ring {
+        layer,
+        checkpoint: (conv, narrow::<F>(&checkpoint.h)),
+        rows: Vec::new(),
+        cursor: 0,
+    };
+    rounds
+        .iter()
+        .map(|(rows, accepted)| {
+            ring.round(rows, *accepted);
+            let (conv, h) = &ring.checkpoint;
+            State {
+                conv: conv.iter().map(|c| widen(c)).collect(),
+                h: widen(h),
+            }
+        })
+        .collect()
+}
+
+/// Replay one post-conv window: h from the post-conv k and v rows, the conv
+/// state from the checkpoint's columns followed by `conv_window`'s.
+pub fn replay_post_conv(
+    pipeline: Pipeline,
+    dims: Dims,
+    checkpoint: &State,
+    rows: &[Row],
+    conv_window: &[Vec<f64>],
+    accepted: usize,
+) -> State {
+    match pipeline {
+        Pipeline::Float64 => post_conv_in::<f64>(dims, checkpoint, rows, conv_window, accepted),
+        Pipeline::Bf16RowsFp32State => {
+            post_conv_in::<f32>(dims, checkpoint, rows, conv_window, accepted)
+        }
+    }
+}
+
+fn post_conv_in<F: Real>(
+    dims: Dims,
+    checkpoint: &State,
+    rows: &[Row],
+    conv_window: &[Vec<f64>],
+    accepted: usize,
+) -> State {
+    let layer: Layer<F> = Layer {
+        dims,
+        weight: Vec::new(),
+    };
+    let replayed = if cfg!(feature = "replay-one-short") {
+        accepted - 1
+    } else {
+        accepted
+    };
+    let mut h = narrow::<F>(&checkpoint.h);
+    for row in &rows[..replayed] {
+        h = layer.delta_rule_step(
+            &h,
+            &narrow::<F>(&row.values),
+            &narrow::<F>(&row.g),
+            &narrow::<F>(&row.beta),
+        );
+    }
+    let keep = dims.conv_kernel - 1;
+    let conv = checkpoint
+        .conv
+        .iter()
+        .zip(conv_window)
+        .map(|(kept, window)| {
+            let joined: Vec<F> = narrow::<F>(kept)
+                .into_iter()
+                .chain(narrow::<F>(window))
+                .collect();
+            widen(&joined[replayed..replayed + keep])
+        })
+        .collect();
+    State { conv, h: widen(&h) }
+}
+
+/// Parse a `float.hex` string (`[+-]0xH[.H]p[+-]D`) exactly; None if it is not one.
+pub fn parse_hex(text: &str) -> Option<f64> {
+    let (negative, rest) = match text.as_bytes().first()? {
+        b'-' => (true, &text[1..]),
+        b'+' => (false, &text[1..]),
+        _ => (false, text),
+    };
+    let rest = rest
+        .strip_prefix("0x")
+        .or_else(|| rest.strip_prefix("0X"))?;
+    let (mantissa_text, exponent_text) = rest.split_once(['p', 'P'])?;
+    let (whole, fraction) = mantissa_text.split_once('.').unwrap_or((mantissa_text, ""));
+    if whole.is_empty() || whole.len() + fraction.len() > 30 {
+        return None;
+    }
+    let mut mantissa: u128 = 0;
+    for c in whole.chars().chain(fraction.chars()) {
+        mantissa = mantissa * 16 + c.to_digit(16)? as u128;
+    }
+    let digits = exponent_text
+        .strip_prefix(['+', '-'])
+        .unwrap_or(exponent_text);
+    if digits.is_empty() || digits.len() > 5 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let mut exponent: i64 = exponent_text.parse().ok()?;
+    exponent -= 4 * fraction.len() as i64;
+    let mut value = 0.0f64;
+    if mantissa != 0 {
+        // Round the mantissa to 53 bits, to nearest, ties to even.
+        let bits = 128 - mantissa.leading_zeros() as i64;
+        if bits > 53 {
+            let shift = (bits - 53) as u32;
+            let half = 1u128 << (shift - 1);
+            let dropped = mantissa & ((1u128 << shift) - 1);
+            mantissa >>= shift;
+            if dropped > half || (dropped == half && mantissa & 1 == 1) {
+                mantissa += 1;
+            }
+            exponent += shift as i64;
+        }
+        value = mantissa as f64;
+        // Scale by 2^exponent in steps that stay exact while in range.
+        while exponent > 0 {
+            let step = exponent.min(1000);
+            value *= 2f64.powi(step as i32);
+            exponent -= step;
+        }
+        while exponent < 0 {
+            let step = (-exponent).min(1000);
+            value /= 2f64.powi(step as i32);
+            exponent += step;
+        }
+    }
+    if !value.is_finite() {
+        return None;
+    }
+    Some(if negative { -value } else { value })
+}
+
+/// An f64 as Python's `float.hex` writes it.
+pub fn to_hex(value: f64) -> String {
+    let sign = if value.is_sign_negative() { "-" } else { "" };
+    let bits = value.to_bits();
+    let exponent = ((bits >> 52) & 0x7FF) as i64;
+    let fraction = bits & ((1u64 << 52) - 1);
+    if exponent == 0 && fraction == 0 {
+        return format!("{sign}0x0.0p+0");
+    }
+    let (lead, power) = if exponent == 0 {
+        (0, -1022)
+    } else {
+        (1, exponent - 1023)
+    };
+    let power_sign = if power < 0 { "-" } else { "+" };
+    format!("{sign}0x{lead}.{fraction:013x}p{power_sign}{}", power.abs())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hex_round_trips_as_python_writes_it() {
+        for value in [
+            0.0,
+            -0.0,
+            1.0,
+            0.1,
+            -2.5e-300,
+            1.7976931348623157e308,
+            5e-324,
+        ] {
+            assert_eq!(parse_hex(&to_hex(value)), Some(value));
+        }
+        assert_eq!(to_hex(0.1), "0x1.999999999999ap-4");
+        assert_eq!(parse_hex("0x1p-1"), Some(0.5));
+        assert_eq!(parse_hex("0.5"), None);
+    }
+
+    #[test]
+    fn bf16_rounds_to_nearest_ties_to_even() {
+        assert_eq!(
+            bf16_round(f32::from_bits(0x3F80_8000)),
+            f32::from_bits(0x3F80_0000)
+        );
+        assert_eq!(
+            bf16_round(f32::from_bits(0x3F81_8000)),
+            f32::from_bits(0x3F82_0000)
+        );
+    }
+}

@@ -1,0 +1,223 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+//! The `replay` operation (docs/protocol.md): decode the request, run the
+//! crate's replay port (`ssm_rollback::replay`), write the state after each
+//! round, every float as a `float.hex` string.
+
+use crate::json::Json;
+use crate::{bad, field, Reply};
+use ssm_rollback::replay::{
+    parse_hex, replay_post_conv, replay_rounds, to_hex, Dims, Pipeline, Row, State,
+};
+
+/// The largest head count, head size or conv kernel a request may give.
+const MAX_DIM: u64 = 4096;
+
+fn list<'a>(value: &'a Json, place: &str, length: usize) -> Result<&'a [Json], Reply> {
+    match value {
+        Json::Array(items) if items.len() == length => Ok(items),
+        _ => Err(bad(format!("{place} must be a list of {length} items"))),
+    }
+}
+
+fn floats(value: &Json, place: &str, length: usize) -> Result<Vec<f64>, Reply> {
+    list(value, place, length)?
+        .iter()
+        .enumerate()
+        .map(|(index, item)| {
+            item.as_str().and_then(parse_hex).ok_or_else(|| {
+                bad(format!(
+                    "{place}[{index}] must be a finite float.hex string"
+                ))
+            })
+        })
+        .collect()
+}
+
+fn matrix(value: &Json, place: &str, rows: usize, columns: usize) -> Result<Vec<Vec<f64>>, Reply> {
+    list(value, place, rows)?
+        .iter()
+        .enumerate()
+        .map(|(index, row)| floats(row, &format!("{place}[{index}]"), columns))
+        .collect()
+}
+
+fn dims(value: &Json) -> Result<Dims, Reply> {
+    let number = |name: &str| -> Result<usize, Reply> {
+        match value.get(name).and_then(Json::as_u64) {
+            Some(n) if (1..=MAX_DIM).contains(&n) => Ok(n as usize),
+            _ => Err(bad(format!(
+                "dims.{name} must be an integer in [1, {MAX_DIM}]"
+            ))),
+        }
+    };
+    let dims = Dims {
+        num_key_heads: number("num_key_heads")?,
+        key_head_dim: number("key_head_dim")?,
+        num_value_heads: number("num_value_heads")?,
+        value_head_dim: number("value_head_dim")?,
+        conv_kernel: number("conv_kernel")?,
+    };
+    if dims.num_value_heads % dims.num_key_heads != 0 {
+        return Err(bad(
+            "dims.num_value_heads must be a multiple of dims.num_key_heads".into(),
+        ));
+    }
+    Ok(dims)
+}
+
+fn state(value: &Json, place: &str, dims: Dims) -> Result<State, Reply> {
+    let conv = matrix(
+        field(value, "conv")?,
+        &format!("{place}.conv"),
+        dims.conv_dim(),
+        dims.conv_kernel - 1,
+    )?;
+    let heads = list(
+        field(value, "h")?,
+        &format!("{place}.h"),
+        dims.num_value_heads,
+    )?;
+    let mut h = Vec::new();
+    for (index, head) in heads.iter().enumerate() {
+        let place = format!("{place}.h[{index}]");
+        for row in matrix(head, &place, dims.key_head_dim, dims.value_head_dim)? {
+            h.extend(row);
+        }
+    }
+    Ok(State { conv, h })
+}
+
+fn rows(
+    value: &Json,
+    place: &str,
+    name: &str,
+    width: usize,
+    heads: usize,
+) -> Result<Vec<Row>, Reply> {
+    let Json::Array(items) = field(value, "rows")? else {
+        return Err(bad(format!("{place}.rows must be a list")));
+    };
+    if items.is_empty() {
+        return Err(bad(format!("{place}.rows must not be empty")));
+    }
+    items
+        .iter()
+        .enumerate()
+        .map(|(index, row)| {
+            let at = format!("{place}.rows[{index}]");
+            Ok(Row {
+                values: floats(field(row, name)?, &format!("{at}.{name}"), width)?,
+                g: floats(field(row, "g")?, &format!("{at}.g"), heads)?,
+                beta: floats(field(row, "beta")?, &format!("{at}.beta"), heads)?,
+            })
+        })
+        .collect()
+}
+
+fn accepted(value: &Json, place: &str, most: usize) -> Result<usize, Reply> {
+    match field(value, "accepted")?.as_u64() {
+        Some(n) if n >= 1 && n <= most as u64 => Ok(n as usize),
+        _ => Err(bad(format!(
+            "{place}.accepted must be an integer in [1, {most}]"
+        ))),
+    }
+}
+
+fn write_state(out: &mut String, state: &State, dims: Dims) {
+    let row = |values: &[f64]| -> String {
+        let items: Vec<String> = values
+            .iter()
+            .map(|&v| format!("\"{}\"", to_hex(v)))
+            .collect();
+        format!("[{}]", items.join(","))
+    };
+    let conv: Vec<String> = state.conv.iter().map(|c| row(c)).collect();
+    let (dk, dv) = (dims.key_head_dim, dims.value_head_dim);
+    let heads: Vec<String> = state
+        .h
+        .chunks(dk * dv)
+        .map(|head| {
+            let rows: Vec<String> = head.chunks(dv).map(row).collect();
+            format!("[{}]", rows.join(","))
+        })
+        .collect();
+    out.push_str(&format!(
+        "{{\"conv\":[{}],\"h\":[{}]}}",
+        conv.join(","),
+        heads.join(",")
+    ));
+}
+
+pub(crate) fn answer(request: &Json) -> Result<Reply, Reply> {
+    let pipeline = match field(request, "pipeline")?.as_str() {
+        Some("float64") => Pipeline::Float64,
+        Some("bf16-rows-fp32-state") => Pipeline::Bf16RowsFp32State,
+        _ => {
+            return Err(bad(
+                "field 'pipeline' must be \"float64\" or \"bf16-rows-fp32-state\"".into(),
+            ))
+        }
+    };
+    let post_conv = match field(request, "layout")?.as_str() {
+        Some("pre-conv") => false,
+        Some("post-conv") => true,
+        _ => {
+            return Err(bad(
+                "field 'layout' must be \"pre-conv\" or \"post-conv\"".into()
+            ))
+        }
+    };
+    let dims = dims(field(request, "dims")?)?;
+    let weight = matrix(
+        field(request, "conv_weight")?,
+        "conv_weight",
+        dims.conv_dim(),
+        dims.conv_kernel,
+    )?;
+    let checkpoint = state(field(request, "checkpoint")?, "checkpoint", dims)?;
+    let Json::Array(rounds) = field(request, "rounds")? else {
+        return Err(bad("field 'rounds' must be a list".into()));
+    };
+    if rounds.is_empty() {
+        return Err(bad("field 'rounds' must not be empty".into()));
+    }
+    let heads = dims.num_value_heads;
+    let states = if post_conv {
+        // A post-conv trace: each round from the state the one before left.
+        let mut states = Vec::new();
+        let mut current = checkpoint;
+        for (index, item) in rounds.iter().enumerate() {
+            let place = format!("rounds[{index}]");
+            let width = dims.key_dim() + dims.value_dim();
+            let window_rows = rows(item, &place, "k_and_v", width, heads)?;
+            let count = accepted(item, &place, window_rows.len())?;
+            let window = matrix(
+                field(item, "conv_window")?,
+                &format!("{place}.conv_window"),
+                dims.conv_dim(),
+                window_rows.len(),
+            )?;
+            current = replay_post_conv(pipeline, dims, &current, &window_rows, &window, count);
+            states.push(current.clone());
+        }
+        states
+    } else {
+        let mut decoded = Vec::new();
+        for (index, item) in rounds.iter().enumerate() {
+            let place = format!("rounds[{index}]");
+            let window_rows = rows(item, &place, "qkv", dims.conv_dim(), heads)?;
+            let count = accepted(item, &place, window_rows.len())?;
+            decoded.push((window_rows, count));
+        }
+        replay_rounds(pipeline, dims, &weight, &checkpoint, &decoded)
+    };
+    let mut out = String::from("{\"states\":[");
+    for (index, state) in states.iter().enumerate() {
+        if index > 0 {
+            out.push(',');
+        }
+        write_state(&mut out, state, dims);
+    }
+    out.push_str("]}");
+    Ok(Reply::Ok(out))
+}

@@ -1,0 +1,88 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
+"""A non-Python runtime's replay over the protocol: the Rust adapter passes, wrong builds fail."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from typing import TYPE_CHECKING, Any, Final
+
+from spec.tools import replay_corpus
+from tests.child import ROOT, run_module
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+REPLAY: Final = ROOT / "vectors" / "replay"
+PROTOCOL_PAGE: Final = ROOT / "docs" / "protocol.md"
+
+
+def _report(tmp_path: Path, adapter: str, /, *arguments: str) -> tuple[int, dict[str, Any]]:
+    report = tmp_path / "report.json"
+    finished = run_module(
+        "spec.tools.cli",
+        "vectors",
+        "run",
+        "--impl-cmd",
+        adapter,
+        *arguments,
+        "--json",
+        str(report),
+        timeout=600,
+    )
+    assert "Traceback" not in finished.stdout + finished.stderr
+    return finished.returncode, json.loads(report.read_text(encoding="utf-8"))
+
+
+def test_the_rust_adapter_passes_every_replay_case(tmp_path: Path, rust_adapter: str) -> None:
+    status, report = _report(tmp_path, rust_adapter, "--clause", "RB-REPLAY")
+    replay = replay_corpus.load_replay_cases(REPLAY)
+    outcomes = {case["id"]: case["outcome"] for case in report["cases"]}
+    assert status == 0, report
+    assert outcomes == {case.case_id: "passed" for case in replay}
+
+
+def test_each_wrong_rust_replay_build_fails_the_replay_cases(
+    tmp_path: Path, wrong_replay_rust_adapter: tuple[str, str]
+) -> None:
+    feature, adapter = wrong_replay_rust_adapter
+    status, report = _report(tmp_path, adapter)
+    failed = [case for case in report["cases"] if case["outcome"] == "failed"]
+    assert status == 1
+    assert failed, feature
+    assert all(case["id"].startswith("replay-") for case in failed)
+    if feature == "replay-stale-rows":
+        # Only a decode of many rounds shows rows left from an earlier round.
+        assert {case["id"].split("-")[1] for case in failed} == {"rounds"}
+    else:
+        assert len(failed) == len(replay_corpus.load_replay_cases(REPLAY))
+    first = failed[0]["detail"].splitlines()[0]
+    pattern = (
+        r"states\[\d+\]\.(conv|h)(\[\d+\])+: expected \S+, got \S+: relative error \S+ "
+        r"\(of max \|expected\| over states\[\d+\]\.(conv|h)\) exceeds \S+, the bound for "
+        r"(float64|bf16-rows-fp32-state) \((RB-REPLAY-\d+(, )?)+\)"
+    )
+    assert re.fullmatch(pattern, first), first
+
+
+def test_the_documented_replay_exchange_is_what_the_rust_adapter_replies(
+    rust_adapter: str,
+) -> None:
+    page = PROTOCOL_PAGE.read_text(encoding="utf-8")
+    request = next(line[2:] for line in page.splitlines() if line.startswith('> {"op":"replay"'))
+    documented = next(line for line in page.splitlines() if line.startswith('{"ok":{"states"'))
+    finished = subprocess.run(
+        [rust_adapter], input=request + "\n", capture_output=True, text=True, timeout=60, check=True
+    )
+    reply = json.loads(finished.stdout)
+    expected = json.loads(documented)
+
+    def values(value: object) -> object:
+        if isinstance(value, list):
+            return [values(item) for item in value]
+        if isinstance(value, dict):
+            return {key: values(item) for key, item in value.items()}
+        return float.fromhex(value) if isinstance(value, str) else value
+
+    assert values(reply) == values(expected)
