@@ -102,7 +102,9 @@ def test_check_passes_installed_with_the_same_results_as_from_the_clone(
     finished = installed.run("check", "--json", str(tmp_path / "installed.json"))
     assert finished.returncode == 0, finished.stdout[-3000:] + finished.stderr
     installed_report = _json(tmp_path / "installed.json")
-    assert set(installed_report["clauses"].values()) == {"passed"}
+    # The opt-in replay properties skip: the reference has no replay kernel.
+    outcomes = {c: o for c, o in installed_report["clauses"].items() if "REPLAY" not in c}
+    assert set(outcomes.values()) == {"passed"}
     cloned = run_module("spec.tools.cli", "check", "--json", str(tmp_path / "clone.json"))
     assert cloned.returncode == 0, cloned.stdout[-3000:]
     assert _outcomes(installed_report) == _outcomes(_json(tmp_path / "clone.json"))
@@ -128,3 +130,47 @@ def test_vectors_run_passes_installed(installed: Installed, tmp_path: Path) -> N
         len(_json(path)["cases"]) for path in CORPUS.glob("*.json") if "cases" in _json(path)
     )
     assert counts["failed"] == counts["not-run"] == 0
+    # The Python adapter does not offer replay: its replay cases are not offered.
+    skipped = [case for case in _json(report)["cases"] if case["outcome"] == "skipped"]
+    assert counts["skipped"] == len(skipped) == 34
+    assert {case["detail"] for case in skipped} == {
+        "not offered: the adapter answered unknown-op to replay"
+    }
+
+
+def test_vectors_run_installed_runs_the_replay_cases_on_the_rust_adapter(
+    installed: Installed, tmp_path: Path, rust_adapter: str
+) -> None:
+    report = tmp_path / "report.json"
+    finished = installed.run("vectors", "run", "--impl-cmd", rust_adapter, "--json", str(report))
+    assert finished.returncode == 0, finished.stdout[-3000:] + finished.stderr
+    cases = _json(report)["cases"]
+    replay = [case for case in cases if case["id"].startswith("replay-")]
+    assert len(replay) == 34
+    assert {case["outcome"] for case in cases} == {"passed"}
+
+
+def test_vectors_run_installed_fails_a_wrong_rust_replay(
+    installed: Installed, tmp_path: Path, wrong_replay_rust_adapter: tuple[str, str]
+) -> None:
+    _, adapter = wrong_replay_rust_adapter
+    report = tmp_path / "report.json"
+    finished = installed.run("vectors", "run", "--impl-cmd", adapter, "--json", str(report))
+    assert finished.returncode == 1, finished.stdout[-3000:] + finished.stderr
+    failed = {case["id"] for case in _json(report)["cases"] if case["outcome"] == "failed"}
+    assert failed
+    assert all(case_id.startswith("replay-") for case_id in failed)
+
+
+def test_check_installed_runs_the_replay_properties_on_the_rust_adapter(
+    installed: Installed, tmp_path: Path, rust_adapter: str
+) -> None:
+    report = tmp_path / "report.json"
+    finished = installed.run(
+        "check", "--impl-cmd", rust_adapter, "--clause", "RB-REPLAY", "--json", str(report)
+    )
+    assert finished.returncode == 0, finished.stdout[-3000:] + finished.stderr
+    outcomes = _outcomes(_json(report))
+    assert outcomes
+    assert set(outcomes) == {p for p in outcomes if p.startswith("test_replay.py::")}
+    assert set(outcomes.values()) == {"passed"}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import re
 from pathlib import Path
 from typing import Final
 
@@ -17,6 +18,7 @@ from spec.harness.adapter import REPLAY_NOT_OFFERED, respond
 from spec.harness.corpus_files import VectorError
 from spec.harness.protocol import ErrorKind, ReplayLayout, decode_replay
 from spec.tools import replay_corpus
+from spec.tools.check import REPLAY_PROPERTY_CLAUSES
 from spec.tools.replay_corpus import ReplayCase, judge_replay, load_replay_cases
 
 REPLAY: Final = Path(__file__).resolve().parents[1] / "vectors" / "replay"
@@ -145,3 +147,13 @@ def test_a_replay_state_file_without_a_tolerance_is_refused(tmp_path: Path) -> N
     with pytest.raises(VectorError) as raised:
         load_replay_cases(tmp_path)
     assert str(raised.value) == "post_conv.json: must state its tolerance per pipeline"
+
+
+def test_check_knows_which_draft_clauses_the_replay_properties_cite() -> None:
+    source = (Path(__file__).parent / "properties" / "test_replay.py").read_text(encoding="utf-8")
+    cited = {
+        clause
+        for marker in re.findall(r"@pytest\.mark\.clause\(([^)]*)\)", source)
+        for clause in re.findall(r'"(RB-[A-Z]+-[0-9]+)"', marker)
+    }
+    assert cited == REPLAY_PROPERTY_CLAUSES

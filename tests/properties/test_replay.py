@@ -1,0 +1,161 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
+"""The replay operation (opt-in): the shipped replay corpus, and how rounds compose.
+
+Skipped, with the reason, for an implementation that answers ``unknown-op``.
+Replies are compared within the relative bound the replay corpus states for
+the pipeline (docs/replay.md, "Judging a runtime's replay").
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from spec.tools.replay_corpus import ReplayCase, judge_replay, load_replay_cases
+from spec.tools.shipped import replay_corpus_directory
+
+if TYPE_CHECKING:
+    from spec.harness.driver import Implementation
+
+_CASES: Final = load_replay_cases(replay_corpus_directory())
+#: The kernel bound per pipeline, as the corpus states it.
+_BOUND: Final = {case.pipeline: case.tolerance for case in _CASES}
+_NOT_OFFERED: Final = "replay is opt-in, and this implementation does not offer it"
+
+
+def _replay(impl: Implementation, request: dict[str, object], /) -> list[dict[str, object]]:
+    reply = impl.request(request)
+    error = reply.get("error")
+    if isinstance(error, dict) and error.get("kind") == "unknown-op":
+        pytest.skip(_NOT_OFFERED)
+    value = reply.get("ok")
+    states = value.get("states") if isinstance(value, dict) else None
+    rounds = request["rounds"]
+    assert isinstance(rounds, list)
+    assert isinstance(states, list), f"replied {reply} to a replay request"
+    assert len(states) == len(rounds), f"{len(states)} states for {len(rounds)} rounds"
+    return states
+
+
+def _same(
+    request: dict[str, object],
+    got: list[dict[str, object]],
+    expected: list[dict[str, object]],
+    clauses: list[str],
+    /,
+) -> None:
+    pipeline = str(request["pipeline"])
+    case = ReplayCase("property", clauses, pipeline, request, expected, _BOUND[pipeline])
+    result = judge_replay(case, {"ok": {"states": got}})
+    assert result.outcome == "passed", result.detail
+
+
+@pytest.mark.clause("RB-REPLAY-1", "RB-REPLAY-4", "RB-REPLAY-6", "RB-REPLAY-10")
+def test_every_shipped_replay_case_is_rebuilt_within_its_bound(impl: Implementation) -> None:
+    for case in _CASES:
+        states = _replay(impl, case.request)
+        result = judge_replay(case, {"ok": {"states": states}})
+        assert result.outcome == "passed", f"{case.case_id}: {result.detail}"
+
+
+def _hex(numerator: int, denominator: int, /) -> str:
+    # Small dyadic values: exact in BF16, so both pipelines hold them as drawn.
+    return (numerator / denominator).hex()
+
+
+@st.composite
+def _layers(draw: st.DrawFn) -> dict[str, object]:
+    nk = draw(st.integers(1, 2))
+    dims = {
+        "num_key_heads": nk,
+        "key_head_dim": draw(st.integers(1, 3)),
+        "num_value_heads": nk * draw(st.integers(1, 2)),
+        "value_head_dim": draw(st.integers(1, 3)),
+        "conv_kernel": draw(st.integers(2, 4)),
+    }
+    conv_dim = 2 * nk * dims["key_head_dim"] + dims["num_value_heads"] * dims["value_head_dim"]
+    values = st.integers(-64, 64)
+
+    def matrix(rows: int, columns: int, /) -> list[list[str]]:
+        return [[_hex(draw(values), 64) for _ in range(columns)] for _ in range(rows)]
+
+    heads = dims["num_value_heads"]
+    return {
+        "op": "replay",
+        "pipeline": draw(st.sampled_from(sorted(_BOUND))),
+        "layout": "pre-conv",
+        "dims": dims,
+        "conv_weight": matrix(conv_dim, dims["conv_kernel"]),
+        "checkpoint": {
+            "conv": matrix(conv_dim, dims["conv_kernel"] - 1),
+            "h": [matrix(dims["key_head_dim"], dims["value_head_dim"]) for _ in range(heads)],
+        },
+        "rows": [
+            {
+                "qkv": [_hex(draw(values), 64) for _ in range(conv_dim)],
+                "g": [_hex(-draw(st.integers(0, 128)), 64) for _ in range(heads)],
+                "beta": [_hex(draw(st.integers(0, 128)), 128) for _ in range(heads)],
+            }
+            for _ in range(draw(st.integers(2, 6)))
+        ],
+    }
+
+
+def _request(layer: dict[str, object], rounds: list[dict[str, object]], /) -> dict[str, object]:
+    return {key: value for key, value in layer.items() if key != "rows"} | {"rounds": rounds}
+
+
+def _rows(layer: dict[str, object], /) -> list[dict[str, object]]:
+    rows = layer["rows"]
+    assert isinstance(rows, list)
+    return rows
+
+
+@pytest.mark.clause("RB-REPLAY-1", "RB-REPLAY-6")
+@given(layer=_layers(), data=st.data())
+def test_a_round_of_accepted_rows_is_those_rows_decoded_one_round_each(
+    impl: Implementation, layer: dict[str, object], data: st.DataObject
+) -> None:
+    rows = _rows(layer)
+    accepted = data.draw(st.integers(1, len(rows)), label="accepted")
+    whole = _request(layer, [{"rows": rows, "accepted": accepted}])
+    one_by_one = _request(layer, [{"rows": [row], "accepted": 1} for row in rows[:accepted]])
+    _same(whole, _replay(impl, whole), _replay(impl, one_by_one)[-1:], ["RB-REPLAY-6"])
+
+
+@pytest.mark.clause("RB-REPLAY-1", "RB-REPLAY-2")
+@given(layer=_layers(), data=st.data())
+def test_the_rows_past_the_accepted_ones_change_nothing(
+    impl: Implementation, layer: dict[str, object], data: st.DataObject
+) -> None:
+    rows = _rows(layer)
+    accepted = data.draw(st.integers(1, len(rows) - 1), label="accepted")
+    other = [dict(row, g=[_hex(-1, 2)] * len(row["g"])) for row in rows[accepted:]]  # type: ignore[arg-type]
+    first = _request(layer, [{"rows": rows, "accepted": accepted}])
+    second = _request(layer, [{"rows": rows[:accepted] + other, "accepted": accepted}])
+    _same(first, _replay(impl, second), _replay(impl, first), ["RB-REPLAY-1"])
+
+
+@pytest.mark.clause("RB-REPLAY-6", "RB-REPLAY-7")
+@given(layer=_layers(), data=st.data())
+def test_a_trace_resumed_from_a_state_it_reported_goes_on_the_same(
+    impl: Implementation, layer: dict[str, object], data: st.DataObject
+) -> None:
+    rows = _rows(layer)
+    # Windows of varying length, with rows of earlier windows still in a ring.
+    cuts = sorted(data.draw(st.sets(st.integers(1, len(rows) - 1), max_size=3), label="cuts"))
+    windows = [rows[start:end] for start, end in zip([0, *cuts], [*cuts, len(rows)], strict=True)]
+    rounds = [
+        {"rows": window, "accepted": data.draw(st.integers(1, len(window)), label="accepted")}
+        for window in windows
+    ]
+    whole = _request(layer, rounds)
+    states = _replay(impl, whole)
+    resume = data.draw(st.integers(1, len(rounds)), label="resume after")
+    if resume == len(rounds):
+        return
+    resumed = _request(layer, rounds[resume:]) | {"checkpoint": states[resume - 1]}
+    _same(resumed, _replay(impl, resumed), states[resume:], ["RB-REPLAY-7"])
