@@ -438,3 +438,19 @@ def test_an_over_long_line_is_read_past_in_bounded_pieces() -> None:
         ).encode(),
         b'{"ok":"replay"}',
     ]
+
+
+def test_the_reference_adapter_does_not_offer_replay_whatever_the_request_holds() -> None:
+    for request in ({"op": "replay"}, {"op": "replay", "pipeline": "float64", "rounds": []}):
+        assert respond(rollback, json.dumps(request)) == protocol.error_reply(
+            ErrorKind.UNKNOWN_OP, "replay is not offered: spec.rollback has no replay kernel"
+        )
+    assert protocol.op_named("replay") is protocol.Op.REPLAY
+
+
+def test_the_oracle_lists_no_reply_for_replay_which_is_judged_within_a_bound() -> None:
+    with pytest.raises(ValueError, match=r"^replay is judged") as raised:
+        allowed_replies({"op": "replay"})
+    assert str(raised.value) == (
+        "replay is judged against the replay corpus with a tolerance, not by a list"
+    )

@@ -16,7 +16,8 @@ from spec import rollback
 from spec.harness import protocol
 from spec.harness.adapter import REPLAY_NOT_OFFERED, respond
 from spec.harness.corpus_files import VectorError
-from spec.harness.protocol import ErrorKind, ReplayLayout, decode_replay
+from spec.harness.protocol import ErrorKind
+from spec.harness.replay_wire import ReplayLayout, decode_replay
 from spec.tools import replay_corpus
 from spec.tools.check import REPLAY_PROPERTY_CLAUSES
 from spec.tools.replay_corpus import ReplayCase, judge_replay, load_replay_cases

@@ -9,41 +9,29 @@ from __future__ import annotations
 
 import enum
 import json
-import math
-import re
-from typing import TYPE_CHECKING, Final, Literal, NotRequired, TypedDict
+from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
 __all__ = [
-    "HEX_FLOAT",
     "MAX_CELL_EVENTS",
     "MAX_DEPTH",
     "MAX_EVENTS",
     "MAX_LINE_BYTES",
     "MAX_ROUNDS",
     "PROTOCOL_VERSION",
-    "REPLAY_FIELDS",
     "STATEFUL_OPS",
     "ErrorKind",
     "MalformedReplyError",
     "Op",
     "ProtocolError",
-    "ReplayDims",
-    "ReplayLayout",
-    "ReplayRequest",
-    "ReplayRound",
-    "ReplayRow",
-    "ReplayState",
     "TooDeepError",
     "UnencodableMessageError",
-    "decode_replay",
     "decode_reply",
     "decode_request",
     "encode",
     "encode_line",
-    "encode_replay_states",
     "encode_value",
     "error_reply",
     "loads_bounded",
@@ -84,7 +72,8 @@ class Op(enum.Enum):
     #: Opt-in: many fresh first-write-wins cells raced in one process.
     RACE_CELLS = "race_cells"
     VERIFY_ENTRY = "verify_entry"
-    #: Opt-in: the runtime's own replay of checkpoints and ring rows (docs/protocol.md).
+    #: Opt-in: the runtime's own replay of checkpoints and ring rows
+    #: (docs/protocol.md); its fields are decoded by :mod:`.replay_wire`.
     REPLAY = "replay"
 
 
@@ -302,7 +291,7 @@ def _load_json(line: str, /) -> object:
     return value
 
 
-def decode_request(line: str, /) -> dict[str, object]:  # noqa: C901 - one branch per op
+def decode_request(line: str, /) -> dict[str, object]:
     """Check one request line and return it with only the fields its op uses.
 
     Raises:
@@ -331,10 +320,6 @@ def decode_request(line: str, /) -> dict[str, object]:  # noqa: C901 - one branc
     elif op is Op.RACE_CELLS:
         checked["events"] = _events(request, limit=MAX_CELL_EVENTS)
         checked["rounds"] = _rounds(request)
-    elif op is Op.REPLAY:
-        # Passed on whole: an adapter that offers replay checks it with
-        # decode_replay, and one that does not answers unknown-op.
-        checked |= {name: request[name] for name in REPLAY_FIELDS if name in request}
     for field in _U64_FIELDS.get(op, ()):
         checked[field] = _u64(request, field)
     return checked
@@ -397,224 +382,3 @@ def _same_json(left: object, right: object, /) -> bool:
         assert isinstance(right, dict)
         return left.keys() == right.keys() and all(_same_json(left[k], right[k]) for k in left)
     return left == right
-
-
-# The replay operation (opt-in; docs/protocol.md, "replay"). Floats travel as
-# float.hex strings, exactly; an adapter that offers the operation decodes a
-# request with decode_replay and answers with encode_replay_states.
-
-#: The fields of a ``replay`` request.
-REPLAY_FIELDS: Final = ("pipeline", "layout", "dims", "conv_weight", "checkpoint", "rounds")
-
-#: The largest head count, head size or conv kernel a replay request may give.
-_MAX_DIM: Final = 4096
-
-_PIPELINES: Final = ("float64", "bf16-rows-fp32-state")
-
-
-class ReplayLayout(enum.Enum):
-    """What a ring row holds: the pre-conv inputs, or the post-conv k and v."""
-
-    #: ``qkv`` (pre-conv q, k, v), ``g`` and ``beta``: the minimal ring.
-    PRE_CONV = "pre-conv"
-    #: ``k_and_v`` (post-SiLU k then v), ``g`` and ``beta``, and a ``conv_window`` per round.
-    POST_CONV = "post-conv"
-
-
-class ReplayDims(TypedDict):
-    """A layer's head shapes and conv kernel."""
-
-    num_key_heads: int
-    key_head_dim: int
-    num_value_heads: int
-    value_head_dim: int
-    conv_kernel: int
-
-
-class ReplayState(TypedDict):
-    """A (conv, h) state: conv_dim x (conv_kernel - 1) columns, and nv x dk x dv."""
-
-    conv: list[list[float]]
-    h: list[list[list[float]]]
-
-
-class ReplayRow(TypedDict):
-    """One ring row: ``values`` is qkv (pre-conv) or k_and_v (post-conv); g, beta per value head."""
-
-    values: list[float]
-    g: list[float]
-    beta: list[float]
-
-
-class ReplayRound(TypedDict):
-    """One verify round: its window's rows, how many are accepted, and (post-conv) its columns."""
-
-    rows: list[ReplayRow]
-    accepted: int
-    conv_window: NotRequired[list[list[float]]]
-
-
-class ReplayRequest(TypedDict):
-    """A decoded ``replay`` request, its floats parsed from hex."""
-
-    pipeline: Literal["float64", "bf16-rows-fp32-state"]
-    layout: ReplayLayout
-    dims: ReplayDims
-    conv_weight: list[list[float]]
-    checkpoint: ReplayState
-    rounds: list[ReplayRound]
-
-
-#: A float.hex string as C's ``%a`` and Python's ``float.hex`` write one.
-HEX_FLOAT: Final = re.compile(
-    r"[+-]?0[xX][0-9a-fA-F]{1,20}(\.[0-9a-fA-F]{0,20})?[pP][+-]?[0-9]{1,5}"
-)
-
-
-def _hex_float(value: object, where: str, /) -> float:
-    if isinstance(value, str) and HEX_FLOAT.fullmatch(value):
-        try:
-            number = float.fromhex(value)
-        except (ValueError, OverflowError):
-            pass
-        else:
-            if math.isfinite(number):
-                return number
-    raise _bad(f"{where} must be a finite float.hex string, got {encode_value(value)}")
-
-
-def _floats(value: object, where: str, length: int, /) -> list[float]:
-    if not isinstance(value, list) or len(value) != length:
-        raise _bad(
-            f"{where} must be a list of {length} float.hex strings, got {encode_value(value)}"
-        )
-    return [_hex_float(item, f"{where}[{index}]") for index, item in enumerate(value)]
-
-
-def _matrix(value: object, where: str, rows: int, columns: int, /) -> list[list[float]]:
-    if not isinstance(value, list) or len(value) != rows:
-        raise _bad(f"{where} must be a list of {rows} rows, got {encode_value(value)}")
-    return [_floats(row, f"{where}[{index}]", columns) for index, row in enumerate(value)]
-
-
-def _dims(value: object, /) -> ReplayDims:
-    names = ("num_key_heads", "key_head_dim", "num_value_heads", "value_head_dim", "conv_kernel")
-    if not isinstance(value, dict):
-        raise _bad(f"field 'dims' must be an object, got {encode_value(value)}")
-    for name in names:
-        number = _field(value, name)
-        if type(number) is not int or not 1 <= number <= _MAX_DIM:
-            raise _bad(
-                f"dims.{name} must be an integer in [1, {_MAX_DIM}], got {encode_value(number)}"
-            )
-    dims = ReplayDims(
-        num_key_heads=value["num_key_heads"],
-        key_head_dim=value["key_head_dim"],
-        num_value_heads=value["num_value_heads"],
-        value_head_dim=value["value_head_dim"],
-        conv_kernel=value["conv_kernel"],
-    )
-    if dims["num_value_heads"] % dims["num_key_heads"]:
-        raise _bad("dims.num_value_heads must be a multiple of dims.num_key_heads")
-    return dims
-
-
-def _state(value: object, where: str, dims: ReplayDims, /) -> ReplayState:
-    if not isinstance(value, dict):
-        raise _bad(f"field '{where}' must be an object, got {encode_value(value)}")
-    conv_dim = 2 * dims["num_key_heads"] * dims["key_head_dim"]
-    conv_dim += dims["num_value_heads"] * dims["value_head_dim"]
-    conv = _matrix(_field(value, "conv"), f"{where}.conv", conv_dim, dims["conv_kernel"] - 1)
-    h = _field(value, "h")
-    heads = dims["num_value_heads"]
-    if not isinstance(h, list) or len(h) != heads:
-        raise _bad(f"{where}.h must be a list of {heads} heads, got {encode_value(h)}")
-    rows, columns = dims["key_head_dim"], dims["value_head_dim"]
-    return ReplayState(
-        conv=conv,
-        h=[_matrix(head, f"{where}.h[{index}]", rows, columns) for index, head in enumerate(h)],
-    )
-
-
-def _round(value: object, where: str, layout: ReplayLayout, dims: ReplayDims, /) -> ReplayRound:
-    if not isinstance(value, dict):
-        raise _bad(f"{where} must be an object, got {encode_value(value)}")
-    key_dim = dims["num_key_heads"] * dims["key_head_dim"]
-    value_dim = dims["num_value_heads"] * dims["value_head_dim"]
-    width = 2 * key_dim + value_dim if layout is ReplayLayout.PRE_CONV else key_dim + value_dim
-    name = "qkv" if layout is ReplayLayout.PRE_CONV else "k_and_v"
-    rows = _field(value, "rows")
-    if not isinstance(rows, list) or not rows:
-        raise _bad(f"{where}.rows must be a non-empty list, got {encode_value(rows)}")
-    decoded: list[ReplayRow] = []
-    for index, row in enumerate(rows):
-        at = f"{where}.rows[{index}]"
-        if not isinstance(row, dict):
-            raise _bad(f"{at} must be an object, got {encode_value(row)}")
-        heads = dims["num_value_heads"]
-        decoded.append(
-            ReplayRow(
-                values=_floats(_field(row, name), f"{at}.{name}", width),
-                g=_floats(_field(row, "g"), f"{at}.g", heads),
-                beta=_floats(_field(row, "beta"), f"{at}.beta", heads),
-            )
-        )
-    accepted = _field(value, "accepted")
-    if type(accepted) is not int or not 1 <= accepted <= len(rows):
-        raise _bad(
-            f"{where}.accepted must be an integer in [1, {len(rows)}], got {encode_value(accepted)}"
-        )
-    replay_round = ReplayRound(rows=decoded, accepted=accepted)
-    if layout is ReplayLayout.POST_CONV:
-        conv_dim = 2 * key_dim + value_dim
-        window = _matrix(_field(value, "conv_window"), f"{where}.conv_window", conv_dim, len(rows))
-        replay_round["conv_window"] = window
-    return replay_round
-
-
-def decode_replay(request: Mapping[str, object], /) -> ReplayRequest:
-    """A ``replay`` request's fields, checked against its dims and parsed from hex.
-
-    Raises:
-        ProtocolError: a field is missing, the wrong shape, or not a finite
-            ``float.hex`` string (``bad-request``), named by its path.
-    """
-    pipeline = _field(request, "pipeline")
-    if pipeline not in _PIPELINES:
-        raise _bad(
-            f"field 'pipeline' must be one of {list(_PIPELINES)}, got {encode_value(pipeline)}"
-        )
-    layout_name = _field(request, "layout")
-    layouts = [layout.value for layout in ReplayLayout]
-    if layout_name not in layouts:
-        raise _bad(f"field 'layout' must be one of {layouts}, got {encode_value(layout_name)}")
-    layout = ReplayLayout(layout_name)
-    dims = _dims(_field(request, "dims"))
-    conv_dim = 2 * dims["num_key_heads"] * dims["key_head_dim"]
-    conv_dim += dims["num_value_heads"] * dims["value_head_dim"]
-    weight = _matrix(_field(request, "conv_weight"), "conv_weight", conv_dim, dims["conv_kernel"])
-    checkpoint = _state(_field(request, "checkpoint"), "checkpoint", dims)
-    rounds = _field(request, "rounds")
-    if not isinstance(rounds, list) or not rounds:
-        raise _bad(f"field 'rounds' must be a non-empty list, got {encode_value(rounds)}")
-    return ReplayRequest(
-        pipeline=pipeline,
-        layout=layout,
-        dims=dims,
-        conv_weight=weight,
-        checkpoint=checkpoint,
-        rounds=[_round(item, f"rounds[{i}]", layout, dims) for i, item in enumerate(rounds)],
-    )
-
-
-def encode_replay_states(states: list[ReplayState], /) -> dict[str, object]:
-    """A ``replay`` reply's value: the state after each round, its floats as ``float.hex``."""
-    return {
-        "states": [
-            {
-                "conv": [[value.hex() for value in row] for row in state["conv"]],
-                "h": [[[value.hex() for value in row] for row in head] for head in state["h"]],
-            }
-            for state in states
-        ]
-    }

@@ -18,7 +18,8 @@ from functools import partial
 from typing import TYPE_CHECKING, Final, cast
 
 from spec.harness.corpus_files import VectorError, load_corpus
-from spec.harness.protocol import HEX_FLOAT, encode, encode_line
+from spec.harness.protocol import encode, encode_line
+from spec.harness.replay_wire import HEX_FLOAT
 
 from .corpus import CaseResult
 
