@@ -91,9 +91,10 @@ def _reply(case: ReplayCase, /) -> dict[str, object]:
     return {"ok": {"states": copy.deepcopy(case.expected)}}
 
 
-def test_the_expected_states_pass() -> None:
+def test_the_expected_states_pass_and_are_reported_exact() -> None:
     for case in CASES:
-        assert judge_replay(case, _reply(case)).outcome == "passed", case.case_id
+        result = judge_replay(case, _reply(case))
+        assert (result.outcome, result.detail) == ("passed", "exact: every value the model's")
 
 
 def test_a_value_within_the_bound_passes_and_one_past_it_fails_naming_it() -> None:
@@ -107,6 +108,9 @@ def test_a_value_within_the_bound_passes_and_one_past_it_fails_naming_it() -> No
         reply["ok"]["states"][0]["h"][0][0][0] = moved.hex()  # type: ignore[index]
         result = judge_replay(case, reply)
         assert result.outcome == outcome
+        if outcome == "passed":
+            error = abs(moved - float.fromhex(expected)) / scale
+            assert result.detail == f"within 1e-06, not exact: largest relative error {error:.3g}"
     error = abs(moved - float.fromhex(expected)) / scale
     assert result.detail.splitlines()[0] == (
         f"states[0].h[0][0][0]: expected {expected}, got {moved.hex()}: relative error "

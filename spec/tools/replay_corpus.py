@@ -173,7 +173,8 @@ def _number(value: object, /) -> float | None:
 
 def _field_problem(
     case: ReplayCase, number: int, field: str, actual: object, expected: object, /
-) -> str | None:
+) -> str | float:
+    """What is wrong with one field of a replied state, or its largest relative error."""
     where = f"states[{number}].{field}"
     wanted = _flat(expected, where)
     got = _flat(actual, where)
@@ -197,7 +198,7 @@ def _field_problem(
             f"(of max |expected| over {where}) exceeds {case.tolerance:g}, the bound for "
             f"{case.pipeline} ({', '.join(case.clauses)})"
         )
-    return None
+    return error
 
 
 def judge_replay(case: ReplayCase, reply: dict[str, object], /) -> CaseResult:
@@ -208,6 +209,7 @@ def judge_replay(case: ReplayCase, reply: dict[str, object], /) -> CaseResult:
     value = reply.get("ok")
     states = value.get("states") if isinstance(value, dict) else None
     problem: str | None = None
+    largest = 0.0
     if not isinstance(states, list) or len(states) != len(case.expected):
         problem = (
             f'the reply must be {{"ok": {{"states": [...]}}}} with {len(case.expected)} states'
@@ -217,12 +219,22 @@ def judge_replay(case: ReplayCase, reply: dict[str, object], /) -> CaseResult:
             if not isinstance(state, dict) or set(state) != {"conv", "h"}:
                 problem = f"states[{number}] must be an object with exactly conv and h"
                 break
-            problem = _field_problem(case, number, "conv", state["conv"], expected["conv"])
-            problem = problem or _field_problem(case, number, "h", state["h"], expected["h"])
+            for field in ("conv", "h"):
+                found = _field_problem(case, number, field, state[field], expected[field])
+                if isinstance(found, str):
+                    problem = found
+                    break
+                largest = max(largest, found)
             if problem:
                 break
     if problem is None:
-        return CaseResult(case.case_id, case.clauses, "passed")
+        # A port of the model's arithmetic is exact (the case file's port bound, 0).
+        detail = (
+            "exact: every value the model's"
+            if largest == 0
+            else f"within {case.tolerance:g}, not exact: largest relative error {largest:.3g}"
+        )
+        return CaseResult(case.case_id, case.clauses, "passed", detail)
     replied = encode(reply)
     shown = replied if len(replied) <= 300 else f"{replied[:297]}..."
     return CaseResult(case.case_id, case.clauses, "failed", f"{problem}\nreplied {shown}")
