@@ -21,6 +21,7 @@ from spec.harness.replay_wire import ReplayLayout, decode_replay
 from spec.tools import replay_corpus
 from spec.tools.check import REPLAY_PROPERTY_CLAUSES
 from spec.tools.replay_corpus import ReplayCase, judge_replay, load_replay_cases
+from tests.child import run_module
 
 REPLAY: Final = Path(__file__).resolve().parents[1] / "vectors" / "replay"
 CASES: Final = load_replay_cases(REPLAY)
@@ -162,3 +163,23 @@ def test_check_knows_which_draft_clauses_the_replay_properties_cite() -> None:
         for clause in re.findall(r'"(RB-[A-Z]+-[0-9]+)"', marker)
     }
     assert cited == REPLAY_PROPERTY_CLAUSES
+
+
+def test_vectors_generate_writes_the_replay_corpus_beside_the_protocol_corpus(
+    tmp_path: Path,
+) -> None:
+    finished = run_module("spec.tools.cli", "vectors", "generate", "--out", str(tmp_path))
+    assert finished.returncode == 0, finished.stderr
+    written = sorted(path.name for path in (tmp_path / "replay").iterdir())
+    assert written == sorted(path.name for path in REPLAY.iterdir())
+    for name in written:
+        assert (tmp_path / "replay" / name).read_bytes() == (REPLAY / name).read_bytes(), name
+    assert f"{tmp_path / 'replay' / 'rounds.json'}\n" in finished.stdout
+
+
+def test_vectors_where_names_the_corpus_then_the_replay_corpus() -> None:
+    finished = run_module("spec.tools.cli", "vectors", "where")
+    assert finished.returncode == 0, finished.stderr
+    corpus, replay = finished.stdout.splitlines()
+    assert Path(replay) == Path(corpus) / "replay"
+    assert Path(replay).resolve() == REPLAY
