@@ -438,3 +438,8 @@ def test_an_over_long_line_is_read_past_in_bounded_pieces() -> None:
         ).encode(),
         b'{"ok":"replay"}',
     ]
+
+
+def test_the_model_allows_one_race_outcome_per_possible_winner() -> None:
+    calls: list[model.Call] = [("get", None), ("set", "replay"), ("set", "snapshot")]
+    assert model.allowed_race_outcomes(calls) == {("snapshot",) * 3, ("replay",) * 3}

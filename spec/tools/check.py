@@ -17,15 +17,14 @@ from typing import TYPE_CHECKING, Final
 from spec import SPEC_VERSION
 from spec.harness.clauses import DRAFT_CLAUSES, UnknownClauseError, select_clauses
 from spec.harness.failures import AdapterFailure
-from spec.harness.protocol import encode
 from spec.harness.python_impl import (
     REFERENCE,
     ImplementationModuleError,
     load_python_implementation,
 )
-from spec.harness.subprocess_driver import SubprocessDriver
+from spec.harness.subprocess_driver import DEFAULT_RACE_BUDGET, SubprocessDriver
 
-from .arguments import adapter_argv, add_impl_arguments, add_selection_arguments
+from .arguments import adapter_argv, add_impl_arguments, add_selection_arguments, race_budget
 from .corpus import Case, exported_case, render_corpus, write_corpus
 from .deviations import Deviation, DeviationList, Target
 from .errors import CliError, ExitStatus
@@ -76,6 +75,14 @@ def add_check_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
         default="ci",
         help="Hypothesis profile (default ci: derandomized, reproducible; "
         "crosshair: symbolic, advisory)",
+    )
+    check.add_argument(
+        "--race-budget",
+        type=race_budget,
+        default=DEFAULT_RACE_BUDGET,
+        metavar="SECONDS",
+        help="seconds spent on races in fresh processes, as many as fit by what the first "
+        f"few cost (default {DEFAULT_RACE_BUDGET:g}; 0 skips them)",
     )
     add_selection_arguments(check, items="properties", entries="clauses or properties")
     check.add_argument(
@@ -145,6 +152,7 @@ def _pytest_command(arguments: argparse.Namespace, scratch: Path, /) -> list[str
         "-p",
         "no:cacheprovider",
         f"--impl-timeout={arguments.impl_timeout}",
+        f"--race-budget={arguments.race_budget}",
         f"--check-report={scratch / 'report.json'}",
         "-q",
     ]
@@ -171,6 +179,10 @@ def _run_suite(arguments: argparse.Namespace, /) -> SuiteReport:
     with tempfile.TemporaryDirectory() as scratch:
         command = _pytest_command(arguments, Path(scratch))
         env = {**os.environ, "HYPOTHESIS_PROFILE": arguments.profile}
+        # Hypothesis keeps its examples and patches in .hypothesis/ of the
+        # folder it runs in: nothing goes into the user's folder unless they
+        # name a directory for it themselves.
+        env.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", str(Path(scratch) / "hypothesis"))
         # Only the plugins the suite names: an environment's own pytest
         # plugins must not change its results.
         env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
@@ -201,13 +213,13 @@ def _run_suite(arguments: argparse.Namespace, /) -> SuiteReport:
     return report
 
 
-def _reproduction(arguments: argparse.Namespace, request: dict[str, object], /) -> str:
+def _reproduction(arguments: argparse.Namespace, line: str, /) -> str:
     if arguments.impl_cmd is not None:
         command = arguments.impl_cmd
     else:
         module = arguments.impl_module or REFERENCE
         command = f"python -m spec.harness.adapter --impl-module {shlex.quote(module)}"
-    return f"printf '%s\\n' {shlex.quote(encode(request))} | {command}"
+    return f"printf '%s\\n' {shlex.quote(line)} | {command}"
 
 
 def _rows(arguments: argparse.Namespace, results: list[PropertyResult], /) -> list[Row]:
@@ -215,7 +227,7 @@ def _rows(arguments: argparse.Namespace, results: list[PropertyResult], /) -> li
     for result in results:
         detail = result["detail"]
         if result["outcome"] == "failed":
-            reproductions = [_reproduction(arguments, r) for r in result["requests"]]
+            reproductions = [_reproduction(arguments, r["line"]) for r in result["requests"]]
             detail = "\n".join([detail, *(f"reproduce: {line}" for line in reproductions)])
             if result["hung"]:
                 detail += f"\n{_FLUSH_HINT}"
@@ -229,9 +241,9 @@ def _export(arguments: argparse.Namespace, results: list[PropertyResult], /) -> 
     cases: dict[str, Case] = {}
     for result in results:
         if result["outcome"] == "failed":
-            for request in result["requests"]:
+            for exchange in result["requests"]:
                 try:
-                    case = exported_case(request, result["clauses"])
+                    case = exported_case(exchange["request"], result["clauses"], exchange["line"])
                 except ValueError:
                     # A race_cells exchange has no list of allowed replies.
                     continue
@@ -250,8 +262,8 @@ def _export(arguments: argparse.Namespace, results: list[PropertyResult], /) -> 
 
 def _preflight_failure(arguments: argparse.Namespace, failure: AdapterFailure, /) -> Row:
     detail = str(failure)
-    if failure.request is not None:
-        detail += f"\nreproduce: {_reproduction(arguments, failure.request)}"
+    if failure.line is not None:
+        detail += f"\nreproduce: {_reproduction(arguments, failure.line)}"
     if failure.hung:
         detail += f"\n{_FLUSH_HINT}"
     return Row("the adapter's first request (describe)", ["RB-PROTO-1"], "failed", detail)

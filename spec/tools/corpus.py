@@ -14,7 +14,7 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final, TypedDict, cast
+from typing import TYPE_CHECKING, Final, NotRequired, TypedDict, cast
 
 from spec import SPEC_VERSION, model
 from spec.harness.clauses import CLAUSES
@@ -61,6 +61,9 @@ class Case(TypedDict):
     request: dict[str, object]
     #: ``{"ok": VALUE}`` or ``{"error": {"kind": KIND[, "message": TEXT]}}``.
     expected: list[dict[str, object]]
+    #: The exact line to send, when an encoder would not write it (``1e2``,
+    #: ``-0``, a duplicate key, a byte order mark); ``request`` is what it decodes to.
+    line: NotRequired[str]
 
 
 class CaseFile(TypedDict):
@@ -94,13 +97,18 @@ _A, _B = 3 * 5 * 17 * 257, 641 * 65537 * 6700417
 assert _A * _B == _MAX
 
 
-def _case(case_id: str, clauses: Sequence[str], request: dict[str, object]) -> Case:
-    return {
+def _case(
+    case_id: str, clauses: Sequence[str], request: dict[str, object], line: str | None = None
+) -> Case:
+    case: Case = {
         "id": case_id,
         "clauses": list(clauses),
         "request": request,
         "expected": allowed_replies(request),
     }
+    if line is not None and line != encode(request):
+        case["line"] = line
+    return case
 
 
 def _parse_cases() -> Iterator[Case]:
@@ -381,19 +389,23 @@ _OP_CLAUSES: Final = {
 _PROTOCOL_CLAUSES: Final = ("RB-PROTO-1", "RB-PROTO-2", "RB-PROTO-3", "RB-PROTO-4")
 
 
-def exported_case(request: Mapping[str, object], clauses: Sequence[str], /) -> Case:
+def exported_case(
+    request: Mapping[str, object], clauses: Sequence[str], line: str | None = None, /
+) -> Case:
     """A case for a request a property failed on: its ID derived from its content.
 
     It cites the property's clauses that a request of its op can tell apart,
-    and expects what the model allows.
+    and expects what the model allows; ``line`` is the exact line sent, kept
+    when it is not ``request`` encoded.
     """
     op = request.get("op")
     possible = (*_OP_CLAUSES.get(op, ()), *_PROTOCOL_CLAUSES) if isinstance(op, str) else ()
     cited = [clause for clause in clauses if clause in possible] or ["RB-PROTO-4"]
-    digest = hashlib.sha256(encode(request).encode("utf-8")).hexdigest()[:12]
+    sent = encode(request) if line is None else line
+    digest = hashlib.sha256(sent.encode("utf-8")).hexdigest()[:12]
     name = op.replace("_", "-").lower() if isinstance(op, str) and op.isascii() else "request"
     case_id = f"{re.sub(r'[^a-z0-9-]', '', name) or 'request'}-{digest}"
-    return _case(case_id, cited, dict(request))
+    return _case(case_id, cited, dict(request), line)
 
 
 class VectorError(ValueError):
@@ -420,10 +432,16 @@ def _is_expected_reply(value: object, /) -> bool:
     )
 
 
-def _case_problem(case: object, /) -> str | None:  # noqa: PLR0911 - one return per rule
+_CASE_KEYS: Final = frozenset({"id", "clauses", "request", "expected"})
+
+
+def _case_problem(case: object, /) -> str | None:  # noqa: C901, PLR0911 - one return per rule
     # The schema's rules for one case, checked with the standard library.
-    if not isinstance(case, dict) or set(case) != {"id", "clauses", "request", "expected"}:
-        return "must be an object with exactly id, clauses, request and expected"
+    if not isinstance(case, dict) or set(case) - {"line"} != _CASE_KEYS:
+        return "must be an object with exactly id, clauses, request and expected (and a line)"
+    line = case.get("line", "")
+    if not isinstance(line, str) or "\n" in line or "\r" in line:
+        return "its line must be a text with no line break"
     if not isinstance(case["id"], str) or not _CASE_ID.fullmatch(case["id"]):
         return "its id must be lower-case letters, digits and hyphens"
     clauses = case["clauses"]
@@ -436,8 +454,11 @@ def _case_problem(case: object, /) -> str | None:  # noqa: PLR0911 - one return 
         return "its request must be an object"
     try:
         encode_line(case["request"])
+        line.encode("utf-8")
     except UnencodableMessageError as error:
         return f"its request {error}"
+    except UnicodeEncodeError:
+        return "its line cannot be sent as UTF-8, it holds a lone surrogate"
     expected = case["expected"]
     if not isinstance(expected, list) or not expected:
         return "its expected replies must be a non-empty list"
@@ -522,7 +543,8 @@ def _judge(case: Case, reply: dict[str, object], /) -> CaseResult:
     if any(reply_matches(reply, expected) for expected in case["expected"]):
         return CaseResult(case["id"], case["clauses"], "passed")
     shown = " or ".join(encode(expected) for expected in case["expected"])
-    detail = f"request {encode(case['request'])}\nreplied {encode(reply)}\nexpected {shown}"
+    sent = case.get("line", encode(case["request"]))
+    detail = f"request {sent}\nreplied {encode(reply)}\nexpected {shown}"
     return CaseResult(case["id"], case["clauses"], "failed", detail)
 
 
@@ -538,11 +560,13 @@ def run_cases(driver: SubprocessDriver, cases: Sequence[Case], /) -> list[CaseRe
     stateless = [case for case in cases if not is_stateful(case["request"])]
     stateful = [case for case in cases if is_stateful(case["request"])]
     replies: list[dict[str, object] | AdapterFailure] = list(
-        driver.request_many([case["request"] for case in stateless])
+        driver.request_many(
+            [case["request"] for case in stateless], [case.get("line") for case in stateless]
+        )
     )
     for case in stateful:
         try:
-            replies.append(driver.request(case["request"]))
+            replies.append(driver.request(case["request"], line=case.get("line")))
         except AssertionError as failure:
             replies.append(cast("AdapterFailure", failure))
     results: dict[str, CaseResult] = {}

@@ -5,13 +5,14 @@
 mod json;
 
 use std::io::{self, BufRead, BufWriter, Write};
-use std::sync::Barrier;
 
 use json::{write_string, Json};
 use ssm_rollback::{
     set_ssm_rollback_mode, ssm_replay_ring_bytes, ssm_replay_row_bytes, ssm_rollback_mode,
-    verify_entry_allowed, ModeCell, Overflow, SsmRollbackMode,
+    verify_entry_allowed, Overflow, SsmRollbackMode,
 };
+#[cfg(not(feature = "no-race-cells"))]
+use ssm_rollback::ModeCell;
 
 /// A reply before it is written.
 enum Reply {
@@ -59,15 +60,19 @@ impl Event {
 const MAX_EVENTS: usize = 256;
 
 /// The most rounds one `race_cells` request may ask for (docs/protocol.md).
+#[cfg(not(feature = "no-race-cells"))]
 const MAX_ROUNDS: u64 = 10_000;
 
-/// Race `events` on a fresh cell, `rounds` times, with one thread per event
-/// for the whole run. Each round, the threads spin until a shared counter
-/// says go, so they leave together, within nanoseconds rather than the
-/// microseconds a sleeping barrier takes to wake each one.
-fn race_fresh_cells(events: &[Event], rounds: usize) -> Vec<Vec<SsmRollbackMode>> {
+/// Run `call(round, event)` for every event, `rounds` times, with one thread
+/// per event for the whole run. Each round, the threads spin until a shared
+/// counter says go, so they leave together, within nanoseconds rather than
+/// the microseconds a sleeping barrier (`std::sync::Barrier`, a mutex and a
+/// condition variable) takes to wake each one in turn (docs/protocol.md).
+fn race_rounds<F>(events: &[Event], rounds: usize, call: F) -> Vec<Vec<SsmRollbackMode>>
+where
+    F: Fn(usize, Event) -> SsmRollbackMode + Sync,
+{
     use std::sync::atomic::{AtomicUsize, Ordering};
-    let cells: Vec<ModeCell> = (0..rounds).map(|_| ModeCell::new()).collect();
     let arrived = AtomicUsize::new(0);
     let go = AtomicUsize::new(0);
     let threads = events.len();
@@ -75,37 +80,51 @@ fn race_fresh_cells(events: &[Event], rounds: usize) -> Vec<Vec<SsmRollbackMode>
         let handles: Vec<_> = events
             .iter()
             .map(|&event| {
-                let (cells, arrived, go) = (&cells, &arrived, &go);
+                let (arrived, go, call) = (&arrived, &go, &call);
                 scope.spawn(move || {
                     let mut returned = Vec::with_capacity(rounds);
-                    for (round, cell) in cells.iter().enumerate() {
-                        // The last thread to arrive opens round `round`.
-                        if arrived.fetch_add(1, Ordering::AcqRel) + 1 == threads * (round + 1) {
-                            go.store(round + 1, Ordering::Release);
-                        }
-                        // Spin, but give the core away now and then: with more
-                        // threads than cores, a late thread must get to arrive.
-                        let mut spins = 0u32;
-                        while go.load(Ordering::Acquire) <= round {
-                            spins = spins.wrapping_add(1);
-                            if spins % 1024 == 0 {
-                                std::thread::yield_now();
-                            } else {
-                                std::hint::spin_loop();
-                            }
-                        }
-                        returned.push(match event {
-                            Event::Set(mode) => cell.set(mode),
-                            Event::Get => cell.set(SsmRollbackMode::Snapshot),
-                        });
+                    for round in 0..rounds {
+                        arrived.fetch_add(1, Ordering::AcqRel);
+                        spin_until(|| go.load(Ordering::Acquire) > round);
+                        returned.push(call(round, event));
                     }
                     returned
                 })
             })
             .collect();
-        handles.into_iter().map(|h| h.join().expect("cell thread")).collect()
+        // This thread opens each round once every racer has arrived, so no
+        // racer has a head start: they all see the same store at once.
+        for round in 0..rounds {
+            spin_until(|| arrived.load(Ordering::Acquire) == threads * (round + 1));
+            go.store(round + 1, Ordering::Release);
+        }
+        handles.into_iter().map(|h| h.join().expect("event thread")).collect()
     });
     (0..rounds).map(|round| per_thread.iter().map(|thread| thread[round]).collect()).collect()
+}
+
+/// Spin until `done`, but give the core away now and then: with more
+/// threads than cores, a late thread must get to run.
+fn spin_until(done: impl Fn() -> bool) {
+    let mut spins = 0u32;
+    while !done() {
+        spins = spins.wrapping_add(1);
+        if spins % 1024 == 0 {
+            std::thread::yield_now();
+        } else {
+            std::hint::spin_loop();
+        }
+    }
+}
+
+/// Race `events` on a fresh cell, `rounds` times.
+#[cfg(not(feature = "no-race-cells"))]
+fn race_fresh_cells(events: &[Event], rounds: usize) -> Vec<Vec<SsmRollbackMode>> {
+    let cells: Vec<ModeCell> = (0..rounds).map(|_| ModeCell::new()).collect();
+    race_rounds(events, rounds, |round, event| match event {
+        Event::Set(mode) => cells[round].set(mode),
+        Event::Get => cells[round].set(SsmRollbackMode::Snapshot),
+    })
 }
 
 fn events(request: &Json) -> Result<Vec<Event>, Reply> {
@@ -194,22 +213,11 @@ fn answer(line: &str) -> Result<Reply, Reply> {
         }
         "race" => {
             let events = events(&request)?;
-            let barrier = Barrier::new(events.len().max(1));
-            let returned: Vec<SsmRollbackMode> = std::thread::scope(|scope| {
-                let handles: Vec<_> = events
-                    .iter()
-                    .map(|&event| {
-                        let barrier = &barrier;
-                        scope.spawn(move || {
-                            barrier.wait();
-                            event.run()
-                        })
-                    })
-                    .collect();
-                handles.into_iter().map(|h| h.join().expect("event thread")).collect()
-            });
+            let [returned] = <[_; 1]>::try_from(race_rounds(&events, 1, |_, event| event.run()))
+                .expect("one round");
             Reply::Ok(mode_list(&returned))
         }
+        #[cfg(not(feature = "no-race-cells"))]
         "race_cells" => {
             let events = events(&request)?;
             let rounds = u64_field(&request, "rounds")?;
