@@ -89,6 +89,12 @@ def add_selection_arguments(
     parser.add_argument(
         "--json", metavar="PATH", help="also write a machine-readable report (- for stdout)"
     )
+    parser.add_argument(
+        "--junit-xml",
+        metavar="PATH",
+        help=f"also write a JUnit XML report for CI: one testcase per {items[:-1]}, "
+        "skips and deviations as skipped with their reason",
+    )
 
 
 def adapter_argv(command: str, /) -> list[str]:

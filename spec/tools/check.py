@@ -28,7 +28,7 @@ from .arguments import adapter_argv, add_impl_arguments, add_selection_arguments
 from .corpus import Case, exported_case, render_corpus, write_corpus
 from .deviations import Deviation, DeviationList, Target
 from .errors import CliError, ExitStatus
-from .report import Row, clause_summary, counts, print_report, write_json
+from .report import Row, clause_summary, counts, print_report, write_json, write_junit
 from .shipped import corpus_directory, suite_directory
 
 if TYPE_CHECKING:
@@ -289,6 +289,8 @@ def _check(arguments: argparse.Namespace, /) -> int:
         print_report(rows, show_passes=True)
         if arguments.json:
             write_json(arguments.json, document | _summary(rows, []))
+        if arguments.junit_xml:
+            write_junit(arguments.junit_xml, "ssm-rollback-spec check", rows)
         return ExitStatus.FAILED
     results = report["results"]
     rows, conforming = deviations.mark(
@@ -304,6 +306,8 @@ def _check(arguments: argparse.Namespace, /) -> int:
               "no failing exchange to export")  # fmt: skip
     if arguments.json:
         write_json(arguments.json, document | _summary(rows, conforming) | {"exported": exported})
+    if arguments.junit_xml:
+        write_junit(arguments.junit_xml, "ssm-rollback-spec check", rows)
     ok = not any(row.outcome == "failed" for row in rows) and not conforming
     return ExitStatus.OK if ok else ExitStatus.FAILED
 

@@ -21,10 +21,13 @@ from spec.harness.clauses import CLAUSES
 from spec.harness.driver import is_stateful
 from spec.harness.oracle import allowed_replies
 from spec.harness.protocol import (
+    MAX_DEPTH,
+    MAX_EVENTS,
     PROTOCOL_VERSION,
     UnencodableMessageError,
     encode,
     encode_line,
+    loads_bounded,
     reply_matches,
 )
 
@@ -98,13 +101,17 @@ assert _A * _B == _MAX
 
 
 def _case(
-    case_id: str, clauses: Sequence[str], request: dict[str, object], line: str | None = None
+    case_id: str,
+    clauses: Sequence[str],
+    request: dict[str, object],
+    line: str | None = None,
+    expected: list[dict[str, object]] | None = None,
 ) -> Case:
     case: Case = {
         "id": case_id,
         "clauses": list(clauses),
         "request": request,
-        "expected": allowed_replies(request),
+        "expected": allowed_replies(request) if expected is None else expected,
     }
     if line is not None and line != encode(request):
         case["line"] = line
@@ -139,6 +146,7 @@ def _parse_cases() -> Iterator[Case]:
         "escape-text": "replay\\n",
         "format-braces": "{other}",
         "nul": "replay\x00",
+        "nul-then-junk": "snapshot\x00junk",
         "hyphen": "snap-shot",
         "other-mode-name": "recompute",
         "math-bold": "".join(chr(ord(c) - ord("a") + 0x1D41A) for c in "replay"),
@@ -240,6 +248,18 @@ def _trace_cases() -> Iterator[Case]:
     }
     for name, (clauses, events) in traces.items():
         yield _case(f"trace-{name}", clauses, {"op": "trace", "events": events})
+    yield from _bound_cases("trace")
+
+
+def _bound_cases(op: str, /) -> Iterator[Case]:
+    # The event bound, at it and one past it (docs/protocol.md, "Bounds").
+    cycle = [_set("replay"), _GET, _set("snapshot")]
+    for count, clauses in (
+        (MAX_EVENTS, ["RB-PUB-1", "RB-PROTO-4"]),
+        (MAX_EVENTS + 1, ["RB-PROTO-4"]),
+    ):
+        events = [cycle[index % 3] for index in range(count)]
+        yield _case(f"{op}-{count}-events", clauses, {"op": op, "events": events})
 
 
 def _race_cases() -> Iterator[Case]:
@@ -251,8 +271,10 @@ def _race_cases() -> Iterator[Case]:
         "mixed-eight": [_set("replay"), _GET, _set("snapshot"), _GET] * 2,
         "mixed-sixteen": [_set("replay"), _set("replay"), _GET, _set("snapshot")] * 4,
     }
+    yield _case("race-empty", ["RB-PUB-4", "RB-PROTO-2"], {"op": "race", "events": []})
     for name, events in races.items():
         yield _case(f"race-{name}", ["RB-PUB-4"], {"op": "race", "events": events})
+    yield from _bound_cases("race")
 
 
 def _verify_cases() -> Iterator[Case]:
@@ -294,6 +316,53 @@ def _protocol_cases() -> Iterator[Case]:
         ["RB-PROTO-3"],
         {"op": "parse", "text": "replay", "id": 7},
     )
+    yield from _written_cases()
+    yield from _depth_cases()
+
+
+def _written_cases() -> Iterator[Case]:
+    # Lines an encoder would not write: each case carries its exact line.
+    integers = {"fraction": "1.0", "exponent": "1e2", "minus-zero": "-0"}
+    for name, written in integers.items():
+        line = f'{{"op":"row_bytes","qkvz_elems":{written},"nv":1}}'
+        request = cast("dict[str, object]", loads_bounded(line, MAX_DEPTH))
+        yield _case(f"protocol-bad-integer-{name}", ["RB-PROTO-4"], request, line)
+    duplicate = '{"op":"parse","text":"Snapshot","text":"replay"}'
+    yield _case(
+        "protocol-duplicate-key-last-counts",
+        ["RB-PROTO-3"],
+        {"op": "parse", "text": "replay"},
+        duplicate,
+    )
+    # RFC 8259, section 8.1: a reader MAY ignore a byte order mark.
+    parse: dict[str, object] = {"op": "parse", "text": "replay"}
+    yield _case(
+        "protocol-byte-order-mark-read-or-refused",
+        ["RB-PROTO-1"],
+        parse,
+        "\ufeff" + encode(parse),
+        [{"ok": "replay"}, {"error": {"kind": "bad-request"}}],
+    )
+    yield _case(
+        "protocol-get-ignores-mode",
+        ["RB-PROTO-3", "RB-PUB-2"],
+        {"op": "trace", "events": [{"op": "get", "mode": "junk"}, {"op": "get"}]},
+    )
+
+
+def _nested(levels: int, container: str, /) -> object:
+    value: object = 0
+    for _ in range(levels):
+        value = [value] if container == "arrays" else {"a": value}
+    return value
+
+
+def _depth_cases() -> Iterator[Case]:
+    # The request object is level 1; an ignored field carries the rest.
+    for container in ("arrays", "objects"):
+        for depth in (MAX_DEPTH, MAX_DEPTH + 1):
+            request = {"op": "parse", "text": "replay", "x": _nested(depth - 1, container)}
+            yield _case(f"protocol-depth-{depth}-{container}", ["RB-PROTO-4"], request)
 
 
 _FILES: Final = {
