@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -200,3 +201,64 @@ def test_a_deviation_is_a_skipped_testcase_with_its_reason(tmp_path: Path) -> No
 def test_the_reference_passes_every_case_the_wire_mistakes_fail() -> None:
     finished = run_module("spec.tools.cli", "vectors", "run", "--clause", "RB-PROTO-4", timeout=300)
     assert finished.returncode == 0, finished.stdout[-3000:]
+
+
+# --- the protocol page's decisions, pinned on the shipped adapters ----------
+
+
+def _serve(argv: list[str], data: bytes, /) -> list[dict[str, object]]:
+    finished = subprocess.run(argv, input=data, capture_output=True, timeout=60, check=False)
+    assert finished.returncode == 0, finished.stderr
+    return [json.loads(line) for line in finished.stdout.decode("utf-8").splitlines()]
+
+
+def _adapters(rust_adapter: str, /) -> list[list[str]]:
+    return [[sys.executable, "-m", "spec.harness.adapter"], [rust_adapter]]
+
+
+def test_a_last_line_without_a_newline_is_still_a_request(rust_adapter: str) -> None:
+    for argv in _adapters(rust_adapter):
+        replies = _serve(argv, b'{"op":"parse","text":"replay"}\n{"op":"parse","text":"snapshot"}')
+        assert replies == [{"ok": "replay"}, {"ok": "snapshot"}], argv
+
+
+def test_a_line_that_is_not_utf8_is_bad_request_and_the_adapter_serves_on(
+    rust_adapter: str,
+) -> None:
+    data = b'{"op":"parse","text":"re\xffplay"}\n{"op":"parse","text":"replay"}\n'
+    for argv in _adapters(rust_adapter):
+        refused, served = _serve(argv, data)
+        assert refused["error"]["kind"] == "bad-request", argv  # type: ignore[index]
+        assert served == {"ok": "replay"}, argv
+
+
+@pytest.fixture(scope="module")
+def c_racy_adapter(tmp_path_factory: pytest.TempPathFactory) -> str:
+    compiler = shutil.which("cc")
+    if compiler is None:
+        pytest.skip("no C compiler (cc) to build adapters/c-racy")
+    built = tmp_path_factory.mktemp("c-racy") / "c-racy-adapter"
+    source = ROOT / "adapters" / "c-racy" / "adapter.c"
+    compiled = subprocess.run(
+        [compiler, "-O2", "-Wall", "-Werror", "-pthread", "-o", str(built), str(source)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert compiled.returncode == 0, compiled.stderr
+    return str(built)
+
+
+def test_the_racy_c_adapter_is_right_but_for_its_races(c_racy_adapter: str) -> None:
+    # Everything but the races passes, so the race-power benchmark measures
+    # the race alone; its races are the only thing left to catch it.
+    races = ("test_concurrent_calls", "test_a_budget_of_races")
+    finished = run_module(
+        "pytest", "tests/properties", "-q", "-p", "no:cacheprovider",
+        f"--impl-cmd={c_racy_adapter}", "--race-budget=0",
+        "-k", " and ".join(f"not {name}" for name in races), timeout=300,
+    )  # fmt: skip
+    assert finished.returncode == 0, finished.stdout[-3000:]
+    ran = _cli("vectors", "run", "--impl-cmd", c_racy_adapter)
+    assert ran.returncode == 0, ran.stdout[-3000:]
