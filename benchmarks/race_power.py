@@ -5,10 +5,11 @@ Run from the repository root, with cargo and a C compiler::
 
     python benchmarks/race_power.py [--runs 20]
 
-It builds three adapters: the Rust reference; the Rust racy build without
+It builds four adapters: the Rust reference; the Rust racy build without
 ``race_cells`` (``--features racy-cell,no-race-cells``: a newcomer's
-check-then-set, no lock, no sleep, and only the mandatory ``race``); and
-``adapters/c-racy`` (the same mistake in C, also ``race`` only). It runs the
+check-then-set, no lock, no sleep, and only the mandatory ``race``);
+``adapters/c-racy`` (the same mistake in C, also ``race`` only); and the
+Rust racy build with ``race_cells``. It runs the
 default ``check`` against each racy one ``--runs`` times and reports how many
 runs failed, on which properties, and what the race budget costs against
 the reference.
@@ -32,6 +33,7 @@ ROOT: Final = Path(__file__).resolve().parents[1]
 CRATE: Final = ROOT / "adapters" / "rust"
 REFERENCE: Final = CRATE / "target" / "release" / "ssm-rollback-adapter"
 RACE_ONLY: Final = CRATE / "target" / "racy-race-only" / "release" / "ssm-rollback-adapter"
+WITH_CELLS: Final = CRATE / "target" / "racy" / "release" / "ssm-rollback-adapter"
 C_SOURCE: Final = ROOT / "adapters" / "c-racy" / "adapter.c"
 C_RACY: Final = ROOT / "adapters" / "c-racy" / "target" / "c-racy-adapter"
 
@@ -90,7 +92,7 @@ def main() -> int:
     )
     with tempfile.TemporaryDirectory() as scratch:
         report = Path(scratch) / "report.json"
-        for adapter in (RACE_ONLY, C_RACY):
+        for adapter in (RACE_ONLY, C_RACY, WITH_CELLS):
             _runs(adapter, arguments.runs, report)
         status, with_budget, _ = _check(REFERENCE, report)
         assert status == 0, "the reference adapter must pass"

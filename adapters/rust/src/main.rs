@@ -63,16 +63,14 @@ const MAX_EVENTS: usize = 256;
 #[cfg(not(feature = "no-race-cells"))]
 const MAX_ROUNDS: u64 = 10_000;
 
-/// Run `call(round, event)` for every event, `rounds` times, with one thread
-/// per event for the whole run. Each round, the threads spin until a shared
-/// counter says go, so they leave together, within nanoseconds rather than
-/// the microseconds a sleeping barrier (`std::sync::Barrier`, a mutex and a
-/// condition variable) takes to wake each one in turn (docs/protocol.md).
-fn race_rounds<F>(events: &[Event], rounds: usize, call: F) -> Vec<Vec<SsmRollbackMode>>
-where
-    F: Fn(usize, Event) -> SsmRollbackMode + Sync,
-{
+/// Race `events` on a fresh cell, `rounds` times, with one thread per event
+/// for the whole run. Each round, the threads spin until a shared counter
+/// says go, so they leave together, within nanoseconds rather than the
+/// microseconds a sleeping barrier takes to wake each one.
+#[cfg(not(feature = "no-race-cells"))]
+fn race_fresh_cells(events: &[Event], rounds: usize) -> Vec<Vec<SsmRollbackMode>> {
     use std::sync::atomic::{AtomicUsize, Ordering};
+    let cells: Vec<ModeCell> = (0..rounds).map(|_| ModeCell::new()).collect();
     let arrived = AtomicUsize::new(0);
     let go = AtomicUsize::new(0);
     let threads = events.len();
@@ -80,50 +78,72 @@ where
         let handles: Vec<_> = events
             .iter()
             .map(|&event| {
-                let (arrived, go, call) = (&arrived, &go, &call);
+                let (cells, arrived, go) = (&cells, &arrived, &go);
                 scope.spawn(move || {
                     let mut returned = Vec::with_capacity(rounds);
-                    for round in 0..rounds {
-                        arrived.fetch_add(1, Ordering::AcqRel);
-                        spin_until(|| go.load(Ordering::Acquire) > round);
-                        returned.push(call(round, event));
+                    for (round, cell) in cells.iter().enumerate() {
+                        // The last thread to arrive opens round `round`.
+                        if arrived.fetch_add(1, Ordering::AcqRel) + 1 == threads * (round + 1) {
+                            go.store(round + 1, Ordering::Release);
+                        }
+                        // Spin, but give the core away now and then: with more
+                        // threads than cores, a late thread must get to arrive.
+                        let mut spins = 0u32;
+                        while go.load(Ordering::Acquire) <= round {
+                            spins = spins.wrapping_add(1);
+                            if spins % 1024 == 0 {
+                                std::thread::yield_now();
+                            } else {
+                                std::hint::spin_loop();
+                            }
+                        }
+                        returned.push(match event {
+                            Event::Set(mode) => cell.set(mode),
+                            Event::Get => cell.set(SsmRollbackMode::Snapshot),
+                        });
                     }
                     returned
                 })
             })
             .collect();
-        // This thread opens each round once every racer has arrived, so no
-        // racer has a head start: they all see the same store at once.
-        for round in 0..rounds {
-            spin_until(|| arrived.load(Ordering::Acquire) == threads * (round + 1));
-            go.store(round + 1, Ordering::Release);
-        }
-        handles.into_iter().map(|h| h.join().expect("event thread")).collect()
+        handles.into_iter().map(|h| h.join().expect("cell thread")).collect()
     });
     (0..rounds).map(|round| per_thread.iter().map(|thread| thread[round]).collect()).collect()
 }
 
-/// Spin until `done`, but give the core away now and then: with more
-/// threads than cores, a late thread must get to run.
-fn spin_until(done: impl Fn() -> bool) {
-    let mut spins = 0u32;
-    while !done() {
-        spins = spins.wrapping_add(1);
-        if spins % 1024 == 0 {
-            std::thread::yield_now();
-        } else {
-            std::hint::spin_loop();
-        }
-    }
-}
-
-/// Race `events` on a fresh cell, `rounds` times.
-#[cfg(not(feature = "no-race-cells"))]
-fn race_fresh_cells(events: &[Event], rounds: usize) -> Vec<Vec<SsmRollbackMode>> {
-    let cells: Vec<ModeCell> = (0..rounds).map(|_| ModeCell::new()).collect();
-    race_rounds(events, rounds, |round, event| match event {
-        Event::Set(mode) => cells[round].set(mode),
-        Event::Get => cells[round].set(SsmRollbackMode::Snapshot),
+/// Race `events` on the published mode, one thread per event, released as
+/// `race_fresh_cells` releases a round: the last thread to arrive opens it,
+/// the others spin, so they leave together (docs/protocol.md). A sleeping
+/// barrier (`std::sync::Barrier`) wakes them one after another instead, and
+/// a narrow check-then-set is never caught that way (BENCHMARKS.md).
+fn race_published(events: &[Event]) -> Vec<SsmRollbackMode> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let arrived = AtomicUsize::new(0);
+    let go = AtomicUsize::new(0);
+    let threads = events.len();
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = events
+            .iter()
+            .map(|&event| {
+                let (arrived, go) = (&arrived, &go);
+                scope.spawn(move || {
+                    if arrived.fetch_add(1, Ordering::AcqRel) + 1 == threads {
+                        go.store(1, Ordering::Release);
+                    }
+                    let mut spins = 0u32;
+                    while go.load(Ordering::Acquire) == 0 {
+                        spins = spins.wrapping_add(1);
+                        if spins % 1024 == 0 {
+                            std::thread::yield_now();
+                        } else {
+                            std::hint::spin_loop();
+                        }
+                    }
+                    event.run()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().expect("event thread")).collect()
     })
 }
 
@@ -213,9 +233,7 @@ fn answer(line: &str) -> Result<Reply, Reply> {
         }
         "race" => {
             let events = events(&request)?;
-            let [returned] = <[_; 1]>::try_from(race_rounds(&events, 1, |_, event| event.run()))
-                .expect("one round");
-            Reply::Ok(mode_list(&returned))
+            Reply::Ok(mode_list(&race_published(&events)))
         }
         #[cfg(not(feature = "no-race-cells"))]
         "race_cells" => {
