@@ -85,20 +85,28 @@ def main() -> int:
     """Build, run, and print the figures."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument(
+        "--only", choices=("rust-race-only", "c-racy", "rust-with-cells"), action="append"
+    )
     arguments = parser.parse_args()
     _build()
     print(
         f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
     )
+    # Other tenants' load decides how often two racers hold both cores at once.
+    print("load average at the start: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
     with tempfile.TemporaryDirectory() as scratch:
         report = Path(scratch) / "report.json"
-        for adapter in (RACE_ONLY, C_RACY, WITH_CELLS):
-            _runs(adapter, arguments.runs, report)
+        chosen = {"rust-race-only": RACE_ONLY, "c-racy": C_RACY, "rust-with-cells": WITH_CELLS}
+        for name, adapter in chosen.items():
+            if not arguments.only or name in arguments.only:
+                _runs(adapter, arguments.runs, report)
         status, with_budget, _ = _check(REFERENCE, report)
         assert status == 0, "the reference adapter must pass"
         status, without, _ = _check(REFERENCE, report, "--race-budget", "0")
         assert status == 0, "the reference adapter must pass"
     print(f"reference Rust adapter: {with_budget:.1f} s, {without:.1f} s with --race-budget 0")
+    print("load average at the end: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
     return 0
 
 

@@ -37,7 +37,7 @@ __all__ = [
 DEFAULT_TIMEOUT: Final = 10.0
 
 #: Seconds the suite spends racing in fresh processes by default (``--race-budget``).
-DEFAULT_RACE_BUDGET: Final = 2.0
+DEFAULT_RACE_BUDGET: Final = 4.0
 
 #: The longest timeout accepted: a day is past any sane reply, and keeps deadlines finite.
 MAX_TIMEOUT: Final = 86_400.0
