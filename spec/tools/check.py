@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Final
 from spec import SPEC_VERSION
 from spec.harness.clauses import DRAFT_CLAUSES, UnknownClauseError, select_clauses
 from spec.harness.failures import AdapterFailure
+from spec.harness.oracle import allowed_replies
+from spec.harness.protocol import encode
 from spec.harness.python_impl import (
     REFERENCE,
     ImplementationModuleError,
@@ -222,11 +224,23 @@ def _reproduction(arguments: argparse.Namespace, line: str, /) -> str:
     return f"printf '%s\\n' {shlex.quote(line)} | {command}"
 
 
+def _allowed(request: dict[str, object], /) -> str:
+    try:
+        return " or ".join(encode(reply) for reply in allowed_replies(request))
+    except ValueError as error:
+        # describe and race_cells have no list of replies; say what is judged.
+        return str(error)
+
+
 def _rows(arguments: argparse.Namespace, results: list[PropertyResult], /) -> list[Row]:
     rows = []
     for result in results:
         detail = result["detail"]
         if result["outcome"] == "failed":
+            if "allowed: " not in detail:
+                # An adapter that broke: what the model would have allowed.
+                allowed = [_allowed(r["request"]) for r in result["requests"]]
+                detail = "\n".join([detail, *(f"  allowed: {text}" for text in allowed)])
             reproductions = [_reproduction(arguments, r["line"]) for r in result["requests"]]
             detail = "\n".join([detail, *(f"reproduce: {line}" for line in reproductions)])
             if result["hung"]:
