@@ -81,11 +81,12 @@ def test_concurrent_calls_all_return_the_mode_of_whichever_call_won(
 #: At least this many races, whatever they cost, and at most this many.
 _FEWEST_RACES: Final = 20
 _MOST_RACES: Final = 5_000
-#: Two writers of different modes, or four: a mix is visible whichever pair meets.
+#: Two writers of different modes, or four: a mix is visible whichever pair
+#: meets. Two threads lose more often in some adapters, four in others.
 _BUDGET_RACES: Final = (
     [SET_REPLAY, SET_SNAPSHOT],
-    [SET_SNAPSHOT, SET_REPLAY],
     [SET_REPLAY, SET_SNAPSHOT, SET_REPLAY, SET_SNAPSHOT],
+    [SET_SNAPSHOT, SET_REPLAY, SET_SNAPSHOT, SET_REPLAY],
 )
 
 
