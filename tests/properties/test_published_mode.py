@@ -96,7 +96,7 @@ _BUDGET_RACES: Final = (
 # in about a millisecond, so it gets a thousand races or more, a Python one
 # a few dozen. In-process, a race is Python threads under one interpreter,
 # which the properties above already repeat: a few races suffice there.
-@pytest.mark.clause("RB-PUB-4", "RB-PROTO-5")
+@pytest.mark.clause("RB-PUB-4")
 def test_a_budget_of_races_in_fresh_processes_each_have_one_winner(
     impl: Implementation, race_budget: float
 ) -> None:
