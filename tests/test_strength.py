@@ -262,3 +262,14 @@ def test_the_racy_c_adapter_is_right_but_for_its_races(c_racy_adapter: str) -> N
     assert finished.returncode == 0, finished.stdout[-3000:]
     ran = _cli("vectors", "run", "--impl-cmd", c_racy_adapter)
     assert ran.returncode == 0, ran.stdout[-3000:]
+
+
+def test_every_option_docs_ci_uses_is_one_the_commands_take() -> None:
+    page = (ROOT / "docs" / "ci.md").read_text(encoding="utf-8")
+    # Every option on the page but those of the build steps (cargo, apt-get).
+    ours = [line for line in page.splitlines() if not re.search(r"cargo|apt-get", line)]
+    used = set(re.findall(r"(?<![\w-])(--[a-z][a-z-]+)", "\n".join(ours)))
+    assert {"--impl-cmd", "--junit-xml", "--json", "--race-budget"} <= used
+    helps = [_cli(*command, "--help").stdout for command in (["check"], ["vectors", "run"])]
+    for option in used:
+        assert any(option in text for text in helps), option
