@@ -124,8 +124,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--race-budget",
         default=str(DEFAULT_RACE_BUDGET),
         metavar="SECONDS",
-        help="seconds spent racing in fresh processes, sized by what one race costs "
-        f"(default {DEFAULT_RACE_BUDGET:g}; 0 skips it)",
+        help="seconds spent on races in fresh processes, one after another until they are "
+        f"spent (default {DEFAULT_RACE_BUDGET:g}; 0 skips them)",
     )
     group.addoption(
         "--clause",

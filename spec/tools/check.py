@@ -83,8 +83,8 @@ def add_check_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
         type=race_budget,
         default=DEFAULT_RACE_BUDGET,
         metavar="SECONDS",
-        help="seconds spent on races in fresh processes, as many as fit by what the first "
-        f"few cost (default {DEFAULT_RACE_BUDGET:g}; 0 skips them)",
+        help="seconds spent on races in fresh processes, one after another until they are "
+        f"spent (default {DEFAULT_RACE_BUDGET:g}; 0 skips them)",
     )
     add_selection_arguments(check, items="properties", entries="clauses or properties")
     check.add_argument(
