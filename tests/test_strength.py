@@ -100,14 +100,26 @@ def test_the_pattern_finds_python_text() -> None:
 def test_a_wire_mistake_is_rejected_by_check_with_actionable_output(
     mistake: str, tmp_path: Path
 ) -> None:
+    where = tmp_path / "cwd"
+    where.mkdir()
     finished = _cli(
         "check", "--impl-cmd", _wrong(mistake), "--clause", MISTAKES[mistake],
-        "--race-budget", "0", cwd=tmp_path,
+        "--race-budget", "0", "--json", str(tmp_path / "check.json"), cwd=where,
     )  # fmt: skip
     assert finished.returncode == 1, finished.stdout[-3000:] + finished.stderr
     _require_actionable(finished.stdout)
     # Nothing is written into the folder check runs in (no .hypothesis/).
-    assert list(tmp_path.iterdir()) == []
+    assert list(where.iterdir()) == []
+    # The vectors of the same clauses fail the same clauses.
+    ran = _cli(
+        "vectors", "run", "--impl-cmd", _wrong(mistake), "--clause", MISTAKES[mistake],
+        "--json", str(tmp_path / "vectors.json"),
+    )  # fmt: skip
+    assert ran.returncode == 1, ran.stdout[-3000:]
+    by_check = json.loads((tmp_path / "check.json").read_text(encoding="utf-8"))["clauses"]
+    by_vectors = json.loads((tmp_path / "vectors.json").read_text(encoding="utf-8"))["clauses"]
+    failed_by_check = {clause for clause, outcome in by_check.items() if outcome == "failed"}
+    assert failed_by_check == {c for c, outcome in by_vectors.items() if outcome == "failed"}
 
 
 @pytest.mark.parametrize("mistake", sorted(MISTAKES))
