@@ -285,3 +285,11 @@ def test_every_option_docs_ci_uses_is_one_the_commands_take() -> None:
     helps = [_cli(*command, "--help").stdout for command in (["check"], ["vectors", "run"])]
     for option in used:
         assert any(option in text for text in helps), option
+
+
+def test_a_race_on_a_pool_of_16_threads_is_allowed() -> None:
+    # 256 events on 16 threads: the protocol allows a pool (docs/protocol.md).
+    finished = _cli("vectors", "run", "--impl-cmd", _wrong("pool-of-16"), "--clause", "RB-PUB-4")
+    assert finished.returncode == 0, finished.stdout[-3000:]
+    ran = _cli("vectors", "run", "--impl-cmd", _wrong("pool-of-16"), "--clause", "RB-PROTO-4")
+    assert ran.returncode == 0, ran.stdout[-3000:]

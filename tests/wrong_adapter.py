@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 from typing import Final
 
 from spec import rollback
@@ -29,7 +30,13 @@ MISTAKES: Final = (
     "nul-cut",
     # A cell that loses a race_cells round, every time (a racy cell, made sure).
     "mixed-round",
+    # No mistake: a race's events on a pool of 16 threads, which the
+    # protocol allows (docs/protocol.md, race).
+    "pool-of-16",
 )
+
+#: The pool a race's events run on under "pool-of-16".
+_POOL: Final = 16
 
 
 def _lenient_number(text: str, /) -> int | float:
@@ -65,7 +72,26 @@ def _mixed(reply: dict[str, object], /) -> dict[str, object]:
     return reply
 
 
-def _reply(mistake: str, line: str, /) -> dict[str, object]:
+def _race_on_a_pool(events: list[dict[str, object]], /) -> list[str]:
+    # Thread k makes calls k, k + 16, ... in turn, all threads released together.
+    size = max(1, min(len(events), _POOL))
+    barrier = threading.Barrier(size)
+    returned = [""] * len(events)
+
+    def run(first: int) -> None:
+        barrier.wait()
+        for index in range(first, len(events), size):
+            returned[index] = _call(events[index])
+
+    threads = [threading.Thread(target=run, args=(first,)) for first in range(size)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return returned
+
+
+def _reply(mistake: str, line: str, /) -> dict[str, object]:  # noqa: PLR0911 - one return per mistake
     try:
         if mistake == "lenient-integers":
             request = json.loads(line, parse_float=_lenient_number, parse_int=int)
@@ -76,6 +102,14 @@ def _reply(mistake: str, line: str, /) -> dict[str, object]:
     if not isinstance(request, dict):
         return respond(rollback, line)
     events = request.get("events")
+    if mistake == "pool-of-16" and request.get("op") == "race":
+        try:
+            checked = protocol.decode_request(line)
+        except protocol.ProtocolError:
+            return respond(rollback, line)
+        events_checked = checked["events"]
+        assert isinstance(events_checked, list)
+        return protocol.ok_reply(_race_on_a_pool(events_checked))
     if mistake == "no-event-bound" and isinstance(events, list) and len(events) > 256:
         # Every call in turn, the bound never looked at.
         return protocol.ok_reply([_call(event) for event in events])
