@@ -207,6 +207,8 @@ def test_the_published_mode_is_one_per_process_and_starts_unwritten(
 
 @pytest.mark.clause("RB-PUB-1", "RB-PY-1")
 @given(bad=st.one_of(st.sampled_from(model.MODE_NAMES), st.none(), st.integers()))
+@example(bad="replay")
+@example(bad=None)
 def test_publishing_a_non_mode_raises_and_publishes_nothing(
     python_api: PythonImplementation, bad: object
 ) -> None:
