@@ -139,7 +139,7 @@ def pytest_runtest_makereport(
     if call.excinfo.errisinstance(pytest.skip.Exception):
         # The reason alone: Hypothesis adds the example it was met on as a
         # note, in Python.
-        _skips[item.nodeid] = str(getattr(call.excinfo.value, "msg", "")).splitlines()[0]
+        _skips[item.nodeid] = _first_line(str(getattr(call.excinfo.value, "msg", "")))
         return
     over_protocol = bool(item.config.getoption("--impl-cmd"))
     leaves = _leaves(call.excinfo.value)
@@ -151,14 +151,18 @@ def pytest_runtest_makereport(
     }
 
 
+def _first_line(text: str, /) -> str:
+    return (text.splitlines() or [""])[0]
+
+
 def _skip_reason(report: pytest.TestReport, /) -> str:
     reason = _skips.pop(report.nodeid, None)
     if reason is not None:
         return reason
     longrepr = report.longrepr
     if isinstance(longrepr, tuple):
-        return str(longrepr[2]).removeprefix("Skipped: ").splitlines()[0]
-    return str(longrepr).splitlines()[0]
+        return _first_line(str(longrepr[2]).removeprefix("Skipped: "))
+    return _first_line(str(longrepr))
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:

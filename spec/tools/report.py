@@ -131,7 +131,7 @@ def write_json(target: str, document: Mapping[str, object], /, flag: str = "--js
 
 
 def _first_line(text: str, /) -> str:
-    return text.splitlines()[0] if text else ""
+    return (text.splitlines() or [""])[0]
 
 
 def write_junit(target: str, suite: str, rows: Sequence[Row], /) -> None:
