@@ -22,6 +22,7 @@ from typing import Final
 import junitparser
 import pytest
 
+from spec.harness.failures import show_output
 from tests.child import ROOT, run_module
 
 WRONG_ADAPTER: Final = str(Path(__file__).with_name("wrong_adapter.py"))
@@ -293,3 +294,13 @@ def test_a_race_on_a_pool_of_16_threads_is_allowed() -> None:
     assert finished.returncode == 0, finished.stdout[-3000:]
     ran = _cli("vectors", "run", "--impl-cmd", _wrong("pool-of-16"), "--clause", "RB-PROTO-4")
     assert ran.returncode == 0, ran.stdout[-3000:]
+
+
+def test_what_an_adapter_wrote_shows_as_written_or_as_a_json_string() -> None:
+    assert show_output(b"this is not json\n") == "this is not json"
+    assert show_output(b'{"ok":"replay"}\n{"ok":"replay"}\n') == (
+        '{"ok":"replay"}\n    {"ok":"replay"}'
+    )
+    assert show_output(b"bell\x07\n") == '"bell\\u0007\\n"'
+    assert show_output(b"\xff\n") == '"\ufffd\\n"'
+    assert show_output(b"\n") == '"\\n"'

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import enum
+import json
 import shlex
 from typing import TYPE_CHECKING, Final
 
@@ -95,10 +96,22 @@ class NonConformingReply(AssertionError):  # noqa: N818 - it reads as what happe
 
 
 def show_output(data: bytes, /) -> str:
-    """What an adapter wrote, as a quoted and shortened text."""
+    """What an adapter wrote, shortened: its lines as written, or a JSON string.
+
+    Plain text shows as it is, a line after another; text with control
+    characters, or bytes that are not UTF-8, shows as a JSON string, whose
+    escapes any language reads the same.
+    """
     text = data.decode("utf-8", "replace")
     limit = _OUTPUT_SHOWN_CHARACTERS
-    return repr(text if len(text) <= limit else text[: limit - 3] + "...")
+    shown = text if len(text) <= limit else text[: limit - 3] + "..."
+    lines = shown.removesuffix("\n").split("\n")
+    plain = "\ufffd" not in shown and not any(
+        ord(character) < 0x20 or ord(character) == 0x7F for line in lines for character in line
+    )
+    if plain and any(lines):
+        return "\n    ".join(lines)
+    return json.dumps(shown, ensure_ascii=False)
 
 
 def adapter_failure(
