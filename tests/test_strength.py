@@ -304,3 +304,15 @@ def test_what_an_adapter_wrote_shows_as_written_or_as_a_json_string() -> None:
     assert show_output(b"bell\x07\n") == '"bell\\u0007\\n"'
     assert show_output(b"\xff\n") == '"\ufffd\\n"'
     assert show_output(b"\n") == '"\\n"'
+
+
+def test_an_adapter_that_breaks_the_protocol_gets_actionable_output() -> None:
+    broken = f"{sys.executable} -S {ROOT / 'tests' / 'broken_adapter.py'} non-json parse"
+    finished = _cli("check", "--impl-cmd", broken, "--clause", "RB-MODE-1", "--race-budget", "0")
+    assert finished.returncode == 1, finished.stdout[-3000:]
+    assert python_text_in(finished.stdout) == [], finished.stdout[-3000:]
+    failures = _failures(finished.stdout)
+    assert failures
+    for block in failures:
+        for part in ("request: ", "came back: this is not json", "allowed: ", "reproduce: "):
+            assert part in block, block
