@@ -150,9 +150,10 @@ def test_check_and_the_vectors_agree_on_every_clause_and_write_junit(
 ) -> None:
     check_json, vectors_json = tmp_path / "check.json", tmp_path / "vectors.json"
     check_xml, vectors_xml = tmp_path / "check.xml", tmp_path / "vectors.xml"
+    # A one-second race budget: the budget's verdict is the same, and cheap.
     checked = _cli(
         "check", "--impl-cmd", rust_adapter, "--json", str(check_json),
-        "--junit-xml", str(check_xml),
+        "--junit-xml", str(check_xml), "--race-budget", "1",
     )  # fmt: skip
     assert checked.returncode == 0, checked.stdout[-3000:]
     assert python_text_in(checked.stdout) == []
