@@ -274,7 +274,10 @@ def test_the_racy_c_adapter_is_right_but_for_its_races(c_racy_adapter: str) -> N
         "-k", " and ".join(f"not {name}" for name in races), timeout=300,
     )  # fmt: skip
     assert finished.returncode == 0, finished.stdout[-3000:]
-    ran = _cli("vectors", "run", "--impl-cmd", c_racy_adapter)
+    # Every case but the races of RB-PUB-4, which a racy cell may lose.
+    families = ("RB-MODE", "RB-PARSE", "RB-SIZE", "RB-VERIFY", "RB-PROTO")
+    clauses = (*families, "RB-PUB-1", "RB-PUB-2", "RB-PUB-3")
+    ran = _cli("vectors", "run", "--impl-cmd", c_racy_adapter, *(f"--clause={c}" for c in clauses))
     assert ran.returncode == 0, ran.stdout[-3000:]
 
 
