@@ -131,7 +131,8 @@ def test_the_version_names_the_spec_version() -> None:
         (
             ["check", "--clause", "RB-REPLAY"],
             (
-                "--clause: RB-REPLAY-1, RB-REPLAY-2, RB-REPLAY-3, RB-REPLAY-4, RB-REPLAY-5 is "
+                "--clause: RB-REPLAY-1, RB-REPLAY-2, RB-REPLAY-3, RB-REPLAY-4, RB-REPLAY-5, "
+                "RB-REPLAY-6, RB-REPLAY-7, RB-REPLAY-8, RB-REPLAY-9, RB-REPLAY-10 is "
                 "draft, checked by the replay model in the repository (tests/replay), not by check"
             ),
         ),

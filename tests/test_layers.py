@@ -35,6 +35,7 @@ THIRD_PARTY: Final = {
     "spec.replay.portable": {"numpy"},
     "spec.replay.layer": {"numpy"},
     "spec.replay.paths": {"numpy"},
+    "spec.replay.rounds": {"numpy"},
     "spec.replay.cases": {"numpy"},
     "spec.replay.vectors": {"numpy"},
 }
@@ -44,6 +45,7 @@ REPLAY_NUMPY: Final = {
     "spec.replay.portable",
     "spec.replay.layer",
     "spec.replay.paths",
+    "spec.replay.rounds",
     "spec.replay.cases",
     "spec.replay.vectors",
 }
@@ -61,9 +63,18 @@ def _module_name(path: Path) -> str:
 def _floor(module: str) -> int:
     if module.startswith("spec.tools"):
         return 3
-    if module.startswith("spec.harness"):
+    # The sizing floor sits beside the harness: above the contract, below the tools.
+    if module.startswith(("spec.harness", "spec.sizing")):
         return 2
     return 1
+
+
+def _side(module: str) -> str | None:
+    # The two floor-2 packages stand side by side and never lean on each other.
+    for side in ("spec.harness", "spec.sizing"):
+        if module.startswith(side):
+            return side
+    return None
 
 
 MODULES: Final = sorted(
@@ -117,6 +128,8 @@ def test_imports_only_go_down(path: Path) -> None:
     ours, others, absolute = _imports(path)
     for imported in ours - {module, "spec"}:
         assert _floor(imported) <= _floor(module), f"{module} imports {imported} from above"
+        if _floor(imported) == _floor(module) == 2:
+            assert _side(imported) == _side(module), f"{module} imports {imported} beside it"
         assert (module, imported) not in INDEPENDENT, f"{module} must not import {imported}"
         if imported in COMMANDS or imported == "spec.tools.cli":
             # Nothing calls up into a command but the command line itself.
@@ -126,7 +139,7 @@ def test_imports_only_go_down(path: Path) -> None:
         assert not ours & REPLAY_NUMPY, f"{module} imports the numpy replay model"
         if _floor(module) == 1:
             assert "spec.replay.rows" not in ours, f"the contract {module} imports spec.replay"
-    if _floor(module) == 1:
+    if _floor(module) == 1 or module.startswith("spec.sizing"):
         # Relative, so the floor works under whatever name a runtime gives it.
         assert not absolute, f"{module} imports the package by name"
 

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Final
 
 import pytest
 
-from spec.tools import sizing
+from spec.sizing import dimensions as sizing
+from spec.sizing import rings, views
 from tests.child import run_module
 
 if TYPE_CHECKING:
@@ -37,7 +38,7 @@ def test_the_sample_config_gives_qwen3_next_dimensions_by_hand() -> None:
 
 
 def test_the_sample_config_sizes_by_hand() -> None:
-    figures = sizing.size_replay(
+    figures = rings.size_replay(
         sizing.dimensions_from_config(_config()),
         num_drafts=3,
         mtp_slots=1,
@@ -55,12 +56,11 @@ def test_the_sample_config_sizes_by_hand() -> None:
 
 
 def test_the_module_view_is_the_dense_snapshot_layout_by_hand() -> None:
-    snapshot = sizing.size_snapshot(
-        sizing.dimensions_from_config(_config()),
-        sizing.Engine.MODULE,
+    snapshot = views.size_view(
+        views.View.MODULE,
+        views.Model(sizing.dimensions_from_config(_config())),
         num_drafts=3,
-        slots=2,
-        dtypes=sizing.StateDtypes(recurrent="fp32", conv="bf16"),
+        requests=2,
         num_intermediates=4,
     )
     # Per token and layer: 524288 x 4 B + 24576 x 2 B = 2146304 B; x 2 x 4 x 36.
@@ -68,7 +68,7 @@ def test_the_module_view_is_the_dense_snapshot_layout_by_hand() -> None:
 
 
 def test_a_preflight_without_the_dummy_slot_falls_short_by_one_slot() -> None:
-    figures = sizing.size_replay(
+    figures = rings.size_replay(
         sizing.dimensions_from_config(_config()),
         num_drafts=3,
         mtp_slots=1,
@@ -137,6 +137,7 @@ def test_the_command_prints_the_review_in_human_units() -> None:
     assert finished.returncode == 0, finished.stderr
     assert "GDN layers               36" in finished.stdout
     assert "replay row               24,832 B (24.2 KiB)" in finished.stdout
+    assert "32 x 2 FP32), design seed-row\n" in finished.stdout
     assert "preflight reservation    5,363,712 B (5.1 MiB)" in finished.stdout
     assert "preflight covers pool    yes" in finished.stdout
     assert "Estimate, not part of the module's contract" in finished.stdout
@@ -170,6 +171,13 @@ def test_size_reports_the_minimal_replay_row_as_a_review_note() -> None:
     assert replay["minimal_pool_ring_bytes"] == 3_594_240
     text = _size(*_SAMPLE, *_REVIEW).stdout
     assert "review note: minimal row 16,640 B (16.2 KiB) per token per layer without z" in text
+    # Wherever a figure says minimal, it says what for.
+    assert replay["minimal_for"] == (
+        "design minimal-pre-conv: minimal among rows of pre-conv inputs that rebuild both the"
+        " conv state and h from a per-verify checkpoint (the seed's row without z);"
+        " RB-REPLAY-5; not minimal for replayssm, whose ring is L records whatever K"
+    )
+    assert f"; {replay['minimal_for']} (docs/replay.md)" in text
 
 
 @pytest.mark.parametrize(

@@ -1,9 +1,11 @@
 # SPDX-License-Identifier: MIT OR Apache-2.0
 """Engine views, per-GPU and batch figures, sweeps, output formats and plots.
 
-Every worked figure is Qwen3-Next-80B-A3B with 3 drafts (k = 4), the 2 state
-slots that ``--mtp-slots 1`` gives, and TP 1 unless said otherwise: 36 GDN
-layers, conv_dim = 2 x 16 x 128 + 32 x 128 = 8192, h = 32 x 128 x 128 = 524288.
+Each engine fact is pinned as an exact integer on the example configs, with
+the line of the released engine (vLLM 0.33.0, SGLang 0.5.23) it comes from.
+The worked case is Qwen3-Next-80B-A3B with 3 drafts, ``--mtp-slots 1`` (the
+module's 2 slots, the engines' 1 request) and TP 1 unless said otherwise: 36
+GDN layers, conv_dim = 2 x 16 x 128 + 32 x 128 = 8192, h = 32 x 128 x 128 = 524288.
 """
 
 from __future__ import annotations
@@ -16,7 +18,10 @@ from typing import Final
 
 import pytest
 
-from spec.tools import sizing
+from spec.sizing import dimensions as dims
+from spec.sizing import replayssm, sglang, vllm
+from spec.sizing.dtypes import ConfigDtypes, Dtype, StateDtypes, dtypes_from_config
+from spec.sizing.views import Model, Setup, View, size_view, sweep
 from tests.child import run_module
 
 ROOT: Final = Path(__file__).resolve().parents[1]
@@ -25,14 +30,15 @@ QWEN3_NEXT: Final = EXAMPLES / "qwen3-next-80b-a3b-instruct.config.json"
 QWEN3_5_27B: Final = EXAMPLES / "qwen3.5-27b.config.json"
 QWEN3_5_35B_A3B: Final = EXAMPLES / "qwen3.5-35b-a3b.config.json"
 
-BF16: Final = sizing.StateDtypes(recurrent="bf16", conv="bf16")
-FP32_H: Final = sizing.StateDtypes(recurrent="fp32", conv="bf16")
+BF16: Final = StateDtypes(recurrent=Dtype.BF16, conv=Dtype.BF16)
+FP32_H: Final = StateDtypes(recurrent=Dtype.FP32, conv=Dtype.BF16)
 UNEVEN_VALUE_HEADS: Final = [
     "--gdn-layers", "36", "--key-heads", "16", "--key-head-dim", "128",
     "--value-heads", "24", "--value-head-dim", "128", "--conv-kernel", "4",
     "--num-drafts", "3", "--mtp-slots", "1", "--tp", "16",
 ]  # fmt: skip
 REVIEW: Final = ["--config", str(QWEN3_NEXT), "--num-drafts", "3", "--mtp-slots", "1"]
+NO_PREFIX_CACHING: Final = Setup(vllm=vllm.VllmSetup(prefix_caching=False))
 
 
 def _load(path: Path) -> dict[str, object]:
@@ -40,104 +46,382 @@ def _load(path: Path) -> dict[str, object]:
     return loaded
 
 
-def _snapshot(
-    engine: sizing.Engine, dtypes: sizing.StateDtypes, *, tp: int = 1
-) -> sizing.SnapshotSizing:
-    dimensions = sizing.dimensions_from_config(_load(QWEN3_NEXT)).per_gpu(tp)
-    return sizing.size_snapshot(dimensions, engine, num_drafts=3, slots=2, dtypes=dtypes)
+def _model(path: Path = QWEN3_NEXT, *, tp: int = 1) -> Model:
+    config = _load(path)
+    attention = dims.attention_from_config(config)
+    return Model(
+        dimensions=dims.dimensions_from_config(config).per_gpu(tp),
+        attention=None if attention is None else attention.per_gpu(tp),
+        dtypes=dtypes_from_config(config),
+        architecture=dims.architecture_from_config(config),
+    )
 
 
 def _size(*arguments: str) -> subprocess.CompletedProcess[str]:
     return run_module("spec.tools.cli", "size", *arguments, timeout=120)
 
 
-# The worked figures, against the public arithmetic.
+# vLLM 0.33.0, each fact on the example configs.
 
 
-def test_vllm_with_bf16_states_holds_four_widened_blocks() -> None:
-    # Per block and layer: (3 + 3) x 8192 x 2 + 524288 x 2 = 1146880 B;
-    # x (1 + 3) blocks x 36 layers x 2 slots.
-    assert _snapshot(sizing.Engine.VLLM, BF16).total_bytes == 330_301_440
+def test_vllm_defaults_to_align_mode_with_the_flashinfer_checkpoint_block() -> None:
+    # vllm/config/model.py:2276-2278 (hybrid: prefix caching supported),
+    # vllm/engine/arg_utils.py:3075-3076 (on by default),
+    # vllm/model_executor/models/config.py:763-765 (align mode),
+    # vllm/v1/kv_cache_interface.py:1136-1139 (2 + spec + checkpoint blocks),
+    # qwen_gdn_linear_attn.py:692-695, 748 (one checkpoint block on FlashInfer, SM90).
+    sized = size_view(View.VLLM, _model(), num_drafts=3, requests=1)
+    assert sized.page is not None
+    assert sized.page.blocks_per_request == 2 + 3 + 1 == 6
 
 
-def test_vllm_with_an_fp32_h_state() -> None:
-    # (98304 + 524288 x 4) x 4 x 36 x 2.
-    assert _snapshot(sizing.Engine.VLLM, FP32_H).total_bytes == 632_291_328
+def test_vllm_without_prefix_caching_holds_one_block_per_token_of_the_window() -> None:
+    # vllm/v1/kv_cache_interface.py:1141: (1 + num_speculative_blocks) pages.
+    sized = size_view(View.VLLM, _model(), num_drafts=3, requests=1, setup=NO_PREFIX_CACHING)
+    assert sized.page is not None
+    assert sized.page.blocks_per_request == 4
 
 
-def test_vllm_align_mode_holds_one_block_more() -> None:
-    # 2195456 x (2 + 3) x 36 x 2.
-    assert _snapshot(sizing.Engine.VLLM_ALIGN, FP32_H).total_bytes == 790_364_160
+def test_vllm_on_sm80_has_no_checkpoint_block() -> None:
+    # qwen_gdn_linear_attn.py:249-250: FlashInfer GDN prefill only on SM90
+    # (SM100/SM120 aside), so A100 runs Triton and exports no checkpoint.
+    setup = Setup(vllm=vllm.VllmSetup(gpu=vllm.Gpu.SM80))
+    sized = size_view(View.VLLM, _model(), num_drafts=3, requests=1, setup=setup)
+    assert sized.page is not None
+    assert sized.page.blocks_per_request == 5
 
 
-def test_sglang_keeps_d_h_states_and_one_shared_conv_window() -> None:
-    snapshot = _snapshot(sizing.Engine.SGLANG, FP32_H)
-    # D = 4: (4 x 524288 x 4 + (4 + 4 - 2) x 8192 x 2) x 36 x 2.
-    assert snapshot.speculative_bytes == 611_057_664
-    # (524288 x 4 + 3 x 8192 x 2) x 36 x 2.
-    assert snapshot.base_bytes == 154_533_888
+def test_the_vllm_page_is_h_and_the_widened_conv_window() -> None:
+    # mamba_utils.py:282-292: (K - 1 + num_spec) columns of conv_dim / tp, and
+    # (num_v_heads / tp, head_v_dim, head_k_dim) values of h; bf16 both.
+    sized = size_view(View.VLLM, _model(), num_drafts=3, requests=1)
+    assert sized.page is not None
+    assert sized.page.page_bytes == 524_288 * 2 + (3 + 3) * 8_192 * 2 == 1_146_880
 
 
-def test_the_dense_layout_is_the_module_view() -> None:
-    assert _snapshot(sizing.Engine.MODULE, FP32_H).speculative_bytes == 618_135_552
+def test_vllm_pads_the_page_to_the_attention_page() -> None:
+    # vllm/platforms/interface.py:1068-1128: attention page per token
+    # 2 kv heads x (256 + 256) x 2 B = 2048 B (kv_cache_interface.py:586-594);
+    # alignment lcm(16, 64) = 64 in align mode (gdn_attn.py:34); block
+    # 64 x cdiv(1146880, 64 x 2048) = 576 tokens; page 576 x 2048 B.
+    sized = size_view(View.VLLM, _model(), num_drafts=3, requests=1)
+    assert sized.page is not None
+    assert sized.page.block_size == 576
+    assert sized.page.padded_page_bytes == 1_179_648
 
 
-def test_tp_2_halves_sglangs_figure() -> None:
-    assert _snapshot(sizing.Engine.SGLANG, FP32_H, tp=2).speculative_bytes == 305_528_832
+def test_vllm_pads_on_the_kernel_block_alone_without_prefix_caching() -> None:
+    # interface.py:1068-1075: alignment max(16, block_size 16) = 16 (FlashAttention's
+    # MultipleOf(16), flash_attn.py:367); Qwen3.5-27B's page 3,268,608 B (fp32 h by the
+    # Qwen3.5 hook) over 4 kv heads x 512 x 2 B = 4096 B per token: 16 x cdiv(., 65536) = 800.
+    sized = size_view(
+        View.VLLM, _model(QWEN3_5_27B), num_drafts=3, requests=1, setup=NO_PREFIX_CACHING
+    )
+    assert sized.page is not None
+    assert sized.page.page_bytes == 786_432 * 4 + 6 * 10_240 * 2 == 3_268_608
+    assert (sized.page.block_size, sized.page.padded_page_bytes) == (800, 3_276_800)
 
 
-def test_the_vllm_base_is_one_unwidened_block_and_the_rest_is_speculation() -> None:
-    snapshot = _snapshot(sizing.Engine.VLLM, BF16)
-    # (524288 x 2 + 3 x 8192 x 2) x 36 x 2.
-    assert snapshot.base_bytes == 79_036_416
-    assert snapshot.speculative_bytes == 330_301_440 - 79_036_416
+def test_vllm_keeps_the_qwen3_5_state_in_fp32() -> None:
+    # vllm/model_executor/models/config.py:963-966, 1260-1262: the Qwen3.5 hook
+    # sets mamba_ssm_cache_dtype from the config's mamba_ssm_dtype (float32).
+    for path in (QWEN3_5_27B, QWEN3_5_35B_A3B):
+        sized = size_view(View.VLLM, _model(path), num_drafts=3, requests=1)
+        assert sized.dtypes == FP32_H
 
 
-# Dtypes: what each engine reads from the config.
+def test_the_d1_figure_holds_four_blocks_per_request_and_a_null_block() -> None:
+    # Qwen3.5-27B, 3 drafts, prefix caching off, TP 1: 4 blocks of 3,276,800 B
+    # (padded) x 48 layers for the request, and one null block per pool
+    # (vllm/v1/core/block_pool.py:191).
+    sized = size_view(
+        View.VLLM, _model(QWEN3_5_27B), num_drafts=3, requests=1, setup=NO_PREFIX_CACHING
+    )
+    assert sized.base_bytes_per_request + sized.speculative_bytes_per_request == 629_145_600
+    assert sized.base_padding_bytes == 3_276_800 * 48 == 157_286_400
+    assert sized.total_bytes == 786_432_000
 
 
-def test_vllm_takes_the_model_dtype_for_both_states() -> None:
-    found = sizing.ConfigDtypes(model="fp16", ssm="fp32")
-    assert sizing.engine_dtypes(sizing.Engine.VLLM, found) == sizing.StateDtypes("fp16", "fp16")
+def test_qwen3_next_has_no_hook_and_stays_bf16() -> None:
+    # The hook is registered for Qwen3.5 architectures only (config.py:1259-1262);
+    # a config with no dtype reads as float32 (model_arch_config_convertor.py:236-237),
+    # downcast to bfloat16 on SM80+ (vllm/config/model.py:2440-2442, cuda.py:258-260).
+    sized = size_view(View.VLLM, _model(), num_drafts=3, requests=1)
+    assert sized.dtypes == BF16
+    assert sized.recurrent_bytes_per_layer == 1_048_576
 
 
-def test_vllm_assumes_bf16_when_the_config_names_no_dtype() -> None:
-    chosen = sizing.engine_dtypes(sizing.Engine.VLLM_ALIGN, sizing.ConfigDtypes())
-    assert chosen == BF16
+def test_vllm_downcasts_a_float32_model_dtype() -> None:
+    # vllm/config/model.py:2440-2442.
+    found = ConfigDtypes(model=Dtype.FP32)
+    assert vllm.vllm_dtypes(found, "Qwen3NextForCausalLM") == BF16
+
+
+def test_the_vllm_default_figures_on_qwen3_next() -> None:
+    # 6 blocks x 1,179,648 B x 36 layers; the base is 3 blocks (2 + checkpoint) of
+    # the unwidened page, also padded to 1,179,648 B; the null block one page a layer.
+    sized = size_view(View.VLLM, _model(), num_drafts=3, requests=1)
+    assert sized.base_bytes_per_request == 3 * 1_179_648 * 36 == 127_401_984
+    assert sized.speculative_bytes_per_request == 127_401_984
+    assert sized.base_padding_bytes == 1_179_648 * 36 == 42_467_328
+
+
+# SGLang 0.5.23, each fact on the example configs.
+
+
+def test_sglang_keeps_five_states_per_request_with_the_radix_cache() -> None:
+    # kv_cache_configurator.py:227, 3062-3088 (3 + the extra buffer's slots),
+    # allocation_sizing.py:19 (2 with the overlap schedule),
+    # arg_groups/overrides.py:412, 477-483 (auto -> extra_buffer for Qwen3-Next).
+    assert sglang.SglangSetup().state_slots_per_request == 5
+    sized = size_view(View.SGLANG, _model(), num_drafts=3, requests=1)
+    # (524288 x 4 + 3 x 8192 x 2) x 36 x 5.
+    assert sized.base_bytes_per_request == 2_146_304 * 36 * 5 == 386_334_720
+
+
+def test_sglang_without_the_radix_cache_keeps_one_state() -> None:
+    # kv_cache_configurator.py, lines 3063-3064: one state per request.
+    setup = Setup(sglang=sglang.SglangSetup(radix_cache=False))
+    sized = size_view(View.SGLANG, _model(), num_drafts=3, requests=1, setup=setup)
+    assert sized.base_bytes_per_request == 2_146_304 * 36 == 77_266_944
+
+
+def test_sglang_pads_both_pools_by_one_slot() -> None:
+    # memory_pool.py:724, 750 (size + 1), 886 (spec_state_size + 1).
+    sized = size_view(View.SGLANG, _model(), num_drafts=3, requests=2)
+    assert sized.base_padding_bytes == 2_146_304 * 36
+    # D = 4: 4 h + (4 + 4 - 2) columns (memory_pool.py:610, 883-891).
+    assert sized.speculative_bytes_per_request == (4 * 2_097_152 + 6 * 16_384) * 36
+    assert sized.speculative_padding_bytes == sized.speculative_bytes_per_request
+    assert sized.speculative_bytes == 3 * 305_528_832
 
 
 def test_sglang_takes_mamba_ssm_dtype_for_h_and_bf16_for_conv() -> None:
-    found = sizing.ConfigDtypes(model="fp16", ssm="bf16")
-    assert sizing.engine_dtypes(sizing.Engine.SGLANG, found) == BF16
-    assert sizing.engine_dtypes(sizing.Engine.SGLANG, sizing.ConfigDtypes()) == FP32_H
+    # configs/mamba_utils.py:68 (conv from SGLANG_MAMBA_CONV_DTYPE, bfloat16),
+    # 71-91 (h float32 unless the config's mamba_ssm_dtype).
+    found = ConfigDtypes(model=Dtype.FP16, ssm=Dtype.BF16)
+    assert sglang.sglang_dtypes(found) == BF16
+    assert sglang.sglang_dtypes(ConfigDtypes()) == FP32_H
 
 
-def test_the_flags_override_every_engine() -> None:
-    chosen = sizing.engine_dtypes(
-        sizing.Engine.SGLANG, sizing.ConfigDtypes(ssm="fp32"), recurrent="fp8", conv="fp16"
+def test_tp_2_halves_sglangs_speculative_state() -> None:
+    sized = size_view(View.SGLANG, _model(tp=2), num_drafts=3, requests=1)
+    assert sized.speculative_bytes_per_request == 305_528_832 // 2
+
+
+# The ReplaySSM ring of SGLang 0.5.23.
+
+
+def test_the_replayssm_record_is_24704_bytes_for_qwen3_next_at_tp_1() -> None:
+    # configs/mamba_utils.py:145-152: d 32 x 128 x 2, k 16 x 128 x 2, g 32 x 4,
+    # and the low parts of d and k (bf16 conv dtype).
+    record = replayssm.replayssm_record_bytes(_model().dimensions, Dtype.BF16)
+    assert record == 8_192 + 4_096 + 128 + 12_288 == 24_704
+
+
+def test_an_fp32_conv_dtype_needs_no_low_parts() -> None:
+    # configs/mamba_utils.py:147: d and k in fp32 and no low parts; the same bytes
+    # as bf16 with low parts, which is why the engine keeps both halves.
+    record = replayssm.replayssm_record_bytes(_model().dimensions, Dtype.FP32)
+    assert record == 32 * 128 * 4 + 16 * 128 * 4 + 32 * 4 == 24_704
+    half = replayssm.replayssm_record_bytes(_model().dimensions, Dtype.FP16)
+    assert half == 24_704
+
+
+def test_the_replayssm_view_drops_intermediate_h_and_keeps_the_conv_windows() -> None:
+    # memory_pool.py:880-881 (no intermediate_ssm), 926-938 (conv windows stay),
+    # 765-816 (L = 16 records over spec_state_size + 1 slots, exec_.py:585).
+    sized = size_view(View.SGLANG_REPLAYSSM, _model(), num_drafts=3, requests=1)
+    assert sized.replayssm_record_bytes == 24_704
+    assert sized.replayssm_cache_len == 16
+    assert sized.speculative_bytes_per_request == (6 * 16_384 + 16 * 24_704) * 36
+    assert sized.speculative_padding_bytes == sized.speculative_bytes_per_request
+
+
+# Naming: every view says the engine and version it follows.
+
+
+@pytest.mark.parametrize(
+    ("view", "engine"),
+    [
+        (View.VLLM, "vLLM 0.33.0"),
+        (View.SGLANG, "SGLang 0.5.23"),
+        (View.SGLANG_REPLAYSSM, "SGLang 0.5.23"),
+        (View.MODULE, "this module (engine-neutral, spec/rollback.py)"),
+    ],
+)
+def test_each_view_names_its_engine_and_version(view: View, engine: str) -> None:
+    assert view.engine == engine
+    finished = _size(*REVIEW, "--engine", view.value, "--json", "-")
+    assert finished.returncode == 0, finished.stderr
+    assert json.loads(finished.stdout)["snapshot"]["engine"] == engine
+    text = _size(*REVIEW, "--engine", view.value).stdout
+    assert f"snapshot state, {view.value} view, {engine} (docs/sizing.md)" in text
+    markdown = _size(*REVIEW, "--engine", view.value, "--format", "markdown").stdout
+    assert f"| follows | {engine} |" in markdown
+
+
+def test_the_old_vllm_align_name_is_the_vllm_view() -> None:
+    finished = _size(*REVIEW, "--engine", "vllm-align", "--json", "-")
+    assert finished.returncode == 0, finished.stderr
+    assert json.loads(finished.stdout)["snapshot"]["view"] == "vllm"
+
+
+def test_the_text_report_shows_the_vllm_setup() -> None:
+    finished = _size(*REVIEW, "--engine", "vllm", "--no-enable-prefix-caching")
+    assert finished.returncode == 0, finished.stderr
+    assert (
+        "  setup                  vllm serve on SM90, --no-enable-prefix-caching"
+        " (mamba_cache_mode none)\n"
+    ) in finished.stdout
+    assert "  recurrent state h      1,048,576 B (1.0 MiB) per layer (524,288 x bf16)" in (
+        finished.stdout
     )
-    assert chosen == sizing.StateDtypes(recurrent="fp8", conv="fp16")
 
 
-def test_a_qwen3_5_config_gives_its_dtypes_through_text_config() -> None:
-    found = sizing.dtypes_from_config(_load(QWEN3_5_27B))
-    assert found == sizing.ConfigDtypes(model="bf16", ssm="fp32")
+@pytest.mark.parametrize(
+    ("engine", "flag", "message"),
+    [
+        ("vllm", "--state-dtype", "vLLM 0.33.0 offers no fp8 state dtype (only fp32, fp16, bf16)"),
+        (
+            "sglang",
+            "--state-dtype",
+            "SGLang 0.5.23 offers no fp8 state dtype (only fp32, bf16, fp16)",
+        ),
+        (
+            "sglang-replayssm",
+            "--conv-dtype",
+            "SGLang 0.5.23 offers no fp8 state dtype (only fp32, bf16, fp16)",
+        ),
+    ],
+)
+def test_an_engine_without_fp8_refuses_it_in_one_line(engine: str, flag: str, message: str) -> None:
+    finished = _size(*REVIEW, "--engine", engine, flag, "fp8")
+    assert finished.returncode == 2
+    assert finished.stdout == ""
+    assert finished.stderr == f"ssm-rollback-spec: error: {flag} fp8: {message}\n"
 
 
-def test_an_unknown_config_dtype_is_refused_by_name() -> None:
-    with pytest.raises(sizing.ConfigError) as raised:
-        sizing.dtypes_from_config({"torch_dtype": "float64"})
-    assert str(raised.value) == (
-        "the config's 'torch_dtype' is 'float64', not one of "
-        "'float32', 'bfloat16', 'float16', 'float8_e4m3fn'"
+def test_the_module_view_takes_fp8() -> None:
+    finished = _size(*REVIEW, "--state-dtype", "fp8", "--json", "-")
+    assert finished.returncode == 0, finished.stderr
+    # (524288 x 1 + 3 x 8192 x 2) x 4 x 36 x 2.
+    assert json.loads(finished.stdout)["snapshot"]["speculative_bytes"] == 165_150_720
+
+
+def test_a_sweep_refuses_fp8_when_it_shows_an_engine() -> None:
+    finished = _size(*REVIEW[:2], "--num-drafts", "1-2", "--mtp-slots", "1", "--state-dtype", "fp8")
+    assert finished.returncode == 2
+    # The first engine the sweep meets that lacks fp8 is named: SGLang's ring.
+    assert finished.stderr == (
+        "ssm-rollback-spec: error: --state-dtype fp8: "
+        "SGLang 0.5.23 offers no fp8 state dtype (only fp32, bf16, fp16)\n"
     )
+
+
+def test_the_json_report_gives_base_and_speculation_apart_per_gpu() -> None:
+    finished = _size(*REVIEW, "--engine", "sglang", "--tp", "2", "--format", "json")
+    assert finished.returncode == 0, finished.stderr
+    report = json.loads(finished.stdout)
+    assert report["tp"] == 2
+    snapshot = report["snapshot"]
+    # One request and the speculative pool's padding slot.
+    assert snapshot["speculative_bytes"] == 2 * 305_528_832 // 2
+    assert snapshot["base_bytes"] == (5 + 1) * 77_266_944 // 2
+    assert report["replay"]["pool_ring_bytes"] == 5_363_712 // 2
+
+
+def test_batch_counts_requests_for_the_engines(tmp_path: Path) -> None:
+    target = tmp_path / "figures.json"
+    finished = _size(*REVIEW, "--engine", "sglang", "--batch", "8", "--json", str(target))
+    assert finished.returncode == 0, finished.stderr
+    assert finished.stdout == ""
+    report = json.loads(target.read_text(encoding="utf-8"))
+    snapshot = report["snapshot"]
+    assert snapshot["requests"] == 8
+    assert snapshot["speculative_bytes"] == 9 * 305_528_832
+    assert report["replay"]["batch_ring_bytes"] == 4 * 5_363_712
+
+
+# Sweeps.
+
+
+def test_a_sweep_row_holds_the_three_rings_and_every_view() -> None:
+    (row,) = sweep(_model(), num_drafts=[3], slots=2, requests=1, views=list(View))
+    assert row.seed_ring == (2_681_856, 5_363_712)
+    assert row.minimal_ring == (1_797_120, 3_594_240)
+    assert row.replayssm_ring == (16 * 24_704 * 36, 2 * 16 * 24_704 * 36)
+    assert row.speculative[View.MODULE] == (309_067_776, 618_135_552)
+    assert row.ratio(View.MODULE) == 618_135_552 / 5_363_712
+
+
+def test_no_drafts_means_no_ring_and_no_ratio() -> None:
+    (row,) = sweep(_model(), num_drafts=[0], slots=2, requests=1, views=[View.VLLM])
+    assert row.seed_ring == (0, 0)
+    assert row.ratio(View.VLLM) is None
+
+
+def test_a_sweep_prints_per_gpu_and_per_request_tables() -> None:
+    finished = _size(*REVIEW[:2], "--num-drafts", "1,3,7", "--mtp-slots", "1")
+    assert finished.returncode == 0, finished.stderr
+    tables = finished.stdout.split("\n\n")
+    assert tables[0].startswith("Per GPU (--tp 1): the seed's rings over 2 slots")
+    assert tables[2].startswith("Per request.")
+    header = tables[1].splitlines()[0].split()
+    assert header == [
+        "num_drafts", "seed-row", "ring", "minimal-pre-conv", "ring", "replayssm", "ring",
+        "module", "speculative", "vllm", "speculative", "sglang", "speculative",
+        "sglang-replayssm", "speculative",
+    ]  # fmt: skip
+    rows = tables[1].splitlines()[1:]
+    assert [line.split()[0] for line in rows] == ["1", "3", "7"]
+    assert "5.1 MiB                3.4 MiB        27.1 MiB  589.5 MiB (115.2x)" in rows[1]
+    assert "design minimal-pre-conv: minimal among rows of pre-conv inputs" in tables[0]
+    assert "vllm: vLLM 0.33.0, vllm serve on SM90" in tables[0]
+
+
+def test_a_sweep_shows_only_the_view_engine_names() -> None:
+    finished = _size(*REVIEW[:2], "--num-drafts", "3,4", "--mtp-slots", "1", "--engine", "vllm")
+    assert finished.returncode == 0, finished.stderr
+    assert finished.stdout.split("\n\n")[1].splitlines()[0].split()[-2:] == [
+        "vllm",
+        "speculative",
+    ]
+
+
+def test_a_sweep_in_markdown_is_a_table() -> None:
+    finished = _size(*REVIEW[:2], "--num-drafts", "2-3", "--mtp-slots", "1", "--format", "markdown")
+    assert finished.returncode == 0, finished.stderr
+    lines = finished.stdout.splitlines()
+    assert lines[2] == (
+        "| num_drafts | seed-row ring | minimal-pre-conv ring | replayssm ring "
+        "| module speculative | vllm speculative | sglang speculative "
+        "| sglang-replayssm speculative |"
+    )
+    assert lines[5].startswith("| 3 | 5.1 MiB | 3.4 MiB | 27.1 MiB | 589.5 MiB (115.2x) |")
+
+
+def test_a_sweep_in_json_gives_exact_bytes_and_the_engines() -> None:
+    finished = _size(*REVIEW[:2], "--num-drafts", "1,3", "--mtp-slots", "1", "--json", "-")
+    assert finished.returncode == 0, finished.stderr
+    report = json.loads(finished.stdout)
+    assert report["views"]["vllm"]["engine"] == "vLLM 0.33.0"
+    assert report["views"]["sglang-replayssm"]["engine"] == "SGLang 0.5.23"
+    assert report["replayssm_ring_follows"].startswith("SGLang 0.5.23, ")
+    assert [row["num_drafts"] for row in report["rows"]] == [1, 3]
+    row = report["rows"][1]
+    assert row["seed_ring"] == {"per_request": 2_681_856, "per_gpu": 5_363_712}
+    assert row["speculative"]["module"]["per_gpu"] == 618_135_552
+    assert row["speculative"]["sglang"]["per_gpu"] == 2 * 305_528_832
+    assert row["speculative"]["vllm"]["per_request"] == 127_401_984
+    assert row["replayssm_ring"]["per_request"] == 16 * 24_704 * 36
 
 
 # Configs.
 
 
 def test_the_qwen3_5_27b_example_by_hand() -> None:
-    dimensions = sizing.dimensions_from_config(_load(QWEN3_5_27B))
+    dimensions = dims.dimensions_from_config(_load(QWEN3_5_27B))
     # 64 layers, every 4th full attention: 48 GDN layers.
     assert dimensions.num_gdn_layers == 48
     # 2 x 16 x 128 + 2 x 48 x 128.
@@ -147,7 +431,7 @@ def test_the_qwen3_5_27b_example_by_hand() -> None:
 
 
 def test_the_qwen3_5_35b_a3b_example_by_hand() -> None:
-    dimensions = sizing.dimensions_from_config(_load(QWEN3_5_35B_A3B))
+    dimensions = dims.dimensions_from_config(_load(QWEN3_5_35B_A3B))
     assert dimensions.num_gdn_layers == 30
     assert dimensions.qkvz_elems == 12_288
     assert dimensions.recurrent_state_values == 524_288
@@ -162,8 +446,8 @@ def test_every_example_config_cites_its_source(path: Path) -> None:
 
 def test_kimi_linear_is_refused_as_another_family() -> None:
     kimi = {"model_type": "kimi_linear", "linear_attn_config": {"kda_layers": [1, 2, 3]}}
-    with pytest.raises(sizing.NotGatedDeltaNetError) as raised:
-        sizing.dimensions_from_config(kimi)
+    with pytest.raises(dims.NotGatedDeltaNetError) as raised:
+        dims.dimensions_from_config(kimi)
     assert str(raised.value) == (
         "not a Gated DeltaNet config: it has 'linear_attn_config' "
         "(Kimi Linear's KDA layers), which this sizing does not model"
@@ -171,8 +455,8 @@ def test_kimi_linear_is_refused_as_another_family() -> None:
 
 
 def test_a_config_without_any_gdn_field_is_refused_naming_its_model_type() -> None:
-    with pytest.raises(sizing.NotGatedDeltaNetError) as raised:
-        sizing.dimensions_from_config({"model_type": "llama", "num_hidden_layers": 32})
+    with pytest.raises(dims.NotGatedDeltaNetError) as raised:
+        dims.dimensions_from_config({"model_type": "llama", "num_hidden_layers": 32})
     assert str(raised.value) == (
         "not a Gated DeltaNet config: none of the linear_* GDN fields (model_type 'llama')"
     )
@@ -180,127 +464,19 @@ def test_a_config_without_any_gdn_field_is_refused_naming_its_model_type() -> No
 
 def test_layer_types_without_linear_attention_are_refused() -> None:
     config = _load(QWEN3_NEXT) | {"layer_types": ["full_attention"] * 48}
-    with pytest.raises(sizing.NotGatedDeltaNetError) as raised:
-        sizing.dimensions_from_config(config)
+    with pytest.raises(dims.NotGatedDeltaNetError) as raised:
+        dims.dimensions_from_config(config)
     assert str(raised.value) == (
         "not a Gated DeltaNet config: no linear_attention (GDN) layer among its 48 layers"
     )
 
 
 def test_tp_splits_heads_and_refuses_an_uneven_split() -> None:
-    dimensions = sizing.dimensions_from_config(_load(QWEN3_NEXT))
+    dimensions = dims.dimensions_from_config(_load(QWEN3_NEXT))
     assert dimensions.per_gpu(4).conv_dim == 2_048
-    with pytest.raises(sizing.TensorParallelError) as raised:
+    with pytest.raises(dims.TensorParallelError) as raised:
         dimensions.per_gpu(32)
     assert str(raised.value) == "32 does not divide the 16 key heads"
-
-
-# Sweeps.
-
-
-def test_a_sweep_row_holds_the_ring_and_every_view() -> None:
-    dimensions = sizing.dimensions_from_config(_load(QWEN3_NEXT))
-    dtypes = dict.fromkeys(sizing.Engine, FP32_H)
-    (row,) = sizing.sweep(dimensions, num_drafts=[3], requests=2, dtypes=dtypes)
-    assert row.replay_ring_bytes == 5_363_712
-    assert row.snapshot_bytes[sizing.Engine.MODULE] == 618_135_552
-    assert row.snapshot_bytes[sizing.Engine.SGLANG] == 611_057_664
-    assert row.ratio(sizing.Engine.MODULE) == 618_135_552 / 5_363_712
-
-
-def test_no_drafts_means_no_ring_and_no_ratio() -> None:
-    dimensions = sizing.dimensions_from_config(_load(QWEN3_NEXT))
-    (row,) = sizing.sweep(dimensions, num_drafts=[0], requests=2, dtypes={sizing.Engine.VLLM: BF16})
-    assert row.replay_ring_bytes == 0
-    assert row.ratio(sizing.Engine.VLLM) is None
-
-
-# The command, once per format.
-
-
-def test_the_text_report_shows_the_chosen_engine_view() -> None:
-    finished = _size(*REVIEW, "--engine", "vllm")
-    assert finished.returncode == 0, finished.stderr
-    assert "snapshot state, vllm view" in finished.stdout
-    assert "  base + speculative     330,301,440 B (315.0 MiB)" in finished.stdout
-    assert "  recurrent state h      1,048,576 B (1.0 MiB) per layer (524,288 x bf16)" in (
-        finished.stdout
-    )
-
-
-def test_the_markdown_report_is_a_table_of_the_same_figures() -> None:
-    finished = _size(*REVIEW, "--engine", "vllm", "--state-dtype", "fp32", "--format", "markdown")
-    assert finished.returncode == 0, finished.stderr
-    assert "| figure | value |" in finished.stdout
-    assert "| base + speculative | 632,291,328 B (603.0 MiB) |" in finished.stdout
-
-
-def test_the_json_report_gives_base_and_speculation_apart_per_gpu() -> None:
-    finished = _size(*REVIEW, "--engine", "sglang", "--tp", "2", "--format", "json")
-    assert finished.returncode == 0, finished.stderr
-    report = json.loads(finished.stdout)
-    assert report["tp"] == 2
-    assert report["snapshot"]["speculative_bytes"] == 305_528_832
-    assert report["snapshot"]["base_bytes"] == 154_533_888 // 2
-    assert report["replay"]["pool_ring_bytes"] == 5_363_712 // 2
-
-
-def test_json_path_writes_the_file_and_batch_scales_per_request(tmp_path: Path) -> None:
-    target = tmp_path / "figures.json"
-    finished = _size(
-        *REVIEW, "--engine", "vllm-align", "--state-dtype", "fp32", "--batch", "8",
-        "--json", str(target),
-    )  # fmt: skip
-    assert finished.returncode == 0, finished.stderr
-    assert finished.stdout == ""
-    report = json.loads(target.read_text(encoding="utf-8"))
-    # 790364160 B is two requests (slots); a batch of 8 is four times that.
-    snapshot = report["snapshot"]
-    assert snapshot["batch_base_bytes"] + snapshot["batch_speculative_bytes"] == 4 * 790_364_160
-    assert report["replay"]["batch_ring_bytes"] == 4 * 5_363_712
-
-
-def test_a_sweep_prints_one_row_per_draft_count() -> None:
-    finished = _size(*REVIEW[:2], "--num-drafts", "1,3,7", "--mtp-slots", "1")
-    assert finished.returncode == 0, finished.stderr
-    lines = finished.stdout.splitlines()
-    assert lines[2].split() == [
-        "num_drafts", "replay", "ring", "module", "snapshot", "vllm", "snapshot",
-        "vllm-align", "snapshot", "sglang", "snapshot",
-    ]  # fmt: skip
-    assert [line.split()[0] for line in lines[3:]] == ["1", "3", "7"]
-    assert "5.1 MiB  589.5 MiB (115.2x)" in lines[4]
-
-
-def test_a_sweep_shows_only_the_view_engine_names() -> None:
-    finished = _size(*REVIEW[:2], "--num-drafts", "3,4", "--mtp-slots", "1", "--engine", "vllm")
-    assert finished.returncode == 0, finished.stderr
-    assert finished.stdout.splitlines()[2].split() == [
-        "num_drafts", "replay", "ring", "vllm", "snapshot",
-    ]  # fmt: skip
-
-
-def test_a_sweep_in_markdown_is_a_table() -> None:
-    finished = _size(*REVIEW[:2], "--num-drafts", "2-3", "--mtp-slots", "1", "--format", "markdown")
-    assert finished.returncode == 0, finished.stderr
-    lines = finished.stdout.splitlines()
-    assert lines[2] == (
-        "| num_drafts | replay ring | module snapshot | vllm snapshot "
-        "| vllm-align snapshot | sglang snapshot |"
-    )
-    assert lines[5].startswith("| 3 | 5.1 MiB | 589.5 MiB (115.2x) |")
-
-
-def test_a_sweep_in_json_gives_exact_bytes() -> None:
-    finished = _size(*REVIEW[:2], "--num-drafts", "1,3", "--mtp-slots", "1", "--json", "-")
-    assert finished.returncode == 0, finished.stderr
-    report = json.loads(finished.stdout)
-    assert [row["num_drafts"] for row in report["rows"]] == [1, 3]
-    row = report["rows"][1]
-    assert row["replay_ring_bytes"] == 5_363_712
-    assert row["snapshot_bytes"]["module"] == 618_135_552
-    assert row["snapshot_bytes"]["sglang"] == 611_057_664
-    assert row["snapshot_bytes"]["vllm"] == 330_301_440 - 79_036_416
 
 
 # Plots.

@@ -31,6 +31,7 @@ def spec_clauses() -> list[str]:
 _PROPERTY_MODULES: Final = (
     *(("", path) for path in sorted((ROOT / "tests" / "properties").glob("test_*.py"))),
     ("replay/", ROOT / "tests" / "replay" / "test_replay_model.py"),
+    ("replay/", ROOT / "tests" / "replay" / "test_rounds.py"),
 )
 
 

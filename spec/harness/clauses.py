@@ -46,6 +46,11 @@ CLAUSES: Final = (
     "RB-REPLAY-3",
     "RB-REPLAY-4",
     "RB-REPLAY-5",
+    "RB-REPLAY-6",
+    "RB-REPLAY-7",
+    "RB-REPLAY-8",
+    "RB-REPLAY-9",
+    "RB-REPLAY-10",
 )
 
 

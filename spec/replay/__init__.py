@@ -7,6 +7,8 @@ but does not implement it. This subpackage models what its ring must hold:
 - :mod:`spec.replay.rows`: the row and ring byte arithmetic, standard library only;
 - :mod:`spec.replay.layer`: a small reference Gated DeltaNet layer (numpy);
 - :mod:`spec.replay.paths`: the two rollback paths, snapshot and replay (numpy);
+- :mod:`spec.replay.rounds`: a decode of many verify rounds in four replay
+  designs, the ring's whole lifecycle (numpy; RB-REPLAY-6 to RB-REPLAY-9);
 - :mod:`spec.replay.vectors`: the deterministic generator of ``vectors/replay/`` (numpy).
 
 Only ``rows`` may be imported without the ``replay`` extra (numpy). Nothing

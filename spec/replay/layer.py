@@ -6,18 +6,37 @@ Sources:
 - Yang, Kautz and Hatamizadeh, 2024, "Gated Delta Networks: Improving Mamba2
   with Delta Rule" (arXiv:2412.06464): the gated delta rule
   ``S_t = S_{t-1} (alpha_t (I - beta_t k_t k_t^T)) + beta_t v_t k_t^T``.
-- Hugging Face transformers,
+- Hugging Face transformers 5.23.0,
   ``src/transformers/models/qwen3_next/modeling_qwen3_next.py``:
   ``Qwen3NextGatedDeltaNet.forward`` (a depthwise causal conv1d with no bias
   over ``concat(q, k, v)``, SiLU after it, z bypassing it; ``beta =
-  b.sigmoid()``; ``g = -A_log.exp() * softplus(a + dt_bias)``; q and k
-  repeated from key heads to value heads), ``torch_causal_conv1d_update``
-  (the conv state is the last ``conv_kernel - 1`` pre-conv columns),
-  ``l2norm`` (``x * rsqrt(sum(x * x) + 1e-6)``),
-  ``torch_recurrent_gated_delta_rule`` (q scaled by ``1 / sqrt(head_k_dim)``;
-  per token ``S <- exp(g) S``, ``S <- S + k (beta (v - S^T k))^T``, output
-  ``S^T q``) and ``Qwen3NextRMSNormGated`` (the output RMS-normed, scaled and
-  gated by ``silu(z)``).
+  b.sigmoid()``, line 725; ``g = -A_log.float().exp() * F.softplus(a.float()
+  + dt_bias)``, line 727), ``causal_conv1d_update`` (lines 319-335: the
+  state and the new column cast to the weight's dtype, ``F.conv1d``, SiLU,
+  the result cast to the input's dtype), ``l2norm`` (line 363,
+  ``x * rsqrt(sum(x * x) + 1e-6)``; the model divides, ``x / sqrt(sum(x * x)
+  + 1e-6)``, as FLA's kernel and SGLang's exact fold do, which can differ
+  from the multiply by ``rsqrt`` in the last bit),
+  ``torch_recurrent_gated_delta_rule`` (q, k, v, beta and g cast to
+  float32 first, line 538, then the L2 norm in float32, lines 543-544; q
+  scaled by ``1 / sqrt(head_k_dim)``; per token
+  ``S <- exp(g) S``, ``S <- S + k (beta (v - S^T k))^T``, lines 562-568;
+  output ``S^T q``) and ``Qwen3NextRMSNormGated`` (the output RMS-normed,
+  scaled and gated by ``silu(z)``).
+
+The conv state. transformers keeps ``conv_kernel`` pre-conv columns per
+channel (``cache_utils.py``'s ``update_conv_state`` copies the last
+``conv_kernel_size`` columns, line 1226), but ``causal_conv1d_update``'s
+``F.conv1d`` with no padding over those ``conv_kernel`` columns and the new
+one reads only the last ``conv_kernel``: the oldest column kept is never
+read. The model keeps the ``conv_kernel - 1`` columns that are read, which
+is all a snapshot or a replay must rebuild.
+
+The ``BF16_ROWS_FP32_STATE`` pipeline rounds where a BF16 transformers
+module rounds: its weights are BF16 parameters; the conv's output and the
+SiLU's are BF16 tensors (``F.conv1d`` and ``F.silu`` on BF16 inputs); beta is
+``sigmoid`` of a BF16 tensor, so BF16; g is FP32 (``.float()``), and so is
+everything after the cast to float32 (the L2 norm, h, the delta rule).
 
 The state ``S`` of one value head is ``head_k_dim x head_v_dim`` (the paper's
 ``S`` transposed). Only numpy is needed; this module is the ``replay`` extra.
@@ -41,31 +60,44 @@ if TYPE_CHECKING:
 
 __all__ = [
     "L2NORM_EPS",
+    "SOFTPLUS_THRESHOLD",
     "Array",
     "GdnLayer",
     "LayerState",
     "Pipeline",
     "TokenInput",
+    "as_module_holds",
     "bf16_round",
     "conv_step",
+    "decay",
     "delta_rule_step",
+    "delta_rule_update",
     "gate_and_beta",
     "gated_output",
+    "normed_keys",
     "read_out",
+    "repeat_heads",
+    "softplus",
+    "write",
 ]
 
 #: The epsilon of transformers' ``l2norm`` (and of FLA's kernel it mirrors).
 L2NORM_EPS: Final = 1e-6
 _RMS_EPS: Final = 1e-6
+#: ``torch.nn.functional.softplus``'s default threshold: above it, softplus(x) is x.
+SOFTPLUS_THRESHOLD: Final = 20.0
 
 
 class Pipeline(enum.Enum):
     """The dtypes a verify and a replay both run with.
 
     ``FLOAT64``: rows, states and arithmetic in float64 (the exactness property).
-    ``BF16_ROWS_FP32_STATE``: q, k, v and z rounded to BF16 as the ring stores
-    them, g and beta in FP32, the conv state in BF16 values, h and all
-    arithmetic in float32 (the bit-identity property): the seed's row dtypes.
+    ``BF16_ROWS_FP32_STATE``: as a BF16 transformers module computes: q, k, v,
+    z, a and b rounded to BF16 as the projections give them, the weights BF16,
+    the conv output, the SiLU and beta rounded to BF16, g in FP32, the conv
+    state in BF16 values, h and the rest of the arithmetic in float32 (the
+    bit-identity property); the seed's row dtypes (beta's BF16 value stored
+    in its FP32 field).
     """
 
     FLOAT64 = "float64"
@@ -92,6 +124,23 @@ def bf16_round(values: Array, /) -> NDArray[np.float32]:
     # Round to nearest, ties to even, on the 16 bits BF16 drops.
     rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
     return rounded.astype(np.uint32).view(np.float32)
+
+
+def as_module_holds(values: Array, dtype: type[np.floating], /) -> Array:
+    """``values`` as a module of the pipeline of ``dtype`` holds them.
+
+    float32 (the ``BF16_ROWS_FP32_STATE`` pipeline): rounded to BF16, held in
+    float32, as a BF16 module's parameters, projections and conv and SiLU
+    outputs are. float64: unchanged.
+
+    Raises:
+        ValueError: a value is not finite.
+
+    RB-REPLAY-1 (both paths round the same bits).
+    """
+    if np.dtype(dtype) == np.float32:
+        return bf16_round(values)
+    return np.asarray(values, dtype=dtype)
 
 
 @dataclass(frozen=True)
@@ -176,44 +225,74 @@ class LayerState:
 
 
 def _silu(x: Array, /) -> Array:
+    # Computed in the dtype of x; a BF16 module then rounds it (conv_step).
     result: Array = x / (1 + exp(-x))
     return result
 
 
-def _softplus(x: Array, /) -> Array:
-    """``ln(1 + e**x)`` as ``np.logaddexp(0, x)`` arranges it, from exact exp and log1p."""
-    positive = x > 0
-    result: Array = np.where(positive, x, 0.0) + log1p(exp(-np.abs(x)))
+def softplus(x: Array, /) -> Array:
+    """``torch.nn.functional.softplus(x)`` (beta 1, threshold 20), from exact exp and log1p.
+
+    torch returns ``x`` itself where ``x > 20`` and ``log1p(exp(x))``
+    elsewhere; each operation is rounded in the dtype of ``x``.
+
+    Raises:
+        TypeError: ``x`` is neither float64 nor float32.
+
+    RB-REPLAY-3 (g, through the gate).
+    """
+    values = np.asarray(x)
+    below = np.minimum(values, values.dtype.type(SOFTPLUS_THRESHOLD))
+    # exp of the clipped value: the branch np.where drops must not overflow.
+    result: Array = np.where(values > SOFTPLUS_THRESHOLD, values, log1p(exp(below)))
     return result
 
 
 def gate_and_beta(layer: GdnLayer, token: TokenInput, pipeline: Pipeline, /) -> tuple[Array, Array]:
     """The decay gate g and the write strength beta of one token, per value head.
 
-    ``g = -exp(A_log) * softplus(a + dt_bias)`` and ``beta = sigmoid(b)``,
-    computed in float64 and stored in the pipeline's FP32 (or float64).
+    ``g = -exp(A_log) * softplus(a + dt_bias)`` and ``beta = sigmoid(b)``, as
+    ``Qwen3NextGatedDeltaNet.forward`` computes them (transformers 5.23.0,
+    ``modeling_qwen3_next.py`` lines 725-727). In the ``BF16_ROWS_FP32_STATE``
+    pipeline a, b, ``A_log`` and ``dt_bias`` are BF16 values, g is computed in
+    FP32 (the module's ``.float()``), and beta is the sigmoid of a BF16 tensor,
+    so it is computed in FP32 and rounded to BF16. In ``FLOAT64`` both are
+    float64 throughout.
+
+    Raises:
+        ValueError: an input is not finite.
 
     RB-REPLAY-3 (the ring's gate/beta row).
     """
-    a = np.asarray(token.a, dtype=np.float64)
-    b = np.asarray(token.b, dtype=np.float64)
-    g = -exp(np.asarray(layer.a_log, dtype=np.float64)) * _softplus(
-        a + np.asarray(layer.dt_bias, dtype=np.float64)
-    )
-    beta = 1.0 / (1.0 + exp(-b))
-    return g.astype(pipeline.dtype), beta.astype(pipeline.dtype)
+    dtype = pipeline.dtype
+    a, b = as_module_holds(token.a, dtype), as_module_holds(token.b, dtype)
+    a_log, dt_bias = as_module_holds(layer.a_log, dtype), as_module_holds(layer.dt_bias, dtype)
+    g: Array = -exp(a_log) * softplus(a + dt_bias)
+    beta = as_module_holds(1 / (1 + exp(-b)), dtype)
+    return g, beta
 
 
 def conv_step(layer: GdnLayer, conv: Array, qkv: Array, /) -> tuple[Array, Array]:
     """One token through the causal depthwise conv1d and the SiLU.
 
     Returns the new conv state (the last ``conv_kernel - 1`` pre-conv columns)
-    and the post-conv q, k, v (``conv_dim``), as ``torch_causal_conv1d_update``.
+    and the post-conv q, k, v (``conv_dim``), as ``causal_conv1d_update``
+    (transformers 5.23.0, ``modeling_qwen3_next.py`` lines 319-335). In the
+    ``BF16_ROWS_FP32_STATE`` pipeline (float32 state) the weight is BF16, the
+    taps are summed in float32 left to right (a BF16 product is exact in
+    float32) and the conv output and the SiLU output are each rounded to BF16,
+    as ``F.conv1d`` and ``F.silu`` on BF16 tensors return BF16.
+
+    Raises:
+        ValueError: a value is not finite.
+
+    RB-REPLAY-1.
     """
+    dtype = conv.dtype.type
     window = np.concatenate([conv, qkv.astype(conv.dtype)[:, None]], axis=1)
-    weight = np.asarray(layer.conv_weight, dtype=conv.dtype)
-    mixed = ordered_sum(window * weight, axis=1)
-    return np.ascontiguousarray(window[:, 1:]), _silu(mixed)
+    weight = as_module_holds(layer.conv_weight, dtype)
+    mixed = as_module_holds(ordered_sum(window * weight, axis=1), dtype)
+    return np.ascontiguousarray(window[:, 1:]), as_module_holds(_silu(mixed), dtype)
 
 
 def _l2norm(x: Array, /) -> Array:
@@ -221,11 +300,64 @@ def _l2norm(x: Array, /) -> Array:
     return result
 
 
+def normed_keys(layer: GdnLayer, post_conv: Array, start: int, /) -> Array:
+    """L2-normed q or k channels from ``start``, one row per key head (``nk x dk``).
+
+    RB-REPLAY-1.
+    """
+    nk, dk = layer.num_key_heads, layer.key_head_dim
+    return _l2norm(post_conv[start : start + layer.key_dim].reshape(nk, dk))
+
+
+def repeat_heads(layer: GdnLayer, keys: Array, /) -> Array:
+    """Key-head rows repeated to value heads, as ``repeat_interleave`` does (an exact copy).
+
+    RB-REPLAY-1.
+    """
+    return keys.repeat(layer.num_value_heads // layer.num_key_heads, axis=0)
+
+
 def _key_heads(layer: GdnLayer, post_conv: Array, start: int, /) -> Array:
     """L2-normed q or k channels from ``start``, repeated from key heads to value heads."""
-    nk, dk = layer.num_key_heads, layer.key_head_dim
-    heads = _l2norm(post_conv[start : start + layer.key_dim].reshape(nk, dk))
-    return heads.repeat(layer.num_value_heads // nk, axis=0)
+    return repeat_heads(layer, normed_keys(layer, post_conv, start))
+
+
+def decay(h: Array, g: Array, /) -> Array:
+    """``S <- exp(g) S`` on every value head: the first half of a token's update.
+
+    RB-REPLAY-1.
+    """
+    decayed: Array = h * exp(g.astype(h.dtype))[:, None, None]
+    return decayed
+
+
+def write(decayed: Array, k: Array, u: Array, /) -> Array:
+    """``S <- S + k u^T`` on every value head (k per value head): the second half.
+
+    RB-REPLAY-1.
+    """
+    updated: Array = decayed + k[:, :, None] * u[:, None, :]
+    return updated
+
+
+def delta_rule_update(
+    layer: GdnLayer, h: Array, k_and_v: Array, g: Array, beta: Array, /
+) -> tuple[Array, Array, Array]:
+    """One token of the gated delta rule: the new h, the normed k per key head, and u.
+
+    ``u = beta (v - S^T k)`` per value head, S being the decayed state: the
+    post-correction update a ReplaySSM record keeps, so that the new h is
+    ``write(decay(h, g), k, u)``.
+
+    RB-REPLAY-1.
+    """
+    keys = normed_keys(layer, k_and_v, 0)
+    k = repeat_heads(layer, keys)
+    v = k_and_v[layer.key_dim :].reshape(layer.num_value_heads, layer.value_head_dim)
+    decayed = decay(h, g)
+    remembered = ordered_sum(decayed * k[:, :, None], axis=1)
+    u: Array = (v - remembered) * beta.astype(h.dtype)[:, None]
+    return write(decayed, k, u), keys, u
 
 
 def delta_rule_step(layer: GdnLayer, h: Array, k_and_v: Array, g: Array, beta: Array, /) -> Array:
@@ -234,14 +366,10 @@ def delta_rule_step(layer: GdnLayer, h: Array, k_and_v: Array, g: Array, beta: A
     ``k_and_v`` is the post-conv k then v (``key_dim + value_dim`` channels).
     ``S <- exp(g) S``; ``S <- S + k (beta (v - S^T k))^T``, the arrangement of
     ``torch_recurrent_gated_delta_rule``. h never reads q.
+
+    RB-REPLAY-1.
     """
-    k = _key_heads(layer, k_and_v, 0)
-    v = k_and_v[layer.key_dim :].reshape(layer.num_value_heads, layer.value_head_dim)
-    decayed = h * exp(g.astype(h.dtype))[:, None, None]
-    remembered = ordered_sum(decayed * k[:, :, None], axis=1)
-    delta = (v - remembered) * beta.astype(h.dtype)[:, None]
-    updated: Array = decayed + k[:, :, None] * delta[:, None, :]
-    return updated
+    return delta_rule_update(layer, h, k_and_v, g, beta)[0]
 
 
 def read_out(layer: GdnLayer, h: Array, post_conv: Array, /) -> Array:

@@ -33,6 +33,7 @@ from .layer import (
     LayerState,
     Pipeline,
     TokenInput,
+    as_module_holds,
     bf16_round,
     conv_step,
     delta_rule_step,
@@ -248,10 +249,17 @@ def replay_rollback(
 def capture_post_conv_ring(layer: GdnLayer, verified: Verified, /) -> tuple[PostConvRow, ...]:
     """A post-conv ring: the first K - 1 tokens' post-SiLU k and v, g and beta.
 
+    k and v are stored as :func:`.rows.post_conv_row_bytes` counts them: BF16
+    values in the ``BF16_ROWS_FP32_STATE`` pipeline (which the module's BF16
+    SiLU output already is, so nothing is lost), float64 in ``FLOAT64``.
+
+    Raises:
+        ValueError: a value is not finite.
+
     RB-REPLAY-4.
     """
     return tuple(
-        PostConvRow(post[layer.key_dim :], row.g, row.beta)
+        PostConvRow(as_module_holds(post[layer.key_dim :], post.dtype.type), row.g, row.beta)
         for post, row in zip(verified.post_conv[:-1], verified.rows[:-1], strict=True)
     )
 

@@ -22,6 +22,7 @@ conv window beside it; :func:`post_conv_ring_bytes` counts what that costs.
 
 from __future__ import annotations
 
+import enum
 from typing import Final, TypedDict
 
 # Relative, as the contract floor beside it (tests/test_layers.py): the
@@ -37,22 +38,84 @@ from ..rollback import (  # noqa: TID252
 
 __all__ = [
     "BF16_BYTES",
+    "DESIGN_MINIMAL_FOR",
     "FP32_BYTES",
     "QWEN3_NEXT_80B_A3B",
+    "REPLAYSSM_RING_LENGTH",
     "GdnShape",
+    "RecordStorage",
+    "ReplayDesign",
     "ReplayRowSizes",
     "conv_dim",
     "conv_window_bytes",
+    "design_ring_bytes",
+    "design_ring_rows",
+    "design_row_bytes",
     "minimal_replay_ring_bytes",
     "minimal_replay_row_bytes",
     "post_conv_ring_bytes",
     "post_conv_row_bytes",
+    "post_conv_row_with_conv_window_bytes",
     "replay_row_sizes",
+    "replayssm_record_bytes",
+    "seed_row_bytes",
 ]
 
 #: Bytes of one stored value of each ring dtype.
 BF16_BYTES: Final = 2
 FP32_BYTES: Final = 4
+
+
+#: ReplaySSM's ring length L, in records, by default (SGLang's, as issue 18 reports it).
+REPLAYSSM_RING_LENGTH: Final = 16
+
+
+class ReplayDesign(enum.Enum):
+    """A replay design: what its ring row holds and how it rolls back (RB-REPLAY-6..9).
+
+    ``SEED_ROW``: the seed's row, the deinterleaved qkvz in BF16 plus g and
+    beta in FP32, K - 1 rows a slot, a checkpoint per verify.
+    ``MINIMAL_PRE_CONV``: the seed's row without z (RB-REPLAY-5), minimal for
+    a ring of pre-conv rows that rebuilds both the conv state and h.
+    ``REPLAYSSM``: one checkpoint and a ring of L (k, u, g) records, u =
+    beta (v - S^T k); rollback is a cursor move, a fold moves the records into
+    the checkpoint, and the conv state is rebuilt from a conv window apart.
+    ``POST_CONV_WITH_CONV_WINDOW``: post-SiLU k and v with g and beta, K - 1
+    rows, and a conv window of the K - 1 pre-conv columns (RB-REPLAY-4).
+    """
+
+    SEED_ROW = "seed-row"
+    MINIMAL_PRE_CONV = "minimal-pre-conv"
+    REPLAYSSM = "replayssm"
+    POST_CONV_WITH_CONV_WINDOW = "post-conv-with-conv-window"
+
+
+#: What "minimal" means for each design that has a minimal claim: which
+#: layout it is the smallest of. Never cite "minimal" without it.
+DESIGN_MINIMAL_FOR: Final = {
+    ReplayDesign.MINIMAL_PRE_CONV: (
+        "minimal among rows of pre-conv inputs that rebuild both the conv state and h "
+        "from a per-verify checkpoint (the seed's row without z)"
+    ),
+}
+
+
+class RecordStorage(enum.Enum):
+    """How a ReplaySSM record stores its k and u (g is FP32 in every one).
+
+    ``FP32``: the state's dtype (float64 in the model's float64 pipeline), 4
+    bytes a value. ``BF16_HI_LO``: a BF16 high part and a BF16 low part (the
+    rounding error of the high part), 4 bytes a value. ``BF16``: 2 bytes a value.
+    """
+
+    FP32 = "fp32"
+    BF16_HI_LO = "bf16-hi-lo"
+    BF16 = "bf16"
+
+    @property
+    def value_bytes(self) -> int:
+        """Bytes of one stored k or u value."""
+        return BF16_BYTES if self is RecordStorage.BF16 else 2 * BF16_BYTES
 
 
 class GdnShape(TypedDict):
@@ -237,3 +300,147 @@ def replay_row_sizes(shape: GdnShape, /) -> ReplayRowSizes:
             "replay_row_sizes", post_conv + conv_window_bytes(channels)
         ),
     )
+
+
+def seed_row_bytes(shape: GdnShape, /) -> int:
+    """Bytes of the seed's row (design (a)): ``ssm_replay_row_bytes(conv_dim + value_dim, nv)``.
+
+    Raises:
+        UsizeTypeError, UsizeRangeError: a dimension is not a count.
+        SsmReplayBytesOverflowError: the size exceeds ``USIZE_MAX``.
+
+    RB-REPLAY-6.
+    """
+    channels = conv_dim(shape)
+    value_dim = (
+        _count("seed_row_bytes", "value_head_dim", shape["value_head_dim"])
+        * shape["num_value_heads"]
+    )
+    return ssm_replay_row_bytes(
+        _fits("seed_row_bytes", channels + value_dim), shape["num_value_heads"]
+    )
+
+
+def post_conv_row_with_conv_window_bytes(shape: GdnShape, /) -> int:
+    """Bytes per window token of design (d): a post-conv row plus its conv-window column.
+
+    Raises:
+        UsizeTypeError, UsizeRangeError: a dimension is not a count.
+        SsmReplayBytesOverflowError: the size exceeds ``USIZE_MAX``.
+
+    RB-REPLAY-4, RB-REPLAY-9.
+    """
+    channels = conv_dim(shape)
+    nv = shape["num_value_heads"]
+    key_dim = shape["num_key_heads"] * shape["key_head_dim"]
+    row = post_conv_row_bytes(key_dim, nv * shape["value_head_dim"], nv)
+    return _fits("post_conv_row_with_conv_window_bytes", row + conv_window_bytes(channels))
+
+
+def replayssm_record_bytes(
+    shape: GdnShape, storage: RecordStorage, /, *, raw_inputs: bool = False
+) -> int:
+    """Bytes of one ReplaySSM record (design (c)) for one SSM layer.
+
+    The normed k per key head (``key_dim`` values) and u per value head
+    (``value_dim`` values), each in ``storage``, and g, one FP32 per value head.
+    ``raw_inputs`` adds what the closed-loop exact fold replays (SGLang PR
+    #28695): the raw post-conv k and v in BF16 and beta in FP32, a post-conv
+    row less its g (:func:`post_conv_row_bytes` minus ``nv * 4``).
+    For Qwen3-Next: 12416 bytes in BF16 and 24704 with BF16 low parts, the
+    figures SGLang's ``replayssm_ring_bytes_per_req`` counts (0.5.23,
+    ``sglang/srt/configs/mamba_utils.py``). The conv window is apart:
+    :func:`conv_window_bytes` per window token.
+
+    Raises:
+        UsizeTypeError, UsizeRangeError: a dimension is not a count.
+        SsmReplayBytesOverflowError: the size exceeds ``USIZE_MAX``.
+
+    RB-REPLAY-8.
+    """
+    name = "replayssm_record_bytes"
+    nk = _count(name, "num_key_heads", shape["num_key_heads"])
+    dk = _count(name, "key_head_dim", shape["key_head_dim"])
+    nv = _count(name, "num_value_heads", shape["num_value_heads"])
+    dv = _count(name, "value_head_dim", shape["value_head_dim"])
+    record = (nk * dk + nv * dv) * storage.value_bytes + nv * FP32_BYTES
+    if raw_inputs:
+        record += post_conv_row_bytes(nk * dk, nv * dv, nv) - nv * FP32_BYTES
+    return _fits(name, record)
+
+
+def design_row_bytes(
+    design: ReplayDesign, shape: GdnShape, /, *, storage: RecordStorage = RecordStorage.BF16_HI_LO
+) -> int:
+    """Bytes of one row of ``design``'s ring, per SSM layer (what ``size`` may print per design).
+
+    The post-conv design's row includes its conv-window column; ReplaySSM's
+    record does not (its conv window is apart, :func:`design_ring_bytes`).
+    ``storage`` is read for ReplaySSM only.
+
+    Raises:
+        UsizeTypeError, UsizeRangeError: a dimension is not a count.
+        SsmReplayBytesOverflowError: the size exceeds ``USIZE_MAX``.
+
+    RB-REPLAY-6 to RB-REPLAY-9.
+    """
+    if design is ReplayDesign.SEED_ROW:
+        return seed_row_bytes(shape)
+    if design is ReplayDesign.MINIMAL_PRE_CONV:
+        return minimal_replay_row_bytes(conv_dim(shape), shape["num_value_heads"])
+    if design is ReplayDesign.REPLAYSSM:
+        return replayssm_record_bytes(shape, storage)
+    return post_conv_row_with_conv_window_bytes(shape)
+
+
+def design_ring_rows(
+    design: ReplayDesign, k_ceiling: int, /, *, ring_length: int = REPLAYSSM_RING_LENGTH
+) -> int:
+    """Rows of ``design``'s ring a slot holds: ``max(K - 1, 0)``, or ReplaySSM's L, whatever K.
+
+    Raises:
+        UsizeTypeError, UsizeRangeError: an argument is not a count.
+
+    RB-REPLAY-2, RB-REPLAY-8.
+    """
+    k = _count("design_ring_rows", "k_ceiling", k_ceiling)
+    length = _count("design_ring_rows", "ring_length", ring_length)
+    return length if design is ReplayDesign.REPLAYSSM else max(k - 1, 0)
+
+
+def design_ring_bytes(  # noqa: PLR0913 (the ring's dimensions, each its own count)
+    design: ReplayDesign,
+    num_ssm_layers: int,
+    shape: GdnShape,
+    k_ceiling: int,
+    mtp_state_slots: int,
+    /,
+    *,
+    storage: RecordStorage = RecordStorage.BF16_HI_LO,
+    ring_length: int = REPLAYSSM_RING_LENGTH,
+) -> int:
+    """The whole ring of ``design`` for every slot and layer, conv windows included.
+
+    Per-verify designs: ``slots * max(K - 1, 0) * layers * row`` (RB-SIZE-2's
+    arithmetic). ReplaySSM: ``slots * layers * (L * record + max(K - 1, 0) *
+    conv_dim * 2)``, the ring of L records and a conv window of K - 1 pre-conv
+    columns.
+
+    Raises:
+        UsizeTypeError, UsizeRangeError: an argument is not a count.
+        SsmReplayBytesOverflowError: the size exceeds ``USIZE_MAX``.
+
+    RB-REPLAY-6 to RB-REPLAY-9.
+    """
+    row = design_row_bytes(design, shape, storage=storage)
+    if design is not ReplayDesign.REPLAYSSM:
+        return ssm_replay_ring_bytes(num_ssm_layers, row, k_ceiling, mtp_state_slots)
+    name = "design_ring_bytes"
+    records = _fits(name, design_ring_rows(design, k_ceiling, ring_length=ring_length) * row)
+    window = ssm_replay_ring_bytes(1, conv_window_bytes(conv_dim(shape)), k_ceiling, 1)
+    per_layer = _fits(name, records + window)
+    layers = _count(name, "num_ssm_layers", num_ssm_layers)
+    slots = _count(name, "mtp_state_slots", mtp_state_slots)
+    if not layers or not slots:
+        return 0
+    return _fits(name, slots * layers * per_layer)

@@ -28,35 +28,42 @@ import numpy as np
 
 from . import rows
 from .cases import Draw, ReplayCase, make_case, make_layer
-from .layer import GdnLayer, LayerState, Pipeline
+from .layer import GdnLayer, LayerState, Pipeline, as_module_holds
 from .paths import (
     MinimalRow,
+    SeedRow,
     capture_conv_window,
     capture_minimal_ring,
     capture_post_conv_ring,
     replay_rows,
     restore_from_snapshots,
 )
+from .rounds import plain_decode
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
 
     from .layer import Array
+    from .rounds import DecoderFactory
     from .rows import GdnShape, ReplayRowSizes
 
 __all__ = [
     "POST_CONV_FILE",
     "REBUILD_FILE",
+    "ROUNDS_FILE",
     "ROW_BYTES_FILE",
     "CaseDims",
     "RebuildCase",
+    "RoundsCase",
     "RowBytesCase",
+    "decode_case",
     "generate_replay_vectors",
     "main",
     "rebuild_from_case",
 ]
 
 REBUILD_FILE: Final = "rebuild.json"
+ROUNDS_FILE: Final = "rounds.json"
 POST_CONV_FILE: Final = "post_conv.json"
 ROW_BYTES_FILE: Final = "row_bytes.json"
 _SEED: Final = 20261130
@@ -133,12 +140,44 @@ class RebuildCase(TypedDict, total=False):
 
 
 class RowBytesExpected(TypedDict):
-    """The byte figures of a row-size case."""
+    """The byte figures of a row-size case.
+
+    ``design_row_bytes`` and ``design_ring_bytes`` are by design
+    (:class:`.rows.ReplayDesign` values; ReplaySSM with BF16 low parts and its
+    default L of 16; ``design_record_bytes`` gives its record in each storage).
+    """
 
     conv_dim: int
     sizes: ReplayRowSizes
     minimal_replay_ring_bytes: int
     post_conv_ring_bytes: int
+    design_row_bytes: dict[str, int]
+    design_ring_bytes: dict[str, int]
+    design_record_bytes: dict[str, int]
+
+
+class RoundJson(TypedDict):
+    """One verify round of a ``rounds.json`` decode: its window's rows and what it accepts."""
+
+    rows: list[RingRowJson]
+    accepted: int
+    reuse_slot_after: bool
+    expected: StateJson
+
+
+class RoundsCase(TypedDict):
+    """One case of ``rounds.json``: a decode of many verify rounds from an initial state."""
+
+    id: str
+    clauses: list[str]
+    pipeline: Literal["float64", "bf16-rows-fp32-state"]
+    dims: CaseDims
+    conv_weight: Matrix
+    k_ceiling: int
+    ring_length: int
+    initial: StateJson
+    rounds: list[RoundJson]
+    expected: StateJson
 
 
 class RowBytesCase(TypedDict):
@@ -185,7 +224,8 @@ def _dims(case: ReplayCase, /) -> CaseDims:
 
 
 def _common(case: ReplayCase, name: str, clauses: list[str], /) -> RebuildCase:
-    weight = np.asarray(case.layer.conv_weight, dtype=case.pipeline.dtype)
+    # The weight as the module holds it: BF16 values in the BF16 pipeline.
+    weight = as_module_holds(case.layer.conv_weight, case.pipeline.dtype)
     return RebuildCase(
         id=name,
         clauses=clauses,
@@ -221,6 +261,8 @@ def _rebuild_cases(rng: random.Random, /) -> list[RebuildCase]:
         clauses = ["RB-REPLAY-1", "RB-REPLAY-3"]
         if case.accepted == case.window - 1:
             clauses.insert(1, "RB-REPLAY-2")
+        if case.pipeline is Pipeline.BF16_ROWS_FP32_STATE:
+            clauses.append("RB-REPLAY-10")
         name = f"{len(out):03d}-{case.pipeline.value}-k{case.window}-a{case.accepted}"
         entry = _common(case, name, clauses)
         entry["ring"] = [
@@ -281,11 +323,22 @@ def _row_bytes_cases() -> list[RowBytesCase]:
                     layers, channels, shape["num_value_heads"], k_ceiling, slots
                 ),
                 post_conv_ring_bytes=rows.post_conv_ring_bytes(layers, shape, k_ceiling, slots),
+                design_row_bytes={
+                    d.value: rows.design_row_bytes(d, shape) for d in rows.ReplayDesign
+                },
+                design_ring_bytes={
+                    d.value: rows.design_ring_bytes(d, layers, shape, k_ceiling, slots)
+                    for d in rows.ReplayDesign
+                },
+                design_record_bytes={
+                    storage.value: rows.replayssm_record_bytes(shape, storage)
+                    for storage in rows.RecordStorage
+                },
             )
             out.append(
                 RowBytesCase(
                     id=f"{len(out):03d}",
-                    clauses=["RB-REPLAY-5"],
+                    clauses=["RB-REPLAY-5", "RB-REPLAY-9"],
                     dims=shape,
                     num_ssm_layers=layers,
                     k_ceiling=k_ceiling,
@@ -296,7 +349,69 @@ def _row_bytes_cases() -> list[RowBytesCase]:
     return out
 
 
-def _file(description: str, cases: list[RebuildCase] | list[RowBytesCase], /) -> str:
+# The decodes' rounds: (drafts, accepted, reuse the slot after it). Drafts
+# vary (adaptive drafting), short rounds follow long ones so that a ring's
+# earlier rows are still there, and ring length 5 with K ceiling 4 makes
+# ReplaySSM fold.
+_ROUNDS: Final = (
+    (3, 2, False),
+    (1, 1, False),
+    (3, 4, True),
+    (0, 1, False),
+    (2, 3, False),
+    (3, 1, False),
+    (2, 2, True),
+    (1, 2, False),
+)
+_K_CEILING: Final = 4
+_RING_LENGTH: Final = 5
+
+
+def _rounds_cases(rng: random.Random, /) -> list[RoundsCase]:
+    draw = _drawer(rng)
+    out: list[RoundsCase] = []
+    for shape in _SHAPES:
+        layer = make_layer(shape, draw)
+        for pipeline in Pipeline:
+            start = make_case(layer, pipeline, 1, 1, draw)
+            state, decoded = start.checkpoint, []
+            for drafts, accepted, reuse in _ROUNDS:
+                window = make_case(layer, pipeline, drafts + 1, 1, draw).rows
+                state = plain_decode(layer, state, window[:accepted])
+                decoded.append(
+                    RoundJson(
+                        rows=[
+                            RingRowJson(qkv=_hex(r.qkv), g=_hex(r.g), beta=_hex(r.beta))  # type: ignore[typeddict-item]
+                            for r in window
+                        ],
+                        accepted=accepted,
+                        reuse_slot_after=reuse,
+                        expected=_state(state),
+                    )
+                )
+            dims = _dims(start)
+            dims["window"] = _K_CEILING
+            weight = as_module_holds(layer.conv_weight, pipeline.dtype)
+            out.append(
+                RoundsCase(
+                    id=f"{len(out):03d}-{pipeline.value}",
+                    clauses=["RB-REPLAY-6", "RB-REPLAY-7", "RB-REPLAY-8"],
+                    pipeline=pipeline.value,
+                    dims=dims,
+                    conv_weight=_hex(weight),  # type: ignore[typeddict-item]
+                    k_ceiling=_K_CEILING,
+                    ring_length=_RING_LENGTH,
+                    initial=_state(start.checkpoint),
+                    rounds=decoded,
+                    expected=_state(state),
+                )
+            )
+    return out
+
+
+def _file(
+    description: str, cases: list[RebuildCase] | list[RowBytesCase] | list[RoundsCase], /
+) -> str:
     document = {"description": description, "status": _STATUS, "cases": cases}
     # One case a line keeps diffs readable and the text stable.
     lines = [",\n".join("  " + json.dumps(case, separators=(",", ":")) for case in cases)]
@@ -384,6 +499,28 @@ def _schema() -> str:
                                     },
                                 },
                                 "conv_window": {"$ref": "#/$defs/matrix"},
+                                "k_ceiling": {"type": "integer", "minimum": 1},
+                                "ring_length": {"type": "integer", "minimum": 1},
+                                "initial": {"$ref": "#/$defs/state"},
+                                "rounds": {
+                                    "type": "array",
+                                    "items": {
+                                        "type": "object",
+                                        "properties": {
+                                            "rows": {"type": "array", "minItems": 1},
+                                            "accepted": {"type": "integer", "minimum": 1},
+                                            "reuse_slot_after": {"type": "boolean"},
+                                            "expected": {"$ref": "#/$defs/state"},
+                                        },
+                                        "required": [
+                                            "rows",
+                                            "accepted",
+                                            "reuse_slot_after",
+                                            "expected",
+                                        ],
+                                        "additionalProperties": False,
+                                    },
+                                },
                                 "accepted": {"type": "integer", "minimum": 1},
                                 "expected": {},
                             },
@@ -444,8 +581,17 @@ def generate_replay_vectors() -> dict[str, str]:
             _post_conv_cases(rng),
         ),
         ROW_BYTES_FILE: _file(
-            "Row and ring bytes of the seed's row, the minimal row and the post-conv layout.",
+            "Row and ring bytes of the seed's row, the minimal row and the post-conv layout, "
+            "and of every design's row and ring (ReplaySSM's record in each storage).",
             _row_bytes_cases(),
+        ),
+        ROUNDS_FILE: _file(
+            "Decodes of many verify rounds: from `initial`, each round's window of rows "
+            "(pre-conv q, k, v; g; beta) of which `accepted` are kept; after each round, "
+            "whatever the design, the state must be the round's `expected`, plain "
+            "decoding's over the accepted rows. `reuse_slot_after` copies the state into "
+            "a reused slot; `k_ceiling` bounds the windows, `ring_length` is ReplaySSM's L.",
+            _rounds_cases(rng),
         ),
         "schema.json": _schema(),
     }
@@ -482,9 +628,23 @@ def rebuild_from_case(case: RebuildCase, /) -> tuple[LayerState, LayerState]:
 
     RB-REPLAY-1.
     """
-    pipeline = Pipeline(case["pipeline"])
-    dims, dtype = case["dims"], pipeline.dtype
-    layer = GdnLayer(
+    dtype = Pipeline(case["pipeline"]).dtype
+    layer = _layer_of(case, dtype)
+
+    def state(found: StateJson) -> LayerState:
+        return LayerState(conv=_array(found["conv"], dtype), h=_array(found["h"], dtype))
+
+    ring = [
+        MinimalRow(_array(r["qkv"], dtype), _array(r["g"], dtype), _array(r["beta"], dtype))
+        for r in case["ring"]
+    ]
+    rebuilt = replay_rows(layer, state(case["checkpoint"]), ring, case["accepted"])
+    return rebuilt, state(case["expected"])
+
+
+def _layer_of(case: RebuildCase | RoundsCase, dtype: type[np.floating], /) -> GdnLayer:
+    dims = case["dims"]
+    return GdnLayer(
         num_key_heads=dims["num_key_heads"],
         key_head_dim=dims["key_head_dim"],
         num_value_heads=dims["num_value_heads"],
@@ -497,15 +657,39 @@ def rebuild_from_case(case: RebuildCase, /) -> tuple[LayerState, LayerState]:
         norm_weight=np.ones(dims["value_head_dim"]),
     )
 
+
+def decode_case(case: RoundsCase, make: DecoderFactory, /) -> list[tuple[LayerState, LayerState]]:
+    """Decode a ``rounds.json`` case with the decoder ``make`` builds.
+
+    Returns, per round, the state the design yields and the case's expected
+    state. z is not in the case (no state reads it), so the rows carry zeros.
+
+    Raises:
+        KeyError: the case is not a ``rounds.json`` case.
+
+    RB-REPLAY-6 to RB-REPLAY-8.
+    """
+    pipeline = Pipeline(case["pipeline"])
+    dtype = pipeline.dtype
+    layer = _layer_of(case, dtype)
+
     def state(found: StateJson) -> LayerState:
         return LayerState(conv=_array(found["conv"], dtype), h=_array(found["h"], dtype))
 
-    ring = [
-        MinimalRow(_array(r["qkv"], dtype), _array(r["g"], dtype), _array(r["beta"], dtype))
-        for r in case["ring"]
-    ]
-    rebuilt = replay_rows(layer, state(case["checkpoint"]), ring, case["accepted"])
-    return rebuilt, state(case["expected"])
+    initial = state(case["initial"])
+    decoder = make(layer, pipeline, initial, case["k_ceiling"], case["ring_length"])
+    zeros = np.zeros(layer.value_dim, dtype=dtype)
+    out = []
+    for decoded in case["rounds"]:
+        window = [
+            SeedRow(_array(r["qkv"], dtype), zeros, _array(r["g"], dtype), _array(r["beta"], dtype))
+            for r in decoded["rows"]
+        ]
+        decoder.verify_round(window, decoded["accepted"])
+        if decoded["reuse_slot_after"]:
+            decoder.reuse_slot()
+        out.append((decoder.state(), state(decoded["expected"])))
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from spec import SPEC_VERSION
-from spec.harness.clauses import DRAFT_CLAUSES, UnknownClauseError, select_clauses
+from spec.harness.clauses import CLAUSES, DRAFT_CLAUSES, UnknownClauseError, select_clauses
 from spec.harness.failures import AdapterFailure
 from spec.harness.oracle import allowed_replies
 from spec.harness.protocol import encode
@@ -174,8 +174,8 @@ def _run_suite(arguments: argparse.Namespace, /) -> SuiteReport:
         raise CliError(f"--clause: {error}") from None
     if selected and selected <= DRAFT_CLAUSES:
         raise CliError(
-            f"--clause: {', '.join(sorted(selected))} is draft, checked by the replay model "
-            "in the repository (tests/replay), not by check"
+            f"--clause: {', '.join(sorted(selected, key=CLAUSES.index))} is draft, checked by"
+            " the replay model in the repository (tests/replay), not by check"
         )
     _preflight(arguments)
     with tempfile.TemporaryDirectory() as scratch:

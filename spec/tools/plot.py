@@ -15,16 +15,16 @@ from .errors import CliError
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from .sizing import SweepRow
+    from spec.sizing.views import SweepRow
 
 __all__ = ["plot_sweep"]
 
-#: How the legend names each snapshot view.
+#: How the legend names each view's speculative state (the engine's version is appended).
 _VIEW_LABELS: Final = {
     "module": "snapshot, module view (dense)",
     "vllm": "snapshot, vLLM",
-    "vllm-align": "snapshot, vLLM align mode",
     "sglang": "snapshot, SGLang (one draft chain)",
+    "sglang-replayssm": "ReplaySSM ring + conv windows, SGLang",
 }
 
 
@@ -33,7 +33,11 @@ _MARKERS: Final = ("s", "^", "v", "D", "x", "+")
 
 
 def plot_sweep(rows: Sequence[SweepRow], target: str, /, *, title: str) -> None:
-    """Draw the replay ring and each snapshot view against num_drafts, on a log scale.
+    """Draw the three rings and each view's speculative state against num_drafts, per GPU.
+
+    The rings: the seed's, the minimal one (minimal for the seed's
+    replay-from-checkpoint design, not for ReplaySSM) and SGLang's ReplaySSM
+    ring; a log scale.
 
     The format follows the suffix of ``target``: ``.png`` or ``.svg``.
 
@@ -50,18 +54,33 @@ def plot_sweep(rows: Sequence[SweepRow], target: str, /, *, title: str) -> None:
     FigureCanvasAgg(figure)
     axes = figure.add_subplot()
     # A log axis cannot show zero: no drafts means no ring, so that point is left out.
-    drafts = [row.num_drafts for row in rows if row.replay_ring_bytes > 0]
-    ring = [row.replay_ring_bytes for row in rows if row.replay_ring_bytes > 0]
-    axes.plot(drafts, ring, marker="o", linewidth=2.5, label="replay ring (the contract)")
-    for engine, marker in zip(rows[0].snapshot_bytes, _MARKERS, strict=False):
-        points = [(row.num_drafts, row.snapshot_bytes[engine]) for row in rows]
+    drafts = [row.num_drafts for row in rows if row.seed_ring[1] > 0]
+    ring = [row.seed_ring[1] for row in rows if row.seed_ring[1] > 0]
+    axes.plot(drafts, ring, marker="o", linewidth=2.5, label="seed replay ring (the contract)")
+    minimal = [row.minimal_ring[1] for row in rows if row.seed_ring[1] > 0]
+    axes.plot(
+        drafts,
+        minimal,
+        marker="o",
+        linewidth=1.5,
+        label="minimal ring (for replay from a checkpoint, not ReplaySSM)",
+    )
+    axes.plot(
+        [row.num_drafts for row in rows],
+        [row.replayssm_ring[1] for row in rows],
+        marker="*",
+        linewidth=1.5,
+        label="ReplaySSM ring alone, SGLang 0.5.23",
+    )
+    for view, marker in zip(rows[0].speculative, _MARKERS, strict=False):
+        points = [(row.num_drafts, row.speculative[view][1]) for row in rows]
         shown = [(x, y) for x, y in points if y > 0]
         axes.plot(
             [x for x, _ in shown],
             [y for _, y in shown],
             marker=marker,
             linestyle="--",
-            label=_VIEW_LABELS.get(engine.value, engine.value),
+            label=f"{_VIEW_LABELS.get(view.value, view.value)} ({view.engine})",
         )
     axes.set_yscale("log")
     axes.set_xlabel("drafts per step (num_drafts)")

@@ -9,8 +9,23 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final, TypedDict
 
 from spec import SPEC_VERSION
+from spec.replay.rows import ReplayDesign
+from spec.sizing import dimensions as dims
+from spec.sizing import replayssm, rings, sglang, vllm
+from spec.sizing.dtypes import Dtype, UnsupportedDtypeError, dtypes_from_config
+from spec.sizing.views import (
+    Model,
+    Setup,
+    SnapshotFigures,
+    SnapshotSizing,
+    SweepFigures,
+    SweepRow,
+    View,
+    size_view,
+    sweep,
+    view_dtypes,
+)
 
-from . import sizing
 from .arguments import whole_number
 from .errors import CliError, ExitStatus
 from .files import JsonFileError, read_json_file
@@ -61,19 +76,22 @@ _FIGURE_NAMES: Final = {
 
 #: What each view's base state is, per request and layer.
 _BASE_FORMULA: Final = {
-    sizing.Engine.MODULE: "(h + (K-1) conv columns)",
-    sizing.Engine.VLLM: "one block of (h + (K-1) conv columns)",
-    sizing.Engine.VLLM_ALIGN: "two blocks of (h + (K-1) conv columns)",
-    sizing.Engine.SGLANG: "(h + (K-1) conv columns)",
+    View.MODULE: "(h + (K-1) conv columns)",
+    View.VLLM: "the blocks with no drafts, each a page of (h + (K-1) columns), padded",
+    View.SGLANG: "R x (h + (K-1) conv columns), R states per running request",
+    View.SGLANG_REPLAYSSM: "R x (h + (K-1) conv columns), R states per running request",
 }
 
 #: What each view adds for speculation, per request and layer.
 _SPECULATIVE_FORMULA: Final = {
-    sizing.Engine.MODULE: "k x (h + (K-1) conv columns), the dense layout",
-    sizing.Engine.VLLM: "(1 + num_drafts) x (h + (K-1+num_drafts) columns), less the base",
-    sizing.Engine.VLLM_ALIGN: "(2 + num_drafts) x (h + (K-1+num_drafts) columns), less the base",
-    sizing.Engine.SGLANG: "(D x h + (D+K-2) conv columns), D = num_drafts + 1",
+    View.MODULE: "k x (h + (K-1) conv columns), the dense layout",
+    View.VLLM: "blocks x pages of (h + (K-1+num_drafts) columns), padded, less the base",
+    View.SGLANG: "(D x h + (D+K-2) conv columns), D = num_drafts + 1",
+    View.SGLANG_REPLAYSSM: "((D+K-2) conv columns + L ReplaySSM records), D = num_drafts + 1",
 }
+
+#: Old view names that still work, and the view each now names.
+_VIEW_ALIASES: Final = {"vllm-align": View.VLLM}
 
 _PLOT_SUFFIXES: Final = (".png", ".svg")
 
@@ -81,20 +99,30 @@ _PLOT_SUFFIXES: Final = (".png", ".svg")
 class _Report(TypedDict):
     spec_version: str
     tp: int
-    replay: sizing.ReplayFigures
-    snapshot: sizing.SnapshotFigures
+    replay: rings.ReplayFigures
+    snapshot: SnapshotFigures
     snapshot_to_replay: float | None
     preflight_covers_pool: bool
     shortfall_bytes: int
 
 
+class _ViewFigures(TypedDict):
+    engine: str
+    setup: str
+    recurrent: str
+    conv: str
+
+
 class _SweepReport(TypedDict):
     spec_version: str
     tp: int
+    slots: int
     requests: int
     requests_from: str
-    dtypes: dict[str, dict[str, str]]
-    rows: list[sizing.SweepFigures]
+    minimal_ring_is: str
+    replayssm_ring_follows: str
+    views: dict[str, _ViewFigures]
+    rows: list[SweepFigures]
 
 
 def _positive(text: str, /) -> int:
@@ -157,12 +185,45 @@ def add_size_command(commands: argparse._SubParsersAction[argparse.ArgumentParse
     )
     size.add_argument(
         "--engine",
-        choices=[engine.value for engine in sizing.Engine],
-        help="whose snapshot-state layout to compare against (default: module; "
-        "a sweep or plot shows every view unless this names one)",
+        choices=[*(view.value for view in View), *_VIEW_ALIASES],
+        help="whose state layout to compare against (default: module; a sweep or plot shows "
+        "every view unless this names one; vllm-align is the old name of vllm)",
     )
-    size.add_argument("--state-dtype", choices=sizing.DTYPE_BYTES, help="override the h dtype")
-    size.add_argument("--conv-dtype", choices=sizing.DTYPE_BYTES, help="override the conv dtype")
+    dtypes = [dtype.value for dtype in Dtype]
+    size.add_argument(
+        "--state-dtype",
+        choices=dtypes,
+        help="force the h dtype (vLLM's --mamba-ssm-cache-dtype, SGLang's --mamba-ssm-dtype)",
+    )
+    size.add_argument(
+        "--conv-dtype",
+        choices=dtypes,
+        help="force the conv dtype (vLLM's --mamba-cache-dtype, SGLang's SGLANG_MAMBA_CONV_DTYPE)",
+    )
+    size.add_argument(
+        "--no-enable-prefix-caching",
+        dest="prefix_caching",
+        action="store_false",
+        help=f"the vllm view without prefix caching (mamba_cache_mode none; {vllm.ENGINE})",
+    )
+    size.add_argument(
+        "--gpu",
+        choices=[gpu.value for gpu in vllm.Gpu],
+        default=vllm.Gpu.SM90.value,
+        help="the GPU generation the vllm view runs on (default: sm90)",
+    )
+    size.add_argument(
+        "--disable-radix-cache",
+        action="store_true",
+        help=f"the sglang views without the radix cache ({sglang.ENGINE})",
+    )
+    size.add_argument(
+        "--linear-replayssm-cache-len",
+        type=_positive,
+        default=None,
+        metavar="L",
+        help="records per slot of the sglang-replayssm ring (default: 16, as SGLang)",
+    )
     size.add_argument("--tp", type=_positive, default=1, metavar="N", help="tensor-parallel GPUs")
     size.add_argument("--batch", type=_positive, metavar="N", help="concurrent requests")
     output = size.add_mutually_exclusive_group()
@@ -190,6 +251,10 @@ def _short(size: int, /) -> str:
     return f"{value:,.1f} TiB"
 
 
+def _count(number: int, noun: str, /) -> str:
+    return f"{number:,} {noun}" if number == 1 else f"{number:,} {noun}s"
+
+
 def _ratio(value: float | None, /) -> str:
     return "-" if value is None else f"{value:,.1f}x"
 
@@ -206,46 +271,61 @@ def _config(arguments: argparse.Namespace, /) -> dict[str, object] | None:
     return config
 
 
-def _dimensions(
-    arguments: argparse.Namespace, config: dict[str, object] | None, /
-) -> sizing.GdnDimensions:
+def _model(arguments: argparse.Namespace, config: dict[str, object] | None, /) -> Model:
     given = {flag: getattr(arguments, flag) for flag in _DIMENSION_FLAGS}
+    attention = None
+    found = None
+    architecture = None
     if config is not None:
         if any(value is not None for value in given.values()):
             raise CliError("give either --config or the explicit dimensions, not both")
         try:
-            dimensions = sizing.dimensions_from_config(config)
-        except sizing.ConfigError as error:
+            dimensions = dims.dimensions_from_config(config)
+            attention = dims.attention_from_config(config)
+            found = dtypes_from_config(config)
+        except dims.ConfigError as error:
             raise CliError(f"--config {arguments.config}: {error}") from None
+        architecture = dims.architecture_from_config(config)
     else:
         missing = [f"--{flag.replace('_', '-')}" for flag, value in given.items() if value is None]
         if missing:
             raise CliError(f"give --config, or every dimension (missing {', '.join(missing)})")
-        dimensions = sizing.GdnDimensions(**{_DIMENSION_FLAGS[f]: v for f, v in given.items()})
+        dimensions = dims.GdnDimensions(**{_DIMENSION_FLAGS[f]: v for f, v in given.items()})
     try:
-        return dimensions.per_gpu(arguments.tp)
-    except sizing.TensorParallelError as error:
+        dimensions = dimensions.per_gpu(arguments.tp)
+    except dims.TensorParallelError as error:
         source = f" of --config {arguments.config}" if config is not None else ""
         raise CliError(
             f"--tp {error.tp} does not divide the {error.count} {error.heads}{source}"
         ) from None
-
-
-def _dtypes(
-    arguments: argparse.Namespace, config: dict[str, object] | None, engine: sizing.Engine, /
-) -> sizing.StateDtypes:
-    found = sizing.ConfigDtypes()
-    if config is not None:
-        try:
-            found = sizing.dtypes_from_config(config)
-        except sizing.ConfigError as error:
-            raise CliError(f"--config {arguments.config}: {error}") from None
-    return sizing.engine_dtypes(
-        engine, found, recurrent=arguments.state_dtype, conv=arguments.conv_dtype
+    return Model(
+        dimensions=dimensions,
+        attention=None if attention is None else attention.per_gpu(arguments.tp),
+        architecture=architecture,
+        **({} if found is None else {"dtypes": found}),
     )
 
 
-def _overflow(error: sizing.SizingOverflowError, arguments: argparse.Namespace, /) -> CliError:
+def _setup(arguments: argparse.Namespace, /) -> Setup:
+    length = arguments.linear_replayssm_cache_len
+    return Setup(
+        vllm=vllm.VllmSetup(prefix_caching=arguments.prefix_caching, gpu=vllm.Gpu(arguments.gpu)),
+        sglang=sglang.SglangSetup(radix_cache=not arguments.disable_radix_cache),
+        replayssm_cache_len=length or replayssm.DEFAULT_CACHE_LEN,
+        recurrent=None if arguments.state_dtype is None else Dtype(arguments.state_dtype),
+        conv=None if arguments.conv_dtype is None else Dtype(arguments.conv_dtype),
+    )
+
+
+def _unsupported(error: UnsupportedDtypeError, arguments: argparse.Namespace, /) -> CliError:
+    # Name what the user typed, or else the config that named the dtype.
+    for flag in ("state_dtype", "conv_dtype"):
+        if getattr(arguments, flag) == error.dtype.value:
+            return CliError(f"--{flag.replace('_', '-')} {error.dtype.value}: {error}")
+    return CliError(f"--config {arguments.config}: {error}")
+
+
+def _overflow(error: rings.SizingOverflowError, arguments: argparse.Namespace, /) -> CliError:
     shown = []
     for flag in _FLAGS_OF_FIGURE[error.figure]:
         value = getattr(arguments, flag.removeprefix("--").replace("-", "_"))
@@ -263,44 +343,60 @@ def _check_plot_path(arguments: argparse.Namespace, /) -> None:
         raise CliError(f"--plot {arguments.plot}: give a .png or .svg path")
 
 
+def _view(arguments: argparse.Namespace, /) -> View:
+    name = arguments.engine or View.MODULE.value
+    return _VIEW_ALIASES.get(name) or View(name)
+
+
+def _requests(arguments: argparse.Namespace, /) -> int:
+    # The engines' own requests: the seed's dummy slot is the module's, and
+    # each engine adds its own pool padding instead.
+    return int(arguments.batch or arguments.mtp_slots)
+
+
 def _size(arguments: argparse.Namespace, /) -> int:
     _check_plot_path(arguments)
     config = _config(arguments)
-    dimensions = _dimensions(arguments, config)
+    model = _model(arguments, config)
+    setup = _setup(arguments)
     counts: tuple[int, ...] = arguments.num_drafts
     if len(counts) > 1:
-        return _sweep(arguments, config, dimensions, counts)
+        return _sweep(arguments, model, setup, counts)
     # Overflow messages show the value the user typed, not a one-element tuple.
     arguments.num_drafts = counts[0]
     if arguments.mtp_state_slots is None:
         arguments.mtp_state_slots = arguments.mtp_slots + 1
     if arguments.num_intermediates is None:
         arguments.num_intermediates = arguments.num_drafts + 1
-    engine = sizing.Engine(arguments.engine or sizing.Engine.MODULE.value)
+    view = _view(arguments)
     try:
-        replay = sizing.size_replay(
-            dimensions,
+        replay = rings.size_replay(
+            model.dimensions,
             num_drafts=arguments.num_drafts,
             mtp_slots=arguments.mtp_slots,
             mtp_state_slots=arguments.mtp_state_slots,
             num_intermediates=arguments.num_intermediates,
             batch=arguments.batch,
         )
-    except sizing.SizingOverflowError as error:
+    except rings.SizingOverflowError as error:
         raise _overflow(error, arguments) from None
-    snapshot = sizing.size_snapshot(
-        dimensions,
-        engine,
-        num_drafts=arguments.num_drafts,
-        slots=replay.pool_slots,
-        dtypes=_dtypes(arguments, config, engine),
-        num_intermediates=arguments.num_intermediates,
-        batch=arguments.batch,
-    )
-    ratio = snapshot.speculative_bytes / replay.pool_ring_bytes if replay.pool_ring_bytes else None
+    slots = arguments.batch or replay.pool_slots
+    try:
+        snapshot = size_view(
+            view,
+            model,
+            num_drafts=arguments.num_drafts,
+            requests=slots if view is View.MODULE else _requests(arguments),
+            setup=setup,
+            num_intermediates=arguments.num_intermediates,
+        )
+    except UnsupportedDtypeError as error:
+        raise _unsupported(error, arguments) from None
+    ring = replay.batch_ring_bytes if arguments.batch else replay.pool_ring_bytes
+    ratio = snapshot.speculative_bytes / ring if ring else None
     # Drawn first, so that a plot that cannot be written leaves no report behind.
     if arguments.plot is not None:
-        _plot(arguments, config, dimensions, counts)
+        _plot(arguments, model, setup, counts)
     output = OutputFormat.JSON if arguments.json else OutputFormat(arguments.format)
     if output is OutputFormat.JSON:
         report = _Report(
@@ -314,7 +410,7 @@ def _size(arguments: argparse.Namespace, /) -> int:
         )
         write_json(arguments.json or "-", report)
     else:
-        sections = _sections(dimensions, replay, snapshot, ratio, arguments)
+        sections = _sections(model.dimensions, replay, snapshot, ratio, arguments)
         print(_markdown(sections) if output is OutputFormat.MARKDOWN else _text(sections))
     return ExitStatus.OK
 
@@ -322,14 +418,9 @@ def _size(arguments: argparse.Namespace, /) -> int:
 _Section = tuple[str, list[tuple[str, str]]]
 
 
-def _sections(
-    d: sizing.GdnDimensions,
-    f: sizing.ReplaySizing,
-    s: sizing.SnapshotSizing,
-    ratio: float | None,
-    arguments: argparse.Namespace,
-    /,
-) -> list[_Section]:
+def _replay_section(
+    d: dims.GdnDimensions, f: rings.ReplaySizing, arguments: argparse.Namespace, /
+) -> list[tuple[str, str]]:
     covers = "yes" if f.preflight_covers_pool else f"no: short by {_human(f.shortfall_bytes)}"
     qkvz = (
         f"2 x {d.num_key_heads} x {d.key_head_dim} + 2 x {d.num_value_heads} x {d.value_head_dim}"
@@ -342,7 +433,8 @@ def _sections(
             "replay row",
             (
                 f"{_human(f.row_bytes)} per token per layer"
-                f"  ({f.qkvz_elems:,} BF16 + {d.num_value_heads} x 2 FP32)"
+                f"  ({f.qkvz_elems:,} BF16 + {d.num_value_heads} x 2 FP32),"
+                f" design {ReplayDesign.SEED_ROW.value}"
             ),
         ),
         (
@@ -369,50 +461,86 @@ def _sections(
             (
                 f"{_human(f.minimal_replay_row_bytes)} per token per layer without z"
                 f" ({d.conv_dim:,} BF16 + {d.num_value_heads} x 2 FP32), pool ring"
-                f" {_human(f.minimal_pool_ring_bytes)} (docs/replay.md)"
+                f" {_human(f.minimal_pool_ring_bytes)}; {rings.MINIMAL_RING_SCOPE}"
+                " (docs/replay.md)"
             ),
         )
     )
-    layers = f"{s.slots} slots x {f.num_gdn_layers} layers"
+    return replay
+
+
+def _sections(
+    d: dims.GdnDimensions,
+    f: rings.ReplaySizing,
+    s: SnapshotSizing,
+    ratio: float | None,
+    arguments: argparse.Namespace,
+    /,
+) -> list[_Section]:
+    layers = f"{_count(s.requests, 'slot' if s.view is View.MODULE else 'request')} x"
+    layers += f" {f.num_gdn_layers} layers"
     snapshot = [
+        ("follows", s.view.engine),
+        ("setup", s.setup),
         (
             "recurrent state h",
             (
                 f"{_human(s.recurrent_bytes_per_layer)} per layer"
-                f" ({d.recurrent_state_values:,} x {s.dtypes.recurrent})"
+                f" ({d.recurrent_state_values:,} x {s.dtypes.recurrent.value})"
             ),
         ),
         (
             "conv column",
             (
                 f"{_human(s.conv_column_bytes_per_layer)} per layer"
-                f" ({d.conv_dim:,} x {s.dtypes.conv}), K = {d.conv_kernel}"
+                f" ({d.conv_dim:,} x {s.dtypes.conv.value}), K = {d.conv_kernel}"
             ),
         ),
-        ("base state", f"{_human(s.base_bytes)}  ({layers} x {_BASE_FORMULA[s.engine]})"),
-        (
-            "speculative state",
-            f"{_human(s.speculative_bytes)}  ({layers} x {_SPECULATIVE_FORMULA[s.engine]})",
-        ),
-        ("base + speculative", _human(s.total_bytes)),
-        ("speculative / ring", f"{_ratio(ratio)}  (over the pool allocation)"),
     ]
-    if s.batch is not None:
-        batch = s.as_dict()
+    if s.page is not None:
+        padded = (
+            "not padded: the config names no attention fields"
+            if s.page.padded_page_bytes is None
+            else f"padded to {_human(s.page.padded_page_bytes)} (attention block of"
+            f" {s.page.block_size} tokens)"
+        )
         snapshot.append(
             (
-                f"batch of {s.batch} requests",
+                "page",
                 (
-                    f"base {_human(batch['batch_base_bytes'] or 0)},"
-                    f" speculative {_human(batch['batch_speculative_bytes'] or 0)}"
+                    f"{_human(s.page.page_bytes)} per layer, {padded};"
+                    f" {s.page.blocks_per_request} blocks per request"
                 ),
             )
         )
+    if s.replayssm_record_bytes is not None:
+        snapshot.append(
+            (
+                "ReplaySSM record",
+                (
+                    f"{_human(s.replayssm_record_bytes)} per record per layer,"
+                    f" {s.replayssm_cache_len} records per slot"
+                ),
+            )
+        )
+    padding = s.base_padding_bytes + s.speculative_padding_bytes
+    snapshot += [
+        ("base state", f"{_human(s.base_bytes)}  ({layers} x {_BASE_FORMULA[s.view]})"),
+        (
+            "speculative state",
+            f"{_human(s.speculative_bytes)}  ({layers} x {_SPECULATIVE_FORMULA[s.view]})",
+        ),
+        ("base + speculative", _human(s.total_bytes)),
+    ]
+    if s.view is not View.MODULE:
+        snapshot.append(("of which pool padding", _human(padding)))
+    over = "the batch's ring" if arguments.batch else "the pool allocation"
+    snapshot.append(("speculative / ring", f"{_ratio(ratio)}  (over {over})"))
     heading = (
         "Estimate, not part of the module's contract: "
-        f"snapshot state, {s.engine.value} view (docs/sizing.md)"
+        f"snapshot state, {s.view.value} view, {s.view.engine} (docs/sizing.md)"
     )
-    return [("Replay ring (the contract)", replay), (heading, snapshot)]
+    return [("Replay ring (the contract)", _replay_section(d, f, arguments)), (heading, snapshot)]
 
 
 def _text(sections: Sequence[_Section], /) -> str:
@@ -440,16 +568,16 @@ def _markdown(sections: Sequence[_Section], /) -> str:
     return "\n".join(lines)
 
 
-def _views(arguments: argparse.Namespace, /) -> list[sizing.Engine]:
+def _views(arguments: argparse.Namespace, /) -> list[View]:
     if arguments.engine is None:
-        return list(sizing.Engine)
-    return [sizing.Engine(arguments.engine)]
+        return list(View)
+    return [_view(arguments)]
 
 
 def _sweep(
     arguments: argparse.Namespace,
-    config: dict[str, object] | None,
-    dimensions: sizing.GdnDimensions,
+    model: Model,
+    setup: Setup,
     counts: tuple[int, ...],
     /,
 ) -> int:
@@ -458,72 +586,121 @@ def _sweep(
             raise CliError(
                 f"--{flag.replace('_', '-')} sizes one review; leave it out of a --num-drafts sweep"
             )
-    requests = arguments.batch or arguments.mtp_slots + 1
-    dtypes = {engine: _dtypes(arguments, config, engine) for engine in _views(arguments)}
-    rows = _sweep_rows(arguments, dimensions, counts, requests, dtypes)
+    rows = _sweep_rows(arguments, model, setup, counts)
     if arguments.plot is not None:
-        _plot(arguments, config, dimensions, counts, rows=rows)
+        _plot(arguments, model, setup, counts, rows=rows)
     output = OutputFormat.JSON if arguments.json else OutputFormat(arguments.format)
     if output is OutputFormat.JSON:
+        views = {}
+        for view in _views(arguments):
+            chosen = view_dtypes(view, model, setup)
+            views[view.value] = _ViewFigures(
+                engine=view.engine,
+                setup=setup.describe(view),
+                recurrent=chosen.recurrent.value,
+                conv=chosen.conv.value,
+            )
         report = _SweepReport(
             spec_version=SPEC_VERSION,
             tp=arguments.tp,
-            requests=requests,
-            requests_from="--batch" if arguments.batch else "--mtp-slots + 1",
-            dtypes={
-                engine.value: {"recurrent": chosen.recurrent, "conv": chosen.conv}
-                for engine, chosen in dtypes.items()
-            },
+            slots=_slots(arguments),
+            requests=_requests(arguments),
+            requests_from="--batch" if arguments.batch else "--mtp-slots",
+            minimal_ring_is=rings.MINIMAL_RING_SCOPE,
+            replayssm_ring_follows=f"{sglang.ENGINE}, {setup.describe(View.SGLANG_REPLAYSSM)}",
+            views=views,
             rows=[row.as_dict() for row in rows],
         )
         write_json(arguments.json or "-", report)
     else:
-        print(_sweep_table(rows, requests, arguments, markdown=output is OutputFormat.MARKDOWN))
+        markdown = output is OutputFormat.MARKDOWN
+        tables = [
+            _sweep_table(rows, arguments, setup, markdown=markdown, per_request=per_request)
+            for per_request in (False, True)
+        ]
+        print("\n\n".join(tables))
     return ExitStatus.OK
+
+
+def _slots(arguments: argparse.Namespace, /) -> int:
+    return int(arguments.batch or arguments.mtp_slots + 1)
 
 
 def _sweep_rows(
     arguments: argparse.Namespace,
-    dimensions: sizing.GdnDimensions,
+    model: Model,
+    setup: Setup,
     counts: tuple[int, ...],
-    requests: int,
-    dtypes: dict[sizing.Engine, sizing.StateDtypes],
     /,
-) -> list[sizing.SweepRow]:
+) -> list[SweepRow]:
     rows = []
     for drafts in counts:
         try:
-            rows += sizing.sweep(dimensions, num_drafts=[drafts], requests=requests, dtypes=dtypes)
-        except sizing.SizingOverflowError as error:
+            rows += sweep(
+                model,
+                num_drafts=[drafts],
+                slots=_slots(arguments),
+                requests=_requests(arguments),
+                views=_views(arguments),
+                setup=setup,
+            )
+        except rings.SizingOverflowError as error:
             # Name the one draft count that overflowed, as a single review would.
             arguments.num_drafts = drafts
             raise _overflow(error, arguments) from None
+        except UnsupportedDtypeError as error:
+            raise _unsupported(error, arguments) from None
     return rows
 
 
 def _sweep_table(
-    rows: Sequence[sizing.SweepRow],
-    requests: int,
+    rows: Sequence[SweepRow],
     arguments: argparse.Namespace,
+    setup: Setup,
     /,
     *,
     markdown: bool,
+    per_request: bool,
 ) -> str:
-    engines = list(rows[0].snapshot_bytes)
-    header = ["num_drafts", "replay ring", *(f"{e.value} snapshot" for e in engines)]
+    views = list(rows[0].speculative)
+    index = 0 if per_request else 1
+    header = [
+        "num_drafts",
+        f"{ReplayDesign.SEED_ROW.value} ring",
+        f"{ReplayDesign.MINIMAL_PRE_CONV.value} ring",
+        f"{ReplayDesign.REPLAYSSM.value} ring",
+        *(f"{view.value} speculative" for view in views),
+    ]
     body = [
         [
             str(row.num_drafts),
-            _short(row.replay_ring_bytes),
-            *(f"{_short(row.snapshot_bytes[e])} ({_ratio(row.ratio(e))})" for e in engines),
+            _short(row.seed_ring[index]),
+            _short(row.minimal_ring[index]),
+            _short(row.replayssm_ring[index]),
+            *(
+                f"{_short(row.speculative[v][index])}"
+                f" ({_ratio(row.ratio(v, per_request=per_request))})"
+                for v in views
+            ),
         ]
         for row in rows
     ]
-    who = f"--batch {arguments.batch}" if arguments.batch else "--mtp-slots + 1"
+    if per_request:
+        scope = "Per request"
+    else:
+        who = f"--batch {arguments.batch}" if arguments.batch else "--mtp-slots"
+        scope = (
+            f"Per GPU (--tp {arguments.tp}): the seed's rings over {_slots(arguments)} slots,"
+            f" the engines' {_count(_requests(arguments), 'request')} ({who}) with their pool"
+            " padding"
+        )
+    follows = "; ".join(f"{v.value}: {v.engine}, {setup.describe(v)}" for v in views)
     caption = (
-        f"Speculative state per GPU (--tp {arguments.tp}) for {requests} requests ({who}); "
-        "snapshot figures are estimates (docs/sizing.md), each with its ratio to the "
-        "replay ring; exact bytes with --format json"
+        f"{scope}. Rings (docs/replay.md's designs): the seed's replay ring, design"
+        f" {ReplayDesign.SEED_ROW.value}; the minimal ring, {rings.MINIMAL_RING_SCOPE};"
+        f" SGLang {sglang.VERSION}'s ReplaySSM ring, design {ReplayDesign.REPLAYSSM.value}."
+        " Views (estimates, docs/sizing.md), each with its ratio to the seed's ring:"
+        f" {follows}. Exact bytes with --format json"
     )
     if markdown:
         lines = [caption, "", "| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
@@ -540,22 +717,23 @@ def _sweep_table(
 
 def _plot(
     arguments: argparse.Namespace,
-    config: dict[str, object] | None,
-    dimensions: sizing.GdnDimensions,
+    model: Model,
+    setup: Setup,
     counts: tuple[int, ...],
     /,
     *,
-    rows: list[sizing.SweepRow] | None = None,
+    rows: list[SweepRow] | None = None,
 ) -> None:
     # Imported here so that nothing but --plot ever loads matplotlib.
     from .plot import plot_sweep  # noqa: PLC0415
 
-    requests = arguments.batch or arguments.mtp_slots + 1
     if rows is None:
-        dtypes = {engine: _dtypes(arguments, config, engine) for engine in _views(arguments)}
-        rows = sizing.sweep(dimensions, num_drafts=counts, requests=requests, dtypes=dtypes)
+        rows = _sweep_rows(arguments, model, setup, counts)
     plot_sweep(
         rows,
         arguments.plot,
-        title=f"Speculative state per GPU (TP {arguments.tp}), {requests} requests",
+        title=(
+            f"Speculative state per GPU (TP {arguments.tp}),"
+            f" {_count(_requests(arguments), 'request')} ({_slots(arguments)} seed slots)"
+        ),
     )

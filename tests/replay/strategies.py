@@ -33,7 +33,11 @@ def shapes(draw: st.DrawFn) -> GdnShape:
     )
 
 
-def _drawer(draw: st.DrawFn, /) -> Draw:
+def drawer(
+    draw: Callable[[st.SearchStrategy[NDArray[np.float64]]], NDArray[np.float64]], /
+) -> Draw:
+    """Numbers drawn by Hypothesis: float64 arrays in [low, high], no subnormals."""
+
     def drawn(shape: tuple[int, ...], low: float, high: float, /) -> NDArray[np.float64]:
         elements = st.floats(
             low, high, allow_nan=False, allow_infinity=False, allow_subnormal=False
@@ -57,7 +61,7 @@ def replay_cases(
 ) -> ReplayCase:
     """A case of any pipeline, window ``min_window..MAX_WINDOW`` and accepted count."""
     pipeline = draw(st.sampled_from(Pipeline))
-    numbers = _drawer(draw)
+    numbers = drawer(draw)
     layer = make_layer(draw(shapes()), numbers, generic=generic)
     window = draw(st.integers(min_window, MAX_WINDOW))
     count = draw(accepted(window))

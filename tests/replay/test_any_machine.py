@@ -24,6 +24,7 @@ import pytest
 _ROOT: Final = Path(__file__).resolve().parents[2]
 _CHILD: Final = """
 import hashlib, json, sys
+import threadpoolctl
 from numpy._core import _multiarray_umath as m
 from spec.replay.vectors import generate_replay_vectors
 from spec.tools.corpus import generate
@@ -31,12 +32,15 @@ files = {"replay/" + k: v for k, v in generate_replay_vectors().items()}
 files.update(generate())
 features = {k: bool(m.__cpu_features__.get(k)) for k in m.__cpu_dispatch__}
 digests = {k: hashlib.sha256(v.encode("ascii")).hexdigest() for k, v in files.items()}
-json.dump({"features": features, "files": digests}, sys.stdout)
+blas = [i.get("architecture", "") for i in threadpoolctl.threadpool_info()]
+json.dump({"features": features, "blas": blas, "files": digests}, sys.stdout)
 """
 
 
 class _Generation(TypedDict):
     features: dict[str, bool]
+    #: The kernel each BLAS numpy loaded runs, as threadpoolctl reports it.
+    blas: list[str]
     files: dict[str, str]
 
 
@@ -86,10 +90,12 @@ def test_every_cpu_feature_setting_generates_the_committed_vectors_byte_for_byte
     assert len(settings) >= 3 or platform.machine() not in {"x86_64", "AMD64"}
     replay = sorted(f"replay/{p.name}" for p in (_ROOT / "vectors" / "replay").glob("*.json"))
     committed = _committed([*replay, *(p.name for p in (_ROOT / "vectors").glob("*.json"))])
+    kernels = set()
     for setting in settings:
         generation = _generate(setting)
         disabled = setting["NPY_DISABLE_CPU_FEATURES"].split()
         assert not any(generation["features"][name] for name in disabled), setting
+        kernels.add(tuple(generation["blas"]))
         # Every replay file is generated; the protocol corpus's schema is written by hand.
         assert set(replay) <= set(generation["files"]) <= set(committed)
         assert generation["files"] == {name: committed[name] for name in generation["files"]}, (
@@ -97,3 +103,5 @@ def test_every_cpu_feature_setting_generates_the_committed_vectors_byte_for_byte
             "depends on the machine (run python -m spec.replay.vectors and "
             "ssm-rollback-spec vectors generate, and see docs/replay.md)"
         )
+    # OPENBLAS_CORETYPE took effect: the settings ran more than one BLAS kernel.
+    assert len(kernels) >= 2 or platform.machine() not in {"x86_64", "AMD64"}, kernels

@@ -13,18 +13,23 @@ import numpy as np
 import pytest
 
 from spec.replay.layer import Array, GdnLayer, LayerState, Pipeline, delta_rule_step
+from spec.replay.rounds import reference_decoder
+from spec.replay.rows import ReplayDesign
 from spec.replay.vectors import (
     POST_CONV_FILE,
     REBUILD_FILE,
+    ROUNDS_FILE,
     ROW_BYTES_FILE,
     RebuildCase,
+    RoundsCase,
+    decode_case,
     generate_replay_vectors,
     rebuild_from_case,
 )
 from tests import traceability
 
 REPLAY_VECTORS: Final = Path(__file__).resolve().parents[2] / "vectors" / "replay"
-CASE_FILES: Final = (REBUILD_FILE, POST_CONV_FILE, ROW_BYTES_FILE)
+CASE_FILES: Final = (REBUILD_FILE, POST_CONV_FILE, ROW_BYTES_FILE, ROUNDS_FILE)
 
 
 def _json(name: str, /) -> dict[str, object]:
@@ -115,9 +120,48 @@ def test_every_post_conv_case_is_reached_from_its_rows_and_conv_window(case: Reb
     )
 
 
+def _rounds_cases() -> list[RoundsCase]:
+    cases: list[RoundsCase] = _json(ROUNDS_FILE)["cases"]  # type: ignore[assignment]
+    return cases
+
+
+@pytest.mark.clause("RB-REPLAY-6", "RB-REPLAY-7", "RB-REPLAY-8")
+@pytest.mark.parametrize("design", list(ReplayDesign), ids=lambda design: design.value)
+def test_every_design_reaches_every_round_of_every_rounds_case(design: ReplayDesign) -> None:
+    for case in _rounds_cases():
+        for number, (rebuilt, expected) in enumerate(decode_case(case, reference_decoder(design))):
+            assert rebuilt.equals(expected), f"{case['id']} round {number}"
+
+
+def rounds_cases() -> list[RoundsCase]:
+    """The committed ``rounds.json`` cases (the self-test decodes them with wrong lifecycles)."""
+    return _rounds_cases()
+
+
+@pytest.mark.clause("RB-REPLAY-6")
+def test_the_rounds_cases_vary_the_draft_count_fold_and_reuse_the_slot() -> None:
+    for case in _rounds_cases():
+        windows = [len(decoded["rows"]) for decoded in case["rounds"]]
+        assert len(set(windows)) > 1
+        assert max(windows) == case["k_ceiling"] < case["ring_length"]
+        # ReplaySSM's ring fills: the accepted counts add up past L.
+        assert sum(decoded["accepted"] for decoded in case["rounds"]) > case["ring_length"]
+        assert any(decoded["reuse_slot_after"] for decoded in case["rounds"])
+        assert any(decoded["accepted"] == len(decoded["rows"]) for decoded in case["rounds"])
+
+
+@pytest.mark.clause("RB-REPLAY-9")
 def test_the_row_byte_cases_include_qwen3_next() -> None:
     sizes = [case["expected"]["sizes"] for case in _cases(ROW_BYTES_FILE)]  # type: ignore[typeddict-item]
     assert {"seed_row_bytes": 24832, "minimal_replay_row_bytes": 16640}.items() <= sizes[-1].items()
+    last = _cases(ROW_BYTES_FILE)[-1]["expected"]
+    assert last["design_row_bytes"] == {  # type: ignore[typeddict-item]
+        "seed-row": 24832,
+        "minimal-pre-conv": 16640,
+        "replayssm": 24704,
+        "post-conv-with-conv-window": 28928,
+    }
+    assert last["design_record_bytes"] == {"fp32": 24704, "bf16-hi-lo": 24704, "bf16": 12416}  # type: ignore[typeddict-item]
 
 
 def test_every_replay_clause_has_replay_vectors_and_only_replay_clauses_do() -> None:

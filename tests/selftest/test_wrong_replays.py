@@ -11,9 +11,14 @@ from typing import TYPE_CHECKING
 import pytest
 from hypothesis import Phase, settings
 
+from spec.replay.vectors import decode_case
 from tests.replay import checks
+from tests.replay.machines import run_decode_machine
+from tests.replay.test_replay_vectors import rounds_cases
 from tests.selftest.wrong_replay import (
     CONTROLS,
+    LIFECYCLE_CONTROLS,
+    WRONG_LIFECYCLES,
     WRONG_REPLAYS,
     WRONG_ROW_BYTES,
     Property,
@@ -69,3 +74,39 @@ def test_a_ring_that_also_keeps_z_passes_every_property(judged_by: Property) -> 
     # Dropping z is not a mistake: a replay of the seed's rows, z included,
     # rebuilds the same state.
     _run(judged_by.build(CONTROLS["seed_row_with_z"]))
+
+
+#: The wrong lifecycles issue 18 names, each of which must have its entry.
+_NAMED_IN_ISSUE_18 = {
+    "checkpoint_anchored_to_a_short_round_s_base",  # llama.cpp fork issue #345
+    "cursor_kept_when_a_slot_is_reused",  # SGLang PR #28451
+    "fold_misses_the_last_committed_record",
+    "stale_rows_of_an_earlier_round_replayed",
+    "fold_of_u_stored_in_bf16",
+}
+
+
+@pytest.mark.parametrize("name", sorted(WRONG_LIFECYCLES))
+def test_every_wrong_lifecycle_is_rejected_by_the_decode_machine(name: str) -> None:
+    with pytest.raises(AssertionError, match=r"after .*\nplain "):
+        run_decode_machine(WRONG_LIFECYCLES[name], find_only=True)
+
+
+def test_every_wrong_lifecycle_the_issue_names_is_in_the_self_test() -> None:
+    assert set(WRONG_LIFECYCLES) >= _NAMED_IN_ISSUE_18
+
+
+@pytest.mark.parametrize("name", sorted(LIFECYCLE_CONTROLS))
+def test_a_right_lifecycle_that_differs_from_the_reference_passes_the_decode_machine(
+    name: str,
+) -> None:
+    run_decode_machine(LIFECYCLE_CONTROLS[name], find_only=True)
+
+
+@pytest.mark.parametrize("name", sorted(WRONG_LIFECYCLES))
+def test_every_wrong_lifecycle_misses_a_round_of_the_rounds_vectors(name: str) -> None:
+    # The committed decodes are regression cases a port can run without Hypothesis.
+    results = [
+        pair for case in rounds_cases() for pair in decode_case(case, WRONG_LIFECYCLES[name])
+    ]
+    assert not all(rebuilt.equals(expected) for rebuilt, expected in results)

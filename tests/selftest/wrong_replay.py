@@ -5,6 +5,11 @@ Each is the reference replay (``spec/replay/paths.py``) with one plausible
 mistake in what its ring keeps. ``test_wrong_replays.py`` runs the property
 factories of ``tests/replay/checks.py`` on each, in-process, and requires a
 failure from every property named in ``rejected_by``.
+
+The wrong lifecycles (:data:`WRONG_LIFECYCLES`) are the reference designs of
+``spec/replay/rounds.py`` with one mistake each across verify rounds, the
+kinds real replay implementations shipped; the decode machine of
+``tests/replay/machines.py`` must reject each.
 """
 
 from __future__ import annotations
@@ -24,15 +29,26 @@ from spec.replay.paths import (
     replay_rows,
     step,
 )
+from spec.replay.rounds import Fold, ReplaySsm, SeedRowRing, Slot
+from spec.replay.rows import RecordStorage
 from tests.replay import checks
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from spec.replay.layer import GdnLayer
+    from spec.replay.layer import GdnLayer, Pipeline
     from spec.replay.paths import ReplayRollback, Verified
+    from spec.replay.rounds import Decoder, DecoderFactory
 
-__all__ = ["CONTROLS", "WRONG_REPLAYS", "WRONG_ROW_BYTES", "Property", "WrongReplay"]
+__all__ = [
+    "CONTROLS",
+    "LIFECYCLE_CONTROLS",
+    "WRONG_LIFECYCLES",
+    "WRONG_REPLAYS",
+    "WRONG_ROW_BYTES",
+    "Property",
+    "WrongReplay",
+]
 
 
 class Property(enum.Enum):
@@ -173,3 +189,106 @@ def _counting_z(conv_dim: int, nv: int, /) -> int:
 
 #: Wrong minimal-row sizes that ``checks.minimal_row_bytes_match_the_ring`` must reject.
 WRONG_ROW_BYTES: Final = {"without_beta": _without_beta, "counting_z": _counting_z}
+
+
+# --- Wrong lifecycles across verify rounds ------------------------------------
+
+
+class _AnchoredToRoundBase(ReplaySsm):
+    """llama.cpp fork issue #345: a round shorter than the window re-anchors the checkpoint.
+
+    Its checkpoint advance assumed every round ran the full window: on a
+    shorter round it takes the round's base state as the checkpoint but keeps
+    the cursor, so the records committed before the round are replayed again.
+    """
+
+    def _before_window(self, window: int, /) -> None:
+        if window < self.k_ceiling:
+            self.slot.checkpoint = self.state()
+        super()._before_window(window)
+
+
+class _CursorKeptOnReuse(ReplaySsm):
+    """SGLang PR #28451's review: a slot reused by copy keeps the earlier occupant's cursor."""
+
+    def reuse_slot(self) -> None:
+        current, cursor = self.state(), self.slot.cursor
+        self.slot = Slot(current, current, list(self.slot.ring), cursor)
+
+
+class _FoldMissesTheLastRecord(ReplaySsm):
+    """A fold that moves every committed record into the checkpoint but the last."""
+
+    def fold(self) -> None:
+        slot = self.slot
+        slot.checkpoint = replace(slot.checkpoint, h=self.materialize(max(slot.cursor - 1, 0)))
+        slot.cursor = 0
+
+
+class _StaleRowsOfAnEarlierRound(SeedRowRing):
+    """The round's rows looked up as if every round wrote a full window of K ceiling - 1 rows.
+
+    On a shorter round the replay starts past this round's first rows, in
+    slots an earlier round wrote: stale rows replayed.
+    """
+
+    def _first_slot(self, window: int, /) -> int:
+        return self.capacity - (window - 1)
+
+
+class _FoldingBeforeEveryWindow(ReplaySsm):
+    """Not wrong: a fold before every window, whatever room the ring has left."""
+
+    def _before_window(self, window: int, /) -> None:
+        del window
+        self.fold()
+
+
+def _replayssm(
+    design: type[ReplaySsm] = ReplaySsm,
+    /,
+    *,
+    storage: RecordStorage = RecordStorage.FP32,
+    fold: Fold = Fold.RECURRENT,
+) -> DecoderFactory:
+    def make(
+        layer: GdnLayer,
+        pipeline: Pipeline,
+        initial: LayerState,
+        k_ceiling: int,
+        ring_length: int,
+        /,
+    ) -> Decoder:
+        return design(
+            layer, pipeline, initial, k_ceiling, ring_length=ring_length, storage=storage, fold=fold
+        )
+
+    return make
+
+
+def _stale_rows(
+    layer: GdnLayer, pipeline: Pipeline, initial: LayerState, k_ceiling: int, ring_length: int, /
+) -> Decoder:
+    del ring_length
+    return _StaleRowsOfAnEarlierRound(layer, pipeline, initial, k_ceiling)
+
+
+#: Every wrong lifecycle, by name; the decode machine must reject each.
+WRONG_LIFECYCLES: Final = {
+    "checkpoint_anchored_to_a_short_round_s_base": _replayssm(_AnchoredToRoundBase),
+    "cursor_kept_when_a_slot_is_reused": _replayssm(_CursorKeptOnReuse),
+    "fold_misses_the_last_committed_record": _replayssm(_FoldMissesTheLastRecord),
+    "stale_rows_of_an_earlier_round_replayed": _stale_rows,
+    "fold_of_u_stored_in_bf16": _replayssm(storage=RecordStorage.BF16),
+    "fold_of_u_stored_in_bf16_hi_lo": _replayssm(storage=RecordStorage.BF16_HI_LO),
+    "closed_form_fold": _replayssm(fold=Fold.CLOSED_FORM),
+}
+
+#: Lifecycles that differ from the references and are still right: the machine passes.
+LIFECYCLE_CONTROLS: Final = {
+    "replayssm_folding_before_every_window": _replayssm(_FoldingBeforeEveryWindow),
+    # The closed-loop exact fold replays raw inputs: u's storage is no longer read.
+    "replayssm_raw_input_fold_with_bf16_u": _replayssm(
+        storage=RecordStorage.BF16, fold=Fold.RAW_INPUTS
+    ),
+}

@@ -1,0 +1,13 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
+"""Design-review sizing: the replay rings, and the state each engine holds instead.
+
+Standard library only. One module per concept: :mod:`.dimensions` (a
+config's GDN and attention shapes), :mod:`.dtypes`, :mod:`.rings` (the seed's
+replay ring and the minimal ring), one module per engine view with the
+version it follows and its cited facts (:mod:`.vllm`, :mod:`.sglang`,
+:mod:`.replayssm`), and :mod:`.views`, which puts them side by side. The
+figures are estimates for comparison, not part of the contract; only the
+seed's ring sizes come from it (:mod:`spec.rollback`).
+"""
+
+__all__: list[str] = []

@@ -1,0 +1,340 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
+"""The vLLM view: the GDN state vLLM 0.33.0 holds, as ``vllm serve`` runs with no extra flags.
+
+Every fact below is read from the released wheel (``vllm-0.33.0``), cited by
+file and line in :data:`SOURCES`. The default setup is an SM90 GPU (H100,
+H200) with the engine's defaults: prefix caching on, so ``mamba_cache_mode``
+is ``align``; GDN prefill on FlashInfer, so align mode holds one prefill
+checkpoint block more; state dtypes from the config; and every mamba page
+padded up to the attention page. :class:`VllmSetup` selects other setups.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final
+
+from .dtypes import ConfigDtypes, Dtype, StateDtypes, UnsupportedDtypeError
+from .facts import Source
+
+if TYPE_CHECKING:
+    from .dimensions import AttentionDimensions, GdnDimensions
+
+__all__ = [
+    "ALIGN_BASE_BLOCKS",
+    "DEFAULT_BLOCK_SIZE",
+    "ENGINE",
+    "FLASHINFER_GDN_CHECKPOINT_ALIGNMENT",
+    "FLASH_ATTN_KERNEL_BLOCK",
+    "MAMBA_DTYPES",
+    "NONE_BASE_BLOCKS",
+    "NULL_BLOCKS",
+    "PREFILL_CHECKPOINT_BLOCKS",
+    "QWEN3_5_SSM_DTYPE_HOOK",
+    "SOURCES",
+    "VERSION",
+    "Gpu",
+    "VllmLayout",
+    "VllmSetup",
+    "vllm_dtypes",
+    "vllm_layout",
+]
+
+#: The release this view follows.
+VERSION: Final = "0.33.0"
+#: How outputs name it.
+ENGINE: Final = f"vLLM {VERSION}"
+
+
+class Gpu(enum.Enum):
+    """The GPU generation, which picks the GDN prefill backend (and so align mode's blocks)."""
+
+    #: Hopper (H100, H200): GDN prefill on FlashInfer, the default of this view.
+    SM90 = "sm90"
+    #: Ampere (A100): GDN prefill on Triton/FLA, no prefill checkpoint block.
+    SM80 = "sm80"
+
+
+#: The cache block size before any alignment (``CacheConfig.DEFAULT_BLOCK_SIZE``).
+DEFAULT_BLOCK_SIZE: Final = 16
+#: FlashAttention's kernel block sizes are multiples of 16 on CUDA.
+FLASH_ATTN_KERNEL_BLOCK: Final = 16
+#: Align-mode prefill checkpoints land on multiples of 64 tokens with FlashInfer GDN.
+FLASHINFER_GDN_CHECKPOINT_ALIGNMENT: Final = 64
+#: Blocks a request holds in align mode before speculation and checkpoints.
+ALIGN_BASE_BLOCKS: Final = 2
+#: Blocks a request holds with prefix caching off, before speculation.
+NONE_BASE_BLOCKS: Final = 1
+#: The prefill checkpoint blocks the FlashInfer GDN layer adds in align mode.
+PREFILL_CHECKPOINT_BLOCKS: Final = 1
+#: The block each block pool keeps back as its null block.
+NULL_BLOCKS: Final = 1
+#: The dtypes ``--mamba-cache-dtype`` and ``--mamba-ssm-cache-dtype`` take besides ``auto``.
+MAMBA_DTYPES: Final = frozenset({Dtype.FP32, Dtype.FP16, Dtype.BF16})
+#: The architectures whose config hook sets the h dtype from ``mamba_ssm_dtype``.
+QWEN3_5_SSM_DTYPE_HOOK: Final = frozenset(
+    {
+        "Qwen3_5ForConditionalGeneration",
+        "Qwen3_5MoeForConditionalGeneration",
+        "Qwen3_5ForCausalLM",
+        "Qwen3_5MoeForCausalLM",
+    }
+)
+
+#: Each fact of this view and where vLLM 0.33.0 says it.
+SOURCES: Final = {
+    "state shape": Source(
+        "vllm/model_executor/layers/mamba/mamba_utils.py",
+        "272-293",
+        "gated_delta_net_state_shape: conv state (conv_kernel_size - 1 + num_spec) columns of "
+        "divide(conv_dim, tp); temporal state (num_v_heads / tp, head_v_dim, head_k_dim)",
+    ),
+    "state dtypes": Source(
+        "vllm/model_executor/layers/mamba/mamba_utils.py",
+        "98-110, 122-130",
+        "conv dtype from mamba_cache_dtype ('auto': the model dtype); h dtype from "
+        "mamba_ssm_cache_dtype, falling back to the conv dtype on 'auto'",
+    ),
+    "mamba dtypes": Source(
+        "vllm/config/cache.py",
+        "175, 296-300",
+        "MambaDType = auto, float32, float16, bfloat16 (no fp8); both default to auto",
+    ),
+    "qwen3.5 hook": Source(
+        "vllm/model_executor/models/config.py",
+        "953-977, 1259-1262",
+        "Qwen3.5 architectures replace mamba_ssm_cache_dtype 'auto' by the config's "
+        "mamba_ssm_dtype",
+    ),
+    "model dtype": Source(
+        "vllm/transformers_utils/model_arch_config_convertor.py",
+        "210-237",
+        "the config's dtype (root, then text config), else float32",
+    ),
+    "float32 downcast": Source(
+        "vllm/config/model.py",
+        "2440-2442",
+        "a float32 model dtype becomes the platform's first supported dtype",
+    ),
+    "supported dtypes": Source(
+        "vllm/platforms/cuda.py",
+        "257-260",
+        "on SM80 and newer: bfloat16 first",
+    ),
+    "prefix caching default": Source(
+        "vllm/config/model.py",
+        "2276-2278",
+        "generative hybrid models support prefix caching",
+    ),
+    "prefix caching on": Source(
+        "vllm/engine/arg_utils.py",
+        "3075-3076",
+        "enable_prefix_caching unset takes the model's default",
+    ),
+    "align mode": Source(
+        "vllm/model_executor/models/config.py",
+        "763-765, 780-782",
+        "prefix caching sets mamba_cache_mode 'align'; without it, 'none'",
+    ),
+    "blocks per request": Source(
+        "vllm/v1/kv_cache_interface.py",
+        "1135-1141",
+        "align: 2 + num_speculative_blocks + num_prefill_checkpoint_blocks pages; "
+        "otherwise 1 + num_speculative_blocks",
+    ),
+    "speculative blocks": Source(
+        "vllm/model_executor/layers/mamba/abstract.py",
+        "84-90",
+        "num_speculative_blocks = num_speculative_tokens (0 under ReplaySSM)",
+    ),
+    "checkpoint block": Source(
+        "vllm/model_executor/layers/mamba/gdn/qwen_gdn_linear_attn.py",
+        "690-703, 739-750",
+        "align mode with FlashInfer GDN prefill sets num_prefill_checkpoint_blocks=1",
+    ),
+    "flashinfer on sm90": Source(
+        "vllm/model_executor/layers/mamba/gdn/qwen_gdn_linear_attn.py",
+        "176-178, 249-250",
+        "gdn_prefill_backend 'auto' picks FlashInfer on SM90 with no further constraint",
+    ),
+    "checkpoint alignment": Source(
+        "vllm/v1/attention/backends/gdn_attn.py",
+        "34",
+        "FLASHINFER_GDN_CHECKPOINT_ALIGNMENT = 64",
+    ),
+    "page padding": Source(
+        "vllm/platforms/interface.py",
+        "1066-1075, 1089-1107, 1118-1128",
+        "the kernel alignment is max(the backend's smallest kernel block, block_size), lcm'd "
+        "with the checkpoint alignment in align mode; the attention block grows to that "
+        "alignment x cdiv(mamba page, alignment x attention page per token); the mamba page is "
+        "padded to block_size x attention page per token",
+    ),
+    "attention page": Source(
+        "vllm/v1/kv_cache_interface.py",
+        "586-594",
+        "per token: kv heads x (head_size + head_size_v) x dtype bytes",
+    ),
+    "kv heads per gpu": Source(
+        "vllm/config/model.py",
+        "1683",
+        "max(1, total_num_kv_heads // tensor_parallel_size)",
+    ),
+    "block size": Source(
+        "vllm/config/cache.py",
+        "185",
+        "DEFAULT_BLOCK_SIZE = 16",
+    ),
+    "flash attention first on sm90": Source(
+        "vllm/platforms/cuda.py",
+        "169-180",
+        "non-MLA priority on SM90 (and SM80): FLASH_ATTN first",
+    ),
+    "flash attention blocks": Source(
+        "vllm/v1/attention/backends/flash_attn.py",
+        "357-367",
+        "kernel block sizes MultipleOf(16) on CUDA (FA4 hd256 only on SM100/SM110)",
+    ),
+    "null block": Source(
+        "vllm/v1/core/block_pool.py",
+        "189-192",
+        "the block pool keeps its first block as the null block",
+    ),
+}
+
+
+@dataclass(frozen=True)
+class VllmSetup:
+    """How vLLM is served: the defaults of ``vllm serve`` on SM90 unless said otherwise."""
+
+    #: ``--enable-prefix-caching`` (hybrid models' default) or ``--no-enable-prefix-caching``.
+    prefix_caching: bool = True
+    gpu: Gpu = Gpu.SM90
+
+    @property
+    def align(self) -> bool:
+        """Whether ``mamba_cache_mode`` is ``align`` (prefix caching on)."""
+        return self.prefix_caching
+
+    @property
+    def checkpoint_blocks(self) -> int:
+        """The prefill checkpoint blocks: one in align mode on FlashInfer GDN (SM90)."""
+        return PREFILL_CHECKPOINT_BLOCKS if self.align and self.gpu is Gpu.SM90 else 0
+
+    def describe(self) -> str:
+        """The setup in a line, as a vLLM user would say it."""
+        if self.align:
+            mode = "prefix caching on (mamba_cache_mode align"
+            mode += (
+                ", FlashInfer GDN prefill checkpoint block)"
+                if self.checkpoint_blocks
+                else ", Triton GDN prefill: no checkpoint block)"
+            )
+        else:
+            mode = "--no-enable-prefix-caching (mamba_cache_mode none)"
+        return f"vllm serve on {self.gpu.value.upper()}, {mode}"
+
+
+def _model_dtype(found: ConfigDtypes, /) -> Dtype:
+    # A config without a dtype reads as float32 (weights aside), and float32
+    # is downcast to the platform's first dtype: bfloat16 on SM80 and newer.
+    model = found.model or Dtype.FP32
+    return Dtype.BF16 if model is Dtype.FP32 else model
+
+
+def _refuse(dtype: Dtype, /) -> Dtype:
+    if dtype not in MAMBA_DTYPES:
+        raise UnsupportedDtypeError(ENGINE, dtype, "fp32, fp16, bf16")
+    return dtype
+
+
+def vllm_dtypes(
+    found: ConfigDtypes,
+    architecture: str | None,
+    /,
+    *,
+    recurrent: Dtype | None = None,
+    conv: Dtype | None = None,
+) -> StateDtypes:
+    """The state dtypes vLLM picks, ``recurrent`` and ``conv`` standing for the cache-dtype flags.
+
+    ``conv`` is ``--mamba-cache-dtype`` (default: the model dtype), ``recurrent``
+    ``--mamba-ssm-cache-dtype`` (default: the Qwen3.5 hook's ``mamba_ssm_dtype``,
+    else the conv dtype).
+
+    Raises:
+        UnsupportedDtypeError: a dtype vLLM's ``MambaDType`` does not offer (fp8).
+    """
+    conv_dtype = _refuse(conv or _model_dtype(found))
+    if recurrent is not None:
+        return StateDtypes(recurrent=_refuse(recurrent), conv=conv_dtype)
+    if architecture in QWEN3_5_SSM_DTYPE_HOOK and found.ssm is not None:
+        return StateDtypes(recurrent=_refuse(found.ssm), conv=conv_dtype)
+    return StateDtypes(recurrent=conv_dtype, conv=conv_dtype)
+
+
+def _page_bytes(dimensions: GdnDimensions, dtypes: StateDtypes, num_spec: int, /) -> int:
+    h = dimensions.recurrent_state_values * dtypes.recurrent.bytes
+    columns = dimensions.conv_kernel - 1 + num_spec
+    return h + columns * dimensions.conv_dim * dtypes.conv.bytes
+
+
+def _padded_page_bytes(
+    page: int, attention: AttentionDimensions, kv_dtype: Dtype, setup: VllmSetup, /
+) -> int:
+    per_token = attention.num_kv_heads * 2 * attention.head_dim * kv_dtype.bytes
+    alignment = max(FLASH_ATTN_KERNEL_BLOCK, DEFAULT_BLOCK_SIZE)
+    if setup.checkpoint_blocks:
+        alignment = math.lcm(alignment, FLASHINFER_GDN_CHECKPOINT_ALIGNMENT)
+    block = alignment * -(-page // (alignment * per_token))
+    block = FLASH_ATTN_KERNEL_BLOCK * -(-block // FLASH_ATTN_KERNEL_BLOCK)
+    return max(block, DEFAULT_BLOCK_SIZE) * per_token
+
+
+@dataclass(frozen=True)
+class VllmLayout:
+    """One GDN layer's pages on one GPU, for one request and for the pool."""
+
+    #: The page's content: h plus the widened conv window.
+    page_bytes: int
+    #: The page as allocated, padded to the attention page; None without attention fields.
+    padded_page_bytes: int | None
+    #: The attention block size (tokens) the padding chose; None without attention fields.
+    block_size: int | None
+    blocks_per_request: int
+
+    @property
+    def allocated_page_bytes(self) -> int:
+        """The page as allocated (padded when the attention page is known)."""
+        return self.page_bytes if self.padded_page_bytes is None else self.padded_page_bytes
+
+
+def vllm_layout(  # noqa: PLR0913 - each is a separate input of vLLM's arithmetic
+    dimensions: GdnDimensions,
+    attention: AttentionDimensions | None,
+    dtypes: StateDtypes,
+    kv_dtype: Dtype,
+    setup: VllmSetup,
+    /,
+    *,
+    num_spec: int,
+) -> VllmLayout:
+    """The page and block count vLLM allocates for ``num_spec`` speculative tokens.
+
+    ``kv_dtype`` is the attention cache's dtype (the model dtype with
+    ``--kv-cache-dtype auto``); ``attention`` holds per-GPU KV heads.
+    """
+    page = _page_bytes(dimensions, dtypes, num_spec)
+    base = ALIGN_BASE_BLOCKS + setup.checkpoint_blocks if setup.align else NONE_BASE_BLOCKS
+    if attention is None:
+        return VllmLayout(page, None, None, base + num_spec)
+    padded = _padded_page_bytes(page, attention, kv_dtype, setup)
+    per_token = attention.num_kv_heads * 2 * attention.head_dim * kv_dtype.bytes
+    return VllmLayout(page, padded, padded // per_token, base + num_spec)
+
+
+def model_dtype(found: ConfigDtypes, /) -> Dtype:
+    """The model dtype vLLM resolves from a config (``--dtype auto``) on SM80 and newer."""
+    return _model_dtype(found)
