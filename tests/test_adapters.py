@@ -15,8 +15,9 @@ if TYPE_CHECKING:
 
 def _suite_through(command: str) -> subprocess.CompletedProcess[str]:
     profile = os.environ.get("HYPOTHESIS_PROFILE", "ci")
+    # One second of fresh-process races: the budget runs, at a quarter of its cost.
     suite = ("tests/properties", "-q", "-p", "no:cacheprovider", f"--impl-cmd={command}")
-    return run_module("pytest", *suite, profile=profile)
+    return run_module("pytest", *suite, "--race-budget=1", profile=profile)
 
 
 def _require_pass(finished: subprocess.CompletedProcess[str]) -> None:

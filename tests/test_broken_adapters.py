@@ -64,7 +64,7 @@ CASES: Final = [
     (
         "non-json",
         _said(Breakage.MALFORMED_REPLY, error="not a JSON line"),
-        "'this is not json\\n'",
+        "came back: this is not json\n",
     ),
     (
         "wrong-shape",

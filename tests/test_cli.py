@@ -84,6 +84,10 @@ def test_the_version_names_the_spec_version() -> None:
             ),
         ),
         (
+            ["check", "--race-budget", "-1"],
+            "argument --race-budget: must be a number of seconds from 0 to 86400, got '-1'",
+        ),
+        (
             ["check", "--profile", "fast"],
             (
                 "argument --profile: invalid choice: 'fast' "

@@ -356,7 +356,10 @@ _GOOD_CASE: Final = {
     [
         (
             {k: v for k, v in _GOOD_CASE.items() if k != "clauses"},
-            "case 'parse-x': must be an object with exactly id, clauses, request and expected",
+            (
+                "case 'parse-x': must be an object with exactly id, clauses, request and expected, "
+                "and maybe line"
+            ),
         ),
         (
             _GOOD_CASE | {"clauses": "RB-PARSE-2"},
@@ -380,7 +383,10 @@ _GOOD_CASE: Final = {
         ),
         (
             "not a case",
-            "cases[1]: must be an object with exactly id, clauses, request and expected",
+            (
+                "cases[1]: must be an object with exactly id, clauses, request and expected, "
+                "and maybe line"
+            ),
         ),
     ],
 )

@@ -440,6 +440,11 @@ def test_an_over_long_line_is_read_past_in_bounded_pieces() -> None:
     ]
 
 
+def test_the_model_allows_one_race_outcome_per_possible_winner() -> None:
+    calls: list[model.Call] = [("get", None), ("set", "replay"), ("set", "snapshot")]
+    assert model.allowed_race_outcomes(calls) == {("snapshot",) * 3, ("replay",) * 3}
+
+
 def test_the_reference_adapter_does_not_offer_replay_whatever_the_request_holds() -> None:
     for request in ({"op": "replay"}, {"op": "replay", "pipeline": "float64", "rounds": []}):
         assert respond(rollback, json.dumps(request)) == protocol.error_reply(

@@ -28,6 +28,7 @@ from spec.tools.shipped import corpus_directory
 from tests.child import ROOT, run_module
 from tests.properties.strategies import as_calls
 from tests.selftest.wrong import import_path
+from tests.test_strength import python_text_in
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -128,6 +129,7 @@ def test_a_protocol_failure_shows_no_python_only_text(failed_check: tuple[str, P
     output, _, _ = failed_check
     for python_only in ("SubprocessDriver(", "Explanation:", "reproduce_failure", "Verbosity"):
         assert python_only not in output
+    assert python_text_in(output) == []
 
 
 def test_each_failure_ends_with_a_reproduction_anyone_can_paste(

@@ -33,10 +33,15 @@ class Implementation(abc.ABC):
     python: PythonImplementation | None
 
     @abc.abstractmethod
-    def request(self, request: Mapping[str, object], /) -> dict[str, object]:
+    def request(
+        self, request: Mapping[str, object], /, *, line: str | None = None
+    ) -> dict[str, object]:
         """Send one request and return its reply, checked for shape.
 
         ``trace`` and ``race`` each see a published mode nobody has written.
+        ``line`` is the exact text to send instead of ``request`` encoded,
+        for what an encoder never writes (``1e2``, ``-0``, a duplicate key);
+        ``request`` is then what it decodes to.
         """
 
     def close(self) -> None:  # noqa: B027 - most drivers hold nothing
@@ -75,9 +80,11 @@ class InProcessDriver(Implementation):
         """
         return cls(load_python_implementation(import_path))
 
-    def request(self, request: Mapping[str, object], /) -> dict[str, object]:
-        """Answer ``request`` through the adapter's own translation."""
-        line = protocol.encode(request)
+    def request(
+        self, request: Mapping[str, object], /, *, line: str | None = None
+    ) -> dict[str, object]:
+        """Answer ``request`` (or ``line``) through the adapter's own translation."""
+        line = protocol.encode(request) if line is None else line
         api = self.python.fresh() if is_stateful(request) else self.python.api
         reply = respond(api, line)
         # A round trip through the wire format, so a reply that could not be

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import enum
+import json
 import shlex
 from typing import TYPE_CHECKING, Final
 
@@ -44,7 +45,7 @@ class AdapterFailure(AssertionError):  # noqa: N818 - it reads as what happened
 
     ``breakage`` says how; ``hung`` says the adapter went silent for its
     whole timeout, rather than answering wrongly; ``request`` is the request
-    it broke on, when there was one.
+    it broke on, when there was one, and ``line`` the exact line sent for it.
     """
 
     def __init__(
@@ -58,10 +59,17 @@ class AdapterFailure(AssertionError):  # noqa: N818 - it reads as what happened
         self.breakage: Final = breakage
         self.hung: Final = breakage.hung
         self.request: Final = None if request is None else dict(request)
+        #: The driver sets it when the line sent was not ``request`` encoded.
+        self.line: str | None = None if request is None else encode(request)
 
 
 class NonConformingReply(AssertionError):  # noqa: N818 - it reads as what happened
-    """A well-formed reply that the model does not allow for its request."""
+    """A well-formed reply that the model does not allow for its request.
+
+    ``line`` is the exact request line sent, when it was not ``request``
+    encoded (a number written ``1e2``, a duplicate key); ``note`` says which
+    part of the reply is wrong, when the reply is long.
+    """
 
     def __init__(
         self,
@@ -69,23 +77,41 @@ class NonConformingReply(AssertionError):  # noqa: N818 - it reads as what happe
         reply: Mapping[str, object],
         allowed: Sequence[Mapping[str, object]] | str,
         /,
+        *,
+        line: str | None = None,
+        note: str | None = None,
     ) -> None:
         if not isinstance(allowed, str):
             allowed = " or ".join(encode(expected) for expected in allowed)
+        sent = encode(request) if line is None else line
+        noted = "" if note is None else f"\n  wrong:   {note}"
         super().__init__(
             "the reply is not one the model allows\n"
-            f"  request: {encode(request)}\n"
-            f"  reply:   {encode_value(dict(reply), limit=2000)}\n"
+            f"  request: {sent}\n"
+            f"  reply:   {encode_value(dict(reply), limit=2000)}{noted}\n"
             f"  allowed: {allowed}"
         )
         self.request: Final = dict(request)
+        self.line: Final = sent
 
 
 def show_output(data: bytes, /) -> str:
-    """What an adapter wrote, as a quoted and shortened text."""
+    """What an adapter wrote, shortened: its lines as written, or a JSON string.
+
+    Plain text shows as it is, a line after another; text with control
+    characters, or bytes that are not UTF-8, shows as a JSON string, whose
+    escapes any language reads the same.
+    """
     text = data.decode("utf-8", "replace")
     limit = _OUTPUT_SHOWN_CHARACTERS
-    return repr(text if len(text) <= limit else text[: limit - 3] + "...")
+    shown = text if len(text) <= limit else text[: limit - 3] + "..."
+    lines = shown.removesuffix("\n").split("\n")
+    plain = "\ufffd" not in shown and not any(
+        ord(character) < 0x20 or ord(character) == 0x7F for line in lines for character in line
+    )
+    if plain and any(lines):
+        return "\n    ".join(lines)
+    return json.dumps(shown, ensure_ascii=False)
 
 
 def adapter_failure(

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT OR Apache-2.0
-"""The adapter protocol, version 1: JSON-lines requests and replies.
+"""The adapter protocol, version 2: JSON-lines requests and replies.
 
 ``docs/protocol.md`` is the page an adapter author reads; this module is its
 executable form, shared by the Python adapter and the harness's drivers.
@@ -40,7 +40,7 @@ __all__ = [
     "reply_matches",
 ]
 
-PROTOCOL_VERSION: Final = 1
+PROTOCOL_VERSION: Final = 2
 
 #: The longest request line an adapter must read, newline included; a longer one is bad-request.
 MAX_LINE_BYTES: Final = 1 << 20

@@ -22,7 +22,14 @@ from hypothesis import HealthCheck, Phase, Verbosity, settings
 from .clauses import CLAUSES, UnknownClauseError, select_clauses
 from .driver import Implementation, InProcessDriver
 from .python_impl import ImplementationModuleError
-from .subprocess_driver import DEFAULT_TIMEOUT, SubprocessDriver, parse_timeout, split_command
+from .subprocess_driver import (
+    DEFAULT_RACE_BUDGET,
+    DEFAULT_TIMEOUT,
+    SubprocessDriver,
+    parse_race_budget,
+    parse_timeout,
+    split_command,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -39,6 +46,7 @@ __all__ = [
     "pytest_collection_modifyitems",
     "pytest_configure",
     "python_api",
+    "race_budget",
 ]
 
 #: The environment variables beside ``--impl-cmd`` and ``--impl-module``.
@@ -113,6 +121,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help=f"seconds an adapter may take over one reply (default {DEFAULT_TIMEOUT:g})",
     )
     group.addoption(
+        "--race-budget",
+        default=str(DEFAULT_RACE_BUDGET),
+        metavar="SECONDS",
+        help="seconds spent on races in fresh processes, one after another until they are "
+        f"spent (default {DEFAULT_RACE_BUDGET:g}; 0 skips them)",
+    )
+    group.addoption(
         "--clause",
         action="append",
         default=[],
@@ -122,10 +137,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+def _race_budget(text: str, /) -> float:
+    try:
+        return parse_race_budget(text)
+    except ValueError as error:
+        raise pytest.UsageError(f"--race-budget {error}") from None
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """Register the clause marker and check the options."""
     config.addinivalue_line("markers", "clause(*ids): the SPEC.md clause IDs this test checks")
     _timeout(config.getoption("--impl-timeout"))
+    _race_budget(config.getoption("--race-budget"))
     try:
         select_clauses(config.getoption("--clause"))
     except UnknownClauseError as error:
@@ -154,6 +177,12 @@ def impl(pytestconfig: pytest.Config) -> Iterator[Implementation]:
     """The implementation under test, reached through the protocol."""
     with _implementation(pytestconfig) as implementation:
         yield implementation
+
+
+@pytest.fixture(scope="session")
+def race_budget(pytestconfig: pytest.Config) -> float:
+    """Seconds to spend on races in fresh processes (``--race-budget``)."""
+    return _race_budget(pytestconfig.getoption("--race-budget"))
 
 
 @pytest.fixture(scope="session")

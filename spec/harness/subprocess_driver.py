@@ -23,10 +23,21 @@ from .process import AdapterProcess, Timeout
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-__all__ = ["DEFAULT_TIMEOUT", "MAX_TIMEOUT", "SubprocessDriver", "parse_timeout", "split_command"]
+__all__ = [
+    "DEFAULT_RACE_BUDGET",
+    "DEFAULT_TIMEOUT",
+    "MAX_TIMEOUT",
+    "SubprocessDriver",
+    "parse_race_budget",
+    "parse_timeout",
+    "split_command",
+]
 
 #: Seconds an adapter may take over one reply, or to exit at end of input.
 DEFAULT_TIMEOUT: Final = 10.0
+
+#: Seconds the suite spends racing in fresh processes by default (``--race-budget``).
+DEFAULT_RACE_BUDGET: Final = 4.0
 
 #: The longest timeout accepted: a day is past any sane reply, and keeps deadlines finite.
 MAX_TIMEOUT: Final = 86_400.0
@@ -56,6 +67,30 @@ def parse_timeout(text: str, /) -> float:
             f"must be a number of seconds above 0 and at most {MAX_TIMEOUT:g}, got {text!r}"
         )
     return seconds
+
+
+def parse_race_budget(text: str, /) -> float:
+    """A race budget in seconds: a finite number from 0 to ``MAX_TIMEOUT``.
+
+    Raises:
+        ValueError: ``text`` is not such a number.
+    """
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not 0 <= seconds <= MAX_TIMEOUT:
+        raise ValueError(f"must be a number of seconds from 0 to {MAX_TIMEOUT:g}, got {text!r}")
+    return seconds
+
+
+def _line_bytes(line: str, /) -> bytes:
+    try:
+        return line.encode("utf-8") + b"\n"
+    except UnicodeEncodeError:
+        raise protocol.UnencodableMessageError(
+            f"cannot be sent as UTF-8, it holds a lone surrogate: {line[:200]!a}"
+        ) from None
 
 
 def split_command(command: str, /) -> list[str]:
@@ -93,14 +128,24 @@ class SubprocessDriver(Implementation):
     def __repr__(self) -> str:
         return f"SubprocessDriver({self.name!r})"
 
-    def request(self, request: Mapping[str, object], /) -> dict[str, object]:
-        """Send ``request`` and return the adapter's checked reply.
+    def request(
+        self, request: Mapping[str, object], /, *, line: str | None = None
+    ) -> dict[str, object]:
+        """Send ``request`` (or the exact ``line``) and return the adapter's checked reply.
 
         Raises:
             AdapterFailure: the adapter broke the protocol.
             UnencodableMessageError: ``request`` cannot be sent as UTF-8.
         """
-        line = protocol.encode_line(request)
+        data = protocol.encode_line(request) if line is None else _line_bytes(line)
+        try:
+            return self._request_data(request, data)
+        except AdapterFailure as failure:
+            if line is not None:
+                failure.line = line
+            raise
+
+    def _request_data(self, request: Mapping[str, object], line: bytes, /) -> dict[str, object]:
         with self._lock:
             self._require_not_given_up(request)
             try:
@@ -114,19 +159,27 @@ class SubprocessDriver(Implementation):
                 raise
 
     def request_many(
-        self, requests: Sequence[Mapping[str, object]], /
+        self,
+        requests: Sequence[Mapping[str, object]],
+        /,
+        lines: Sequence[str | None] = (),
     ) -> list[dict[str, object] | AdapterFailure]:
         """Pipeline stateless requests through the shared adapter.
 
         The first request goes alone, so an adapter that does not flush its
         replies fails there, on one request, instead of hiding behind the
         pipeline. A failure ends the batch: that request and every later one
-        get the failure.
+        get the failure. ``lines`` holds, request by request, the exact line
+        to send instead of the request encoded, or None.
 
         Raises:
             UnencodableMessageError: a request cannot be sent as UTF-8.
         """
-        lines = [protocol.encode_line(request) for request in requests]
+        exact = [*lines, *[None] * (len(requests) - len(lines))]
+        lines_sent = [
+            protocol.encode_line(request) if text is None else _line_bytes(text)
+            for request, text in zip(requests, exact, strict=True)
+        ]
         replies: list[dict[str, object] | AdapterFailure] = []
         with self._lock:
             try:
@@ -135,7 +188,7 @@ class SubprocessDriver(Implementation):
                         # Lines waiting now were asked for by nobody.
                         self._require_not_given_up(request)
                         adapter = self._shared_adapter(request)
-                        for line in lines[:1] if index == 0 else lines[1:]:
+                        for line in lines_sent[:1] if index == 0 else lines_sent[1:]:
                             adapter.write(line)
                     replies.append(self._receive(adapter, request))
             except AdapterFailure as failure:

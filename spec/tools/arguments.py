@@ -5,16 +5,29 @@ from __future__ import annotations
 
 import argparse
 
-from spec.harness.subprocess_driver import DEFAULT_TIMEOUT, parse_timeout, split_command
+from spec.harness.subprocess_driver import (
+    DEFAULT_TIMEOUT,
+    parse_race_budget,
+    parse_timeout,
+    split_command,
+)
 
 from .errors import CliError
 
-__all__ = ["adapter_argv", "add_impl_arguments", "whole_number"]
+__all__ = ["adapter_argv", "add_impl_arguments", "race_budget", "whole_number"]
 
 
 def _timeout(text: str, /) -> float:
     try:
         return parse_timeout(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def race_budget(text: str, /) -> float:
+    """An argparse type: a race budget in seconds, from 0."""
+    try:
+        return parse_race_budget(text)
     except ValueError as error:
         raise argparse.ArgumentTypeError(str(error)) from None
 
@@ -75,6 +88,12 @@ def add_selection_arguments(
     )
     parser.add_argument(
         "--json", metavar="PATH", help="also write a machine-readable report (- for stdout)"
+    )
+    parser.add_argument(
+        "--junit-xml",
+        metavar="PATH",
+        help=f"also write a JUnit XML report for CI: one testcase per {items[:-1]}, "
+        "skips and deviations as skipped with their reason",
     )
 
 

@@ -17,19 +17,20 @@ from typing import TYPE_CHECKING, Final
 from spec import SPEC_VERSION
 from spec.harness.clauses import CLAUSES, DRAFT_CLAUSES, UnknownClauseError, select_clauses
 from spec.harness.failures import AdapterFailure
+from spec.harness.oracle import allowed_replies
 from spec.harness.protocol import encode
 from spec.harness.python_impl import (
     REFERENCE,
     ImplementationModuleError,
     load_python_implementation,
 )
-from spec.harness.subprocess_driver import SubprocessDriver
+from spec.harness.subprocess_driver import DEFAULT_RACE_BUDGET, SubprocessDriver
 
-from .arguments import adapter_argv, add_impl_arguments, add_selection_arguments
+from .arguments import adapter_argv, add_impl_arguments, add_selection_arguments, race_budget
 from .corpus import Case, exported_case, render_corpus, write_corpus
 from .deviations import Deviation, DeviationList, Target
 from .errors import CliError, ExitStatus
-from .report import Row, clause_summary, counts, print_report, write_json
+from .report import Row, clause_summary, counts, print_report, write_json, write_junit
 from .shipped import corpus_directory, suite_directory
 
 if TYPE_CHECKING:
@@ -82,6 +83,14 @@ def add_check_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
         default="ci",
         help="Hypothesis profile (default ci: derandomized, reproducible; "
         "crosshair: symbolic, advisory)",
+    )
+    check.add_argument(
+        "--race-budget",
+        type=race_budget,
+        default=DEFAULT_RACE_BUDGET,
+        metavar="SECONDS",
+        help="seconds spent on races in fresh processes, one after another until they are "
+        f"spent (default {DEFAULT_RACE_BUDGET:g}; 0 skips them)",
     )
     add_selection_arguments(check, items="properties", entries="clauses or properties")
     check.add_argument(
@@ -151,6 +160,7 @@ def _pytest_command(arguments: argparse.Namespace, scratch: Path, /) -> list[str
         "-p",
         "no:cacheprovider",
         f"--impl-timeout={arguments.impl_timeout}",
+        f"--race-budget={arguments.race_budget}",
         f"--check-report={scratch / 'report.json'}",
         "-q",
     ]
@@ -177,6 +187,10 @@ def _run_suite(arguments: argparse.Namespace, /) -> SuiteReport:
     with tempfile.TemporaryDirectory() as scratch:
         command = _pytest_command(arguments, Path(scratch))
         env = {**os.environ, "HYPOTHESIS_PROFILE": arguments.profile}
+        # Hypothesis keeps its examples and patches in .hypothesis/ of the
+        # folder it runs in: nothing goes into the user's folder unless they
+        # name a directory for it themselves.
+        env.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", str(Path(scratch) / "hypothesis"))
         # Only the plugins the suite names: an environment's own pytest
         # plugins must not change its results.
         env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
@@ -207,13 +221,21 @@ def _run_suite(arguments: argparse.Namespace, /) -> SuiteReport:
     return report
 
 
-def _reproduction(arguments: argparse.Namespace, request: dict[str, object], /) -> str:
+def _reproduction(arguments: argparse.Namespace, line: str, /) -> str:
     if arguments.impl_cmd is not None:
         command = arguments.impl_cmd
     else:
         module = arguments.impl_module or REFERENCE
         command = f"python -m spec.harness.adapter --impl-module {shlex.quote(module)}"
-    return f"printf '%s\\n' {shlex.quote(encode(request))} | {command}"
+    return f"printf '%s\\n' {shlex.quote(line)} | {command}"
+
+
+def _allowed(request: dict[str, object], /) -> str:
+    try:
+        return " or ".join(encode(reply) for reply in allowed_replies(request))
+    except ValueError as error:
+        # describe and race_cells have no list of replies; say what is judged.
+        return str(error)
 
 
 def _rows(arguments: argparse.Namespace, results: list[PropertyResult], /) -> list[Row]:
@@ -221,7 +243,11 @@ def _rows(arguments: argparse.Namespace, results: list[PropertyResult], /) -> li
     for result in results:
         detail = result["detail"]
         if result["outcome"] == "failed":
-            reproductions = [_reproduction(arguments, r) for r in result["requests"]]
+            if "allowed: " not in detail:
+                # An adapter that broke: what the model would have allowed.
+                allowed = [_allowed(r["request"]) for r in result["requests"]]
+                detail = "\n".join([detail, *(f"  allowed: {text}" for text in allowed)])
+            reproductions = [_reproduction(arguments, r["line"]) for r in result["requests"]]
             detail = "\n".join([detail, *(f"reproduce: {line}" for line in reproductions)])
             if result["hung"]:
                 detail += f"\n{_FLUSH_HINT}"
@@ -235,9 +261,9 @@ def _export(arguments: argparse.Namespace, results: list[PropertyResult], /) -> 
     cases: dict[str, Case] = {}
     for result in results:
         if result["outcome"] == "failed":
-            for request in result["requests"]:
+            for exchange in result["requests"]:
                 try:
-                    case = exported_case(request, result["clauses"])
+                    case = exported_case(exchange["request"], result["clauses"], exchange["line"])
                 except ValueError:
                     # A race_cells exchange has no list of allowed replies.
                     continue
@@ -256,8 +282,8 @@ def _export(arguments: argparse.Namespace, results: list[PropertyResult], /) -> 
 
 def _preflight_failure(arguments: argparse.Namespace, failure: AdapterFailure, /) -> Row:
     detail = str(failure)
-    if failure.request is not None:
-        detail += f"\nreproduce: {_reproduction(arguments, failure.request)}"
+    if failure.line is not None:
+        detail += f"\nreproduce: {_reproduction(arguments, failure.line)}"
     if failure.hung:
         detail += f"\n{_FLUSH_HINT}"
     return Row("the adapter's first request (describe)", ["RB-PROTO-1"], "failed", detail)
@@ -283,6 +309,8 @@ def _check(arguments: argparse.Namespace, /) -> int:
         print_report(rows, show_passes=True)
         if arguments.json:
             write_json(arguments.json, document | _summary(rows, []))
+        if arguments.junit_xml:
+            write_junit(arguments.junit_xml, "ssm-rollback-spec check", rows)
         return ExitStatus.FAILED
     results = report["results"]
     rows, conforming = deviations.mark(
@@ -298,6 +326,8 @@ def _check(arguments: argparse.Namespace, /) -> int:
               "no failing exchange to export")  # fmt: skip
     if arguments.json:
         write_json(arguments.json, document | _summary(rows, conforming) | {"exported": exported})
+    if arguments.junit_xml:
+        write_junit(arguments.junit_xml, "ssm-rollback-spec check", rows)
     ok = not any(row.outcome == "failed" for row in rows) and not conforming
     return ExitStatus.OK if ok else ExitStatus.FAILED
 

@@ -16,10 +16,13 @@ from typing import TYPE_CHECKING, Final, TypedDict
 
 import pytest
 
+from spec.harness.protocol import encode
+
 if TYPE_CHECKING:
     from collections.abc import Generator
 
 __all__ = [
+    "Exchange",
     "PropertyResult",
     "SuiteReport",
     "pytest_addoption",
@@ -27,6 +30,13 @@ __all__ = [
     "pytest_runtest_makereport",
     "pytest_sessionfinish",
 ]
+
+
+class Exchange(TypedDict):
+    """A request a failure was met on, and the exact line sent for it."""
+
+    request: dict[str, object]
+    line: str
 
 
 class PropertyResult(TypedDict):
@@ -39,7 +49,7 @@ class PropertyResult(TypedDict):
     detail: str
     seconds: float
     #: The requests the failure was met on, for reproduction and export.
-    requests: list[dict[str, object]]
+    requests: list[Exchange]
     #: Whether the adapter went silent rather than answering wrongly.
     hung: bool
 
@@ -53,13 +63,25 @@ class SuiteReport(TypedDict):
 
 class _Failure(TypedDict):
     detail: str
-    requests: list[dict[str, object]]
+    requests: list[Exchange]
     hung: bool
 
 
 _results: list[PropertyResult] = []
 _failures: dict[str, _Failure] = {}
+_skips: dict[str, str] = {}
+# Tests that take none of these reach no implementation: they check the
+# model or the suite itself, so they are no verdict on the implementation.
+_REACHES_THE_IMPLEMENTATION: Final = frozenset({"impl", "python_api", "new_cell"})
+_not_properties: set[str] = set()
 _MAX_DETAIL_LINES: Final = 40
+
+#: What a failure that names no exchange says over the protocol, where the
+#: suite's own Python text would tell an adapter's authors nothing.
+NO_EXCHANGE: Final = (
+    "the property failed without naming the exchange it failed on; "
+    "rerun with --verbose, and please report this as a bug of the suite"
+)
 
 
 def _clauses(report: pytest.TestReport, /) -> list[str]:
@@ -76,11 +98,25 @@ def _leaves(error: BaseException, /) -> list[BaseException]:
 def _describe(error: BaseException, /, *, notes: bool) -> str:
     # The message (and, in-process, Hypothesis's notes: the falsifying
     # example) say what failed; the traceback would only say where in the
-    # suite it was noticed.
-    lines = [str(error) if hasattr(error, "request") else f"{type(error).__name__}: {error}"]
+    # suite it was noticed. Over the protocol only the protocol's own
+    # failures speak: they show the line sent and the reply in JSON.
+    if hasattr(error, "request"):
+        lines = [str(error)]
+    elif notes:
+        lines = [f"{type(error).__name__}: {error}"]
+    else:
+        lines = [NO_EXCHANGE]
     if notes:
         lines.extend(str(note) for note in getattr(error, "__notes__", ()))
     return "\n".join(lines)
+
+
+def _exchange(error: BaseException, /) -> Exchange | None:
+    request = getattr(error, "request", None)
+    if not isinstance(request, dict):
+        return None
+    line = getattr(error, "line", None)
+    return {"request": request, "line": line if isinstance(line, str) else encode(request)}
 
 
 def _shortened(detail: str, /) -> str:
@@ -96,23 +132,37 @@ def pytest_runtest_makereport(
 ) -> Generator[None, None, None]:
     """Keep the failing exception's own text and the requests it was met on."""
     yield
-    if call.excinfo is None or call.excinfo.errisinstance(pytest.skip.Exception):
+    if not _REACHES_THE_IMPLEMENTATION & set(getattr(item, "fixturenames", ())):
+        _not_properties.add(item.nodeid)
+    if call.excinfo is None:
+        return
+    if call.excinfo.errisinstance(pytest.skip.Exception):
+        # The reason alone: Hypothesis adds the example it was met on as a
+        # note, in Python.
+        _skips[item.nodeid] = _first_line(str(getattr(call.excinfo.value, "msg", "")))
         return
     over_protocol = bool(item.config.getoption("--impl-cmd"))
     leaves = _leaves(call.excinfo.value)
-    requests = [leaf.request for leaf in leaves if getattr(leaf, "request", None) is not None]  # type: ignore[attr-defined]
+    exchanges = [found for leaf in leaves if (found := _exchange(leaf)) is not None]
     _failures[item.nodeid] = {
         "detail": "\n".join(dict.fromkeys(_describe(x, notes=not over_protocol) for x in leaves)),
-        "requests": list({json.dumps(r, sort_keys=True): r for r in requests}.values()),
+        "requests": list({e["line"]: e for e in exchanges}.values()),
         "hung": any(getattr(leaf, "hung", False) for leaf in leaves),
     }
 
 
+def _first_line(text: str, /) -> str:
+    return (text.splitlines() or [""])[0]
+
+
 def _skip_reason(report: pytest.TestReport, /) -> str:
+    reason = _skips.pop(report.nodeid, None)
+    if reason is not None:
+        return reason
     longrepr = report.longrepr
     if isinstance(longrepr, tuple):
-        return str(longrepr[2]).removeprefix("Skipped: ")
-    return str(longrepr)
+        return _first_line(str(longrepr[2]).removeprefix("Skipped: "))
+    return _first_line(str(longrepr))
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
@@ -120,6 +170,8 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if not (report.when == "call" or (report.when == "setup" and not report.passed)):
         return
     failure = _failures.pop(report.nodeid, None)
+    if report.nodeid in _not_properties and not report.failed:
+        return
     detail = ""
     if report.skipped:
         detail = _skip_reason(report)

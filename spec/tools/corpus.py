@@ -14,7 +14,7 @@ import hashlib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final, TypedDict, cast
+from typing import TYPE_CHECKING, Final, NotRequired, TypedDict, cast
 
 from spec import SPEC_VERSION, model
 from spec.harness.clauses import CLAUSES
@@ -27,10 +27,13 @@ from spec.harness.corpus_files import (
 from spec.harness.driver import is_stateful
 from spec.harness.oracle import allowed_replies
 from spec.harness.protocol import (
+    MAX_DEPTH,
+    MAX_EVENTS,
     PROTOCOL_VERSION,
     UnencodableMessageError,
     encode,
     encode_line,
+    loads_bounded,
     reply_matches,
 )
 
@@ -66,6 +69,9 @@ class Case(TypedDict):
     request: dict[str, object]
     #: ``{"ok": VALUE}`` or ``{"error": {"kind": KIND[, "message": TEXT]}}``.
     expected: list[dict[str, object]]
+    #: The exact line to send, when an encoder would not write it (``1e2``,
+    #: ``-0``, a duplicate key, a byte order mark); ``request`` is what it decodes to.
+    line: NotRequired[str]
 
 
 class CaseFile(TypedDict):
@@ -91,13 +97,22 @@ _A, _B = 3 * 5 * 17 * 257, 641 * 65537 * 6700417
 assert _A * _B == _MAX
 
 
-def _case(case_id: str, clauses: Sequence[str], request: dict[str, object]) -> Case:
-    return {
+def _case(
+    case_id: str,
+    clauses: Sequence[str],
+    request: dict[str, object],
+    line: str | None = None,
+    expected: list[dict[str, object]] | None = None,
+) -> Case:
+    case: Case = {
         "id": case_id,
         "clauses": list(clauses),
         "request": request,
-        "expected": allowed_replies(request),
+        "expected": allowed_replies(request) if expected is None else expected,
     }
+    if line is not None and line != encode(request):
+        case["line"] = line
+    return case
 
 
 def _parse_cases() -> Iterator[Case]:
@@ -128,6 +143,7 @@ def _parse_cases() -> Iterator[Case]:
         "escape-text": "replay\\n",
         "format-braces": "{other}",
         "nul": "replay\x00",
+        "nul-then-junk": "snapshot\x00junk",
         "hyphen": "snap-shot",
         "other-mode-name": "recompute",
         "math-bold": "".join(chr(ord(c) - ord("a") + 0x1D41A) for c in "replay"),
@@ -229,6 +245,15 @@ def _trace_cases() -> Iterator[Case]:
     }
     for name, (clauses, events) in traces.items():
         yield _case(f"trace-{name}", clauses, {"op": "trace", "events": events})
+    yield from _bound_cases("trace")
+
+
+def _bound_cases(op: str, /) -> Iterator[Case]:
+    # The event bound, at it and one past it (docs/protocol.md, "Bounds").
+    # Every event publishes replay, so only the bound can make a case fail.
+    for count in (MAX_EVENTS, MAX_EVENTS + 1):
+        events = [_set("replay")] * count
+        yield _case(f"{op}-{count}-events", ["RB-PROTO-4"], {"op": op, "events": events})
 
 
 def _race_cases() -> Iterator[Case]:
@@ -240,8 +265,10 @@ def _race_cases() -> Iterator[Case]:
         "mixed-eight": [_set("replay"), _GET, _set("snapshot"), _GET] * 2,
         "mixed-sixteen": [_set("replay"), _set("replay"), _GET, _set("snapshot")] * 4,
     }
+    yield _case("race-empty", ["RB-PUB-4", "RB-PROTO-2"], {"op": "race", "events": []})
     for name, events in races.items():
         yield _case(f"race-{name}", ["RB-PUB-4"], {"op": "race", "events": events})
+    yield from _bound_cases("race")
 
 
 def _verify_cases() -> Iterator[Case]:
@@ -283,6 +310,53 @@ def _protocol_cases() -> Iterator[Case]:
         ["RB-PROTO-3"],
         {"op": "parse", "text": "replay", "id": 7},
     )
+    yield from _written_cases()
+    yield from _depth_cases()
+
+
+def _written_cases() -> Iterator[Case]:
+    # Lines an encoder would not write: each case carries its exact line.
+    integers = {"fraction": "1.0", "exponent": "1e2", "minus-zero": "-0"}
+    for name, written in integers.items():
+        line = f'{{"op":"row_bytes","qkvz_elems":{written},"nv":1}}'
+        request = cast("dict[str, object]", loads_bounded(line, MAX_DEPTH))
+        yield _case(f"protocol-bad-integer-{name}", ["RB-PROTO-4"], request, line)
+    duplicate = '{"op":"parse","text":"Snapshot","text":"replay"}'
+    yield _case(
+        "protocol-duplicate-key-last-counts",
+        ["RB-PROTO-3"],
+        {"op": "parse", "text": "replay"},
+        duplicate,
+    )
+    # RFC 8259, section 8.1: a reader MAY ignore a byte order mark.
+    parse: dict[str, object] = {"op": "parse", "text": "replay"}
+    yield _case(
+        "protocol-byte-order-mark-read-or-refused",
+        ["RB-PROTO-1"],
+        parse,
+        "\ufeff" + encode(parse),
+        [{"ok": "replay"}, {"error": {"kind": "bad-request"}}],
+    )
+    yield _case(
+        "protocol-get-ignores-mode",
+        ["RB-PROTO-3", "RB-PUB-2"],
+        {"op": "trace", "events": [{"op": "get", "mode": "junk"}, {"op": "get"}]},
+    )
+
+
+def _nested(levels: int, container: str, /) -> object:
+    value: object = 0
+    for _ in range(levels):
+        value = [value] if container == "arrays" else {"a": value}
+    return value
+
+
+def _depth_cases() -> Iterator[Case]:
+    # The request object is level 1; an ignored field carries the rest.
+    for container in ("arrays", "objects"):
+        for depth in (MAX_DEPTH, MAX_DEPTH + 1):
+            request = {"op": "parse", "text": "replay", "x": _nested(depth - 1, container)}
+            yield _case(f"protocol-depth-{depth}-{container}", ["RB-PROTO-4"], request)
 
 
 _FILES: Final = {
@@ -339,19 +413,23 @@ _OP_CLAUSES: Final = {
 _PROTOCOL_CLAUSES: Final = ("RB-PROTO-1", "RB-PROTO-2", "RB-PROTO-3", "RB-PROTO-4")
 
 
-def exported_case(request: Mapping[str, object], clauses: Sequence[str], /) -> Case:
+def exported_case(
+    request: Mapping[str, object], clauses: Sequence[str], line: str | None = None, /
+) -> Case:
     """A case for a request a property failed on: its ID derived from its content.
 
     It cites the property's clauses that a request of its op can tell apart,
-    and expects what the model allows.
+    and expects what the model allows; ``line`` is the exact line sent, kept
+    when it is not ``request`` encoded.
     """
     op = request.get("op")
     possible = (*_OP_CLAUSES.get(op, ()), *_PROTOCOL_CLAUSES) if isinstance(op, str) else ()
     cited = [clause for clause in clauses if clause in possible] or ["RB-PROTO-4"]
-    digest = hashlib.sha256(encode(request).encode("utf-8")).hexdigest()[:12]
+    sent = encode(request) if line is None else line
+    digest = hashlib.sha256(sent.encode("utf-8")).hexdigest()[:12]
     name = op.replace("_", "-").lower() if isinstance(op, str) and op.isascii() else "request"
     case_id = f"{re.sub(r'[^a-z0-9-]', '', name) or 'request'}-{digest}"
-    return _case(case_id, cited, dict(request))
+    return _case(case_id, cited, dict(request), line)
 
 
 _CASE_ID: Final = re.compile(r"[a-z0-9][a-z0-9-]*")
@@ -372,10 +450,16 @@ def _is_expected_reply(value: object, /) -> bool:
     )
 
 
-def _case_problem(case: object, /) -> str | None:  # noqa: PLR0911 - one return per rule
+_CASE_KEYS: Final = frozenset({"id", "clauses", "request", "expected"})
+
+
+def _case_problem(case: object, /) -> str | None:  # noqa: C901, PLR0911 - one return per rule
     # The schema's rules for one case, checked with the standard library.
-    if not isinstance(case, dict) or set(case) != {"id", "clauses", "request", "expected"}:
-        return "must be an object with exactly id, clauses, request and expected"
+    if not isinstance(case, dict) or set(case) - {"line"} != _CASE_KEYS:
+        return "must be an object with exactly id, clauses, request and expected, and maybe line"
+    line = case.get("line", "")
+    if not isinstance(line, str) or "\n" in line or "\r" in line:
+        return "its line must be a text with no line break"
     if not isinstance(case["id"], str) or not _CASE_ID.fullmatch(case["id"]):
         return "its id must be lower-case letters, digits and hyphens"
     clauses = case["clauses"]
@@ -388,8 +472,11 @@ def _case_problem(case: object, /) -> str | None:  # noqa: PLR0911 - one return 
         return "its request must be an object"
     try:
         encode_line(case["request"])
+        line.encode("utf-8")
     except UnencodableMessageError as error:
         return f"its request {error}"
+    except UnicodeEncodeError:
+        return "its line cannot be sent as UTF-8, it holds a lone surrogate"
     expected = case["expected"]
     if not isinstance(expected, list) or not expected:
         return "its expected replies must be a non-empty list"
@@ -436,7 +523,8 @@ def _judge(case: Case, reply: dict[str, object], /) -> CaseResult:
     if any(reply_matches(reply, expected) for expected in case["expected"]):
         return CaseResult(case["id"], case["clauses"], "passed")
     shown = " or ".join(encode(expected) for expected in case["expected"])
-    detail = f"request {encode(case['request'])}\nreplied {encode(reply)}\nexpected {shown}"
+    sent = case.get("line", encode(case["request"]))
+    detail = f"request {sent}\nreplied {encode(reply)}\nexpected {shown}"
     return CaseResult(case["id"], case["clauses"], "failed", detail)
 
 
@@ -464,11 +552,13 @@ def run_cases(
     stateless = [case for case in cases if not is_stateful(case["request"])]
     stateful = [case for case in cases if is_stateful(case["request"])]
     replies: list[dict[str, object] | AdapterFailure] = list(
-        driver.request_many([case["request"] for case in stateless])
+        driver.request_many(
+            [case["request"] for case in stateless], [case.get("line") for case in stateless]
+        )
     )
     for case in stateful:
         try:
-            replies.append(driver.request(case["request"]))
+            replies.append(driver.request(case["request"], line=case.get("line")))
         except AssertionError as failure:
             replies.append(cast("AdapterFailure", failure))
     results: dict[str, CaseResult] = {}

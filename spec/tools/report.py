@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
@@ -24,6 +25,7 @@ __all__ = [
     "counts",
     "print_report",
     "write_json",
+    "write_junit",
 ]
 
 #: Every outcome, in the order a report lists them.
@@ -126,3 +128,56 @@ def write_json(target: str, document: Mapping[str, object], /, flag: str = "--js
         Path(target).write_text(text, encoding="utf-8")
     except OSError as error:
         raise CliError(f"{flag} {target}: {error.strerror or error}") from None
+
+
+def _first_line(text: str, /) -> str:
+    return (text.splitlines() or [""])[0]
+
+
+def write_junit(target: str, suite: str, rows: Sequence[Row], /) -> None:
+    """Write ``rows`` as a JUnit XML report to the path ``target``.
+
+    One testcase per property or case, named with its clauses; a failure
+    carries its whole detail, a skip and a deviation their reason, and a case
+    not run is an error.
+
+    Raises:
+        CliError: the file cannot be written.
+    """
+    tally = counts(rows)
+    root = ET.Element("testsuites", name="ssm-rollback-spec")
+    element = ET.SubElement(
+        root,
+        "testsuite",
+        name=suite,
+        tests=str(len(rows)),
+        failures=str(tally["failed"]),
+        errors=str(tally["not-run"]),
+        skipped=str(tally["skipped"] + tally["deviation"]),
+        time=f"{sum(row.seconds or 0.0 for row in rows):.3f}",
+    )
+    for row in rows:
+        case = ET.SubElement(
+            element,
+            "testcase",
+            name=f"{row.name} [{', '.join(row.clauses)}]",
+            classname=suite,
+            time=f"{row.seconds or 0.0:.3f}",
+        )
+        properties = ET.SubElement(case, "properties")
+        for clause in row.clauses:
+            ET.SubElement(properties, "property", name="clause", value=clause)
+        if row.outcome == "failed":
+            failure = ET.SubElement(case, "failure", message=_first_line(row.detail))
+            failure.text = row.detail
+        elif row.outcome == "not-run":
+            ET.SubElement(case, "error", message=row.detail)
+        elif row.outcome in {"skipped", "deviation"}:
+            # A deviation's detail opens with "deviates knowingly (...): REASON".
+            ET.SubElement(case, "skipped", message=_first_line(row.detail))
+    ET.indent(root)
+    text = ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+    try:
+        Path(target).write_text(text, encoding="utf-8")
+    except OSError as error:
+        raise CliError(f"--junit-xml {target}: {error.strerror or error}") from None

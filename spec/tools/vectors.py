@@ -18,7 +18,7 @@ from . import corpus, replay_corpus
 from .arguments import adapter_argv, add_impl_arguments, add_selection_arguments
 from .deviations import DeviationList, Target
 from .errors import CliError, ExitStatus
-from .report import Row, clause_summary, counts, print_report, write_json
+from .report import Row, clause_summary, counts, print_report, write_json, write_junit
 from .shipped import REPLAY_SUBDIRECTORY, corpus_directory, replay_corpus_directory
 
 if TYPE_CHECKING:
@@ -155,5 +155,7 @@ def _run(arguments: argparse.Namespace, /) -> int:
             "counts": counts(rows),
         }
         write_json(arguments.json, document)
+    if arguments.junit_xml:
+        write_junit(arguments.junit_xml, "ssm-rollback-spec vectors run", rows)
     broken = any(row.outcome in {"failed", "not-run"} for row in rows)
     return ExitStatus.FAILED if broken or conforming else ExitStatus.OK

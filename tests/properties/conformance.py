@@ -10,22 +10,34 @@ from spec.harness.oracle import allowed_replies
 from spec.harness.protocol import reply_matches
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Mapping, Sequence
 
     from spec.harness.driver import Implementation
 
 
-def exchange(impl: Implementation, request: Mapping[str, object], /) -> dict[str, object]:
+def exchange(
+    impl: Implementation,
+    request: Mapping[str, object],
+    /,
+    *,
+    line: str | None = None,
+    allowed: Sequence[Mapping[str, object]] | None = None,
+) -> dict[str, object]:
     """Send ``request`` and require a reply the model allows; return the reply.
+
+    ``line`` is the exact text to send, when it is not ``request`` encoded;
+    ``allowed`` replaces the model's replies where the protocol allows more
+    than the model says (a byte order mark may be read or refused).
 
     Raises:
         NonConformingReply: the reply is not one the model allows; it carries
             the request, so ``check`` can show and export the exchange.
     """
-    reply = impl.request(request)
-    allowed = allowed_replies(request)
+    reply = impl.request(request, line=line)
+    if allowed is None:
+        allowed = allowed_replies(request)
     if not any(reply_matches(reply, expected) for expected in allowed):
-        raise NonConformingReply(request, reply, allowed)
+        raise NonConformingReply(request, reply, allowed, line=line)
     return reply
 
 

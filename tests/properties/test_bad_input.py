@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from spec import model
@@ -164,6 +164,8 @@ class _LyingNumber(int):
 
 @pytest.mark.clause("RB-PARSE-1", "RB-PARSE-2")
 @given(text=st.text(max_size=12))
+@example(text="garbage")
+@example(text="replay")
 def test_a_str_subclass_is_judged_by_the_text_it_holds(
     python_api: PythonImplementation, text: str
 ) -> None:

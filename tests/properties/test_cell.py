@@ -18,8 +18,6 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from spec import model
-
 from .strategies import scaled
 
 if TYPE_CHECKING:
@@ -123,9 +121,3 @@ def test_calls_released_together_all_return_one_winners_value(
     allowed = {(value,) * len(calls) for _, value in calls}
     assert tuple(returned) in allowed, f"calls {calls} returned {returned}"
     assert cell.get() == returned[0]
-
-
-@pytest.mark.clause("RB-PUB-4")
-def test_the_model_allows_one_outcome_per_possible_winner() -> None:
-    calls: list[model.Call] = [("get", None), ("set", "replay"), ("set", "snapshot")]
-    assert model.allowed_race_outcomes(calls) == {("snapshot",) * 3, ("replay",) * 3}

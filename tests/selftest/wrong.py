@@ -227,6 +227,13 @@ class PrefixParse(WrongImplementation):
         return rollback.parse_ssm_rollback_mode(text)
 
 
+class NulCutParse(WrongImplementation):
+    """Reads the text as a C string: whatever follows a NUL is never seen."""
+
+    def parse_ssm_rollback_mode(self, text: str, /) -> rollback.SsmRollbackMode:
+        return rollback.parse_ssm_rollback_mode(text.split("\x00", 1)[0])
+
+
 def _parse_with_message(text: str, message: str, /) -> rollback.SsmRollbackMode:
     # The reference's parse, but its error says ``message`` instead.
     try:
@@ -434,6 +441,7 @@ WRONG: Final[dict[str, Expectation]] = {
     "CaseInsensitiveParse": Expectation(Family.PARSE),
     "TrimmingParse": Expectation(Family.PARSE),
     "PrefixParse": Expectation(Family.PARSE),
+    "NulCutParse": Expectation(Family.PARSE),
     "ReprQuotedError": Expectation(Family.PARSE),
     "ErrorListsModesBackwards": Expectation(Family.PARSE),
     "NormalisingParse": Expectation(Family.PARSE),

@@ -85,11 +85,13 @@ impl Reader<'_> {
         }
     }
 
+    /// A value at nesting level `depth`: only arrays and objects count as
+    /// levels, so a scalar inside the deepest allowed container is fine.
     fn value(&mut self, depth: usize) -> Result<Json, String> {
-        if depth > MAX_DEPTH {
+        self.space();
+        if matches!(self.peek(), Some(b'[' | b'{')) && depth > MAX_DEPTH {
             return Err(format!("nested deeper than {MAX_DEPTH} levels"));
         }
-        self.space();
         match self.peek() {
             None => Err("unexpected end of line".into()),
             Some(b'n') => self.literal("null", Json::Null),

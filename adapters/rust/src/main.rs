@@ -6,13 +6,14 @@ mod json;
 mod replay_op;
 
 use std::io::{self, BufRead, BufWriter, Write};
-use std::sync::Barrier;
 
 use json::{write_string, Json};
 use ssm_rollback::{
     set_ssm_rollback_mode, ssm_replay_ring_bytes, ssm_replay_row_bytes, ssm_rollback_mode,
-    verify_entry_allowed, ModeCell, Overflow, SsmRollbackMode,
+    verify_entry_allowed, Overflow, SsmRollbackMode,
 };
+#[cfg(not(feature = "no-race-cells"))]
+use ssm_rollback::ModeCell;
 
 /// A reply before it is written.
 pub(crate) enum Reply {
@@ -60,12 +61,14 @@ impl Event {
 const MAX_EVENTS: usize = 256;
 
 /// The most rounds one `race_cells` request may ask for (docs/protocol.md).
+#[cfg(not(feature = "no-race-cells"))]
 const MAX_ROUNDS: u64 = 10_000;
 
 /// Race `events` on a fresh cell, `rounds` times, with one thread per event
 /// for the whole run. Each round, the threads spin until a shared counter
 /// says go, so they leave together, within nanoseconds rather than the
 /// microseconds a sleeping barrier takes to wake each one.
+#[cfg(not(feature = "no-race-cells"))]
 fn race_fresh_cells(events: &[Event], rounds: usize) -> Vec<Vec<SsmRollbackMode>> {
     use std::sync::atomic::{AtomicUsize, Ordering};
     let cells: Vec<ModeCell> = (0..rounds).map(|_| ModeCell::new()).collect();
@@ -107,6 +110,42 @@ fn race_fresh_cells(events: &[Event], rounds: usize) -> Vec<Vec<SsmRollbackMode>
         handles.into_iter().map(|h| h.join().expect("cell thread")).collect()
     });
     (0..rounds).map(|round| per_thread.iter().map(|thread| thread[round]).collect()).collect()
+}
+
+/// Race `events` on the published mode, one thread per event, released as
+/// `race_fresh_cells` releases a round: the last thread to arrive opens it,
+/// the others spin, so they leave together (docs/protocol.md). A sleeping
+/// barrier (`std::sync::Barrier`) wakes them one after another instead, and
+/// a narrow check-then-set is never caught that way (BENCHMARKS.md).
+fn race_published(events: &[Event]) -> Vec<SsmRollbackMode> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let arrived = AtomicUsize::new(0);
+    let go = AtomicUsize::new(0);
+    let threads = events.len();
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = events
+            .iter()
+            .map(|&event| {
+                let (arrived, go) = (&arrived, &go);
+                scope.spawn(move || {
+                    if arrived.fetch_add(1, Ordering::AcqRel) + 1 == threads {
+                        go.store(1, Ordering::Release);
+                    }
+                    let mut spins = 0u32;
+                    while go.load(Ordering::Acquire) == 0 {
+                        spins = spins.wrapping_add(1);
+                        if spins % 1024 == 0 {
+                            std::thread::yield_now();
+                        } else {
+                            std::hint::spin_loop();
+                        }
+                    }
+                    event.run()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().expect("event thread")).collect()
+    })
 }
 
 fn events(request: &Json) -> Result<Vec<Event>, Reply> {
@@ -195,22 +234,9 @@ fn answer(line: &str) -> Result<Reply, Reply> {
         }
         "race" => {
             let events = events(&request)?;
-            let barrier = Barrier::new(events.len().max(1));
-            let returned: Vec<SsmRollbackMode> = std::thread::scope(|scope| {
-                let handles: Vec<_> = events
-                    .iter()
-                    .map(|&event| {
-                        let barrier = &barrier;
-                        scope.spawn(move || {
-                            barrier.wait();
-                            event.run()
-                        })
-                    })
-                    .collect();
-                handles.into_iter().map(|h| h.join().expect("event thread")).collect()
-            });
-            Reply::Ok(mode_list(&returned))
+            Reply::Ok(mode_list(&race_published(&events)))
         }
+        #[cfg(not(feature = "no-race-cells"))]
         "race_cells" => {
             let events = events(&request)?;
             let rounds = u64_field(&request, "rounds")?;
