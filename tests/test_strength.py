@@ -22,7 +22,9 @@ from typing import Final
 import junitparser
 import pytest
 
+from spec.harness.clauses import DRAFT_CLAUSES
 from spec.harness.failures import show_output
+from spec.tools.check import REPLAY_PROPERTY_CLAUSES
 from tests.child import ROOT, run_module
 
 WRONG_ADAPTER: Final = str(Path(__file__).with_name("wrong_adapter.py"))
@@ -164,7 +166,13 @@ def test_check_and_the_vectors_agree_on_every_clause_and_write_junit(
     assert ran.returncode == 0, ran.stdout[-3000:]
     by_check = json.loads(check_json.read_text(encoding="utf-8"))["clauses"]
     by_vectors = json.loads(vectors_json.read_text(encoding="utf-8"))["clauses"]
-    assert {c: by_check[c] for c in by_vectors} == by_vectors
+    # The replay corpus cites draft clauses no replay property does (the
+    # conv state's inputs, ReplaySSM's fold): only the vectors judge those.
+    only_vectors = set(by_vectors) - set(by_check)
+    assert only_vectors <= DRAFT_CLAUSES - REPLAY_PROPERTY_CLAUSES, only_vectors
+    assert {c: by_check[c] for c in by_vectors if c in by_check} == {
+        c: outcome for c, outcome in by_vectors.items() if c in by_check
+    }
     # What check skips over the protocol is what only the Python API shows.
     skipped = sorted(c for c, outcome in by_check.items() if outcome == "skipped")
     assert all(c.startswith(("RB-CELL-", "RB-PY-")) for c in skipped), skipped
