@@ -138,18 +138,22 @@ def test_a_reply_with_a_state_short_fails_saying_how_many_were_expected() -> Non
     assert detail.splitlines()[0] == 'the reply must be {"ok": {"states": [...]}} with 8 states'
 
 
-def test_a_replay_state_file_without_a_tolerance_is_refused(tmp_path: Path) -> None:
+def _copy_with(tmp_path: Path, name: str, document: dict[str, object], /) -> None:
     for path in REPLAY.glob("*.json"):
         (tmp_path / path.name).write_bytes(path.read_bytes())
-    document = json.loads((REPLAY / "post_conv.json").read_text(encoding="ascii"))
-    del document["tolerance"]
     text = json.dumps(document)
-    (tmp_path / "post_conv.json").write_text(text, encoding="ascii")
+    (tmp_path / name).write_text(text, encoding="ascii")
     manifest = json.loads((REPLAY / "manifest.json").read_text(encoding="ascii"))
     for entry in manifest["files"]:
-        if entry["path"] == "post_conv.json":
+        if entry["path"] == name:
             entry["sha256"] = hashlib.sha256(text.encode("ascii")).hexdigest()
     (tmp_path / "manifest.json").write_text(json.dumps(manifest), encoding="ascii")
+
+
+def test_a_replay_state_file_without_a_tolerance_is_refused(tmp_path: Path) -> None:
+    document = json.loads((REPLAY / "post_conv.json").read_text(encoding="ascii"))
+    del document["tolerance"]
+    _copy_with(tmp_path, "post_conv.json", document)
     with pytest.raises(VectorError) as raised:
         load_replay_cases(tmp_path)
     assert str(raised.value) == "post_conv.json: must state its tolerance per pipeline"
@@ -183,3 +187,17 @@ def test_vectors_where_names_the_corpus_then_the_replay_corpus() -> None:
     corpus, replay = finished.stdout.splitlines()
     assert Path(replay) == Path(corpus) / "replay"
     assert Path(replay).resolve() == REPLAY
+
+
+def test_a_replay_case_the_protocol_cannot_decode_is_refused_by_file_and_id(
+    tmp_path: Path,
+) -> None:
+    document = json.loads((REPLAY / "rebuild.json").read_text(encoding="ascii"))
+    document["cases"][0]["ring"][0]["beta"] = ["0.5"]
+    _copy_with(tmp_path, "rebuild.json", document)
+    with pytest.raises(VectorError) as raised:
+        load_replay_cases(tmp_path)
+    assert str(raised.value) == (
+        "rebuild.json: case '000-float64-k2-a1': not a replay case (rounds[0].rows[0].beta[0] "
+        'must be a finite float.hex string, got "0.5")'
+    )

@@ -17,9 +17,10 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Final, cast
 
+from spec.harness.clauses import CLAUSES
 from spec.harness.corpus_files import VectorError, load_corpus
 from spec.harness.protocol import encode, encode_line
-from spec.harness.replay_wire import HEX_FLOAT
+from spec.harness.replay_wire import HEX_FLOAT, decode_replay
 
 from .corpus import CaseResult
 
@@ -114,10 +115,16 @@ def _replay_case(
     bound = cast("dict[str, object]", tolerances[pipeline])["kernel"]
     if not isinstance(bound, float | int) or isinstance(bound, bool) or not 0 <= bound < 1:
         raise TypeError("the kernel bound must be a number in [0, 1)")
+    # The request must be one the protocol decodes: shapes, dims, hex floats.
+    decode_replay(request)
     encode_line(request)
+    clauses = cast("list[str]", case["clauses"])
+    unknown = [clause for clause in clauses if clause not in CLAUSES]
+    if unknown:
+        raise ValueError(f"it cites clauses SPEC.md does not have: {unknown}")
     return ReplayCase(
         case_id=f"replay-{kind}-{case['id']}",
-        clauses=list(cast("list[str]", case["clauses"])),
+        clauses=list(clauses),
         pipeline=pipeline,
         request=request,
         expected=expected,
