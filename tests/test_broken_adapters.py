@@ -162,8 +162,16 @@ def _check(*arguments: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_check_against_an_adapter_that_hangs_on_one_op_finishes_and_fails() -> None:
+    # Two families: one with the hanging op (RB-SIZE's ring_bytes), one without.
     finished = _check(
-        "--impl-cmd", f"{sys.executable} {BROKEN} hang ring_bytes", "--impl-timeout", "0.5"
+        "--impl-cmd",
+        f"{sys.executable} {BROKEN} hang ring_bytes",
+        "--impl-timeout",
+        "0.5",
+        "--clause",
+        "RB-SIZE",
+        "--clause",
+        "RB-PARSE",
     )
     assert finished.returncode == 1, finished.stdout + finished.stderr
     assert "FAIL  test_sizes.py::test_ring_bytes_is_the_exact_value_or_overflow" in finished.stdout

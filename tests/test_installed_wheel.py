@@ -15,6 +15,10 @@ import pytest
 
 from tests.child import ROOT, run_module
 
+# One worker builds the wheel (python -m build writes build/ in the clone) and
+# installs it once for the module's tests.
+pytestmark = pytest.mark.xdist_group("installed-wheel")
+
 SUITE: Final = ROOT / "tests" / "properties"
 CORPUS: Final = ROOT / "vectors"
 
