@@ -459,3 +459,15 @@ def test_the_oracle_lists_no_reply_for_replay_which_is_judged_within_a_bound() -
     assert str(raised.value) == (
         "replay is judged against the replay corpus with a tolerance, not by a list"
     )
+
+
+def test_the_in_process_driver_sends_the_exact_line_it_is_given() -> None:
+    # 1e2 decodes to the integer 100, but the protocol wants an integer written
+    # plainly: the line, not the request it decodes to, is what is judged.
+    request = {"op": "row_bytes", "qkvz_elems": 100, "nv": 1}
+    driver = InProcessDriver.load()
+    assert driver.request(request) == {"ok": 208}
+    line = '{"op": "row_bytes", "qkvz_elems": 1e2, "nv": 1}'
+    refused = driver.request(request, line=line)["error"]
+    assert isinstance(refused, dict)
+    assert refused["kind"] == "bad-request"
