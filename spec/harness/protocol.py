@@ -28,6 +28,7 @@ __all__ = [
     "ProtocolError",
     "TooDeepError",
     "UnencodableMessageError",
+    "bad_request",
     "decode_reply",
     "decode_request",
     "encode",
@@ -38,6 +39,7 @@ __all__ = [
     "ok_reply",
     "op_named",
     "reply_matches",
+    "required_field",
 ]
 
 PROTOCOL_VERSION: Final = 2
@@ -159,29 +161,35 @@ def op_named(name: str, /) -> Op:
     return _OPS_BY_NAME[name]
 
 
-def _bad(message: str, /) -> ProtocolError:
+def bad_request(message: str, /) -> ProtocolError:
+    """The error a malformed request gets: ``bad-request`` with ``message`` (RB-PROTO-4)."""
     return ProtocolError(ErrorKind.BAD_REQUEST, message)
 
 
-def _field(request: Mapping[str, object], name: str, /) -> object:
+def required_field(request: Mapping[str, object], name: str, /) -> object:
+    """The value of a field the request must carry.
+
+    Raises:
+        ProtocolError: ``bad-request``, the field is missing (RB-PROTO-4).
+    """
     if name not in request:
-        raise _bad(f"missing field '{name}'")
+        raise bad_request(f"missing field '{name}'")
     return request[name]
 
 
 def _u64(request: Mapping[str, object], name: str, /) -> int:
-    value = _field(request, name)
+    value = required_field(request, name)
     if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= _U64_MAX:
-        raise _bad(
+        raise bad_request(
             f"field '{name}' must be an integer in [0, {_U64_MAX}], got {encode_value(value)}"
         )
     return value
 
 
 def _mode(container: Mapping[str, object], where: str, /) -> str:
-    value = _field(container, "mode")
+    value = required_field(container, "mode")
     if value not in _MODE_NAMES:
-        raise _bad(
+        raise bad_request(
             f'{where}field \'mode\' must be "snapshot" or "replay", got {encode_value(value)}'
         )
     assert isinstance(value, str)
@@ -189,30 +197,32 @@ def _mode(container: Mapping[str, object], where: str, /) -> str:
 
 
 def _events(request: Mapping[str, object], /, limit: int = MAX_EVENTS) -> list[dict[str, object]]:
-    events = _field(request, "events")
+    events = required_field(request, "events")
     if not isinstance(events, list):
-        raise _bad(f"field 'events' must be a list, got {encode_value(events)}")
+        raise bad_request(f"field 'events' must be a list, got {encode_value(events)}")
     if len(events) > limit:
-        raise _bad(f"field 'events' holds {len(events)} events, more than {limit}")
+        raise bad_request(f"field 'events' holds {len(events)} events, more than {limit}")
     checked: list[dict[str, object]] = []
     for index, event in enumerate(events):
         where = f"events[{index}] "
         if not isinstance(event, dict):
-            raise _bad(f"{where}must be an object, got {encode_value(event)}")
+            raise bad_request(f"{where}must be an object, got {encode_value(event)}")
         kind = event.get("op")
         if kind == "set":
             checked.append({"op": "set", "mode": _mode(event, where)})
         elif kind == "get":
             checked.append({"op": "get"})
         else:
-            raise _bad(f'{where}field \'op\' must be "set" or "get", got {encode_value(kind)}')
+            raise bad_request(
+                f'{where}field \'op\' must be "set" or "get", got {encode_value(kind)}'
+            )
     return checked
 
 
 def _rounds(request: Mapping[str, object], /) -> int:
     rounds = _u64(request, "rounds")
     if not 1 <= rounds <= MAX_ROUNDS:
-        raise _bad(f"field 'rounds' must be in [1, {MAX_ROUNDS}], got {rounds}")
+        raise bad_request(f"field 'rounds' must be in [1, {MAX_ROUNDS}], got {rounds}")
     return rounds
 
 
@@ -278,16 +288,16 @@ def _load_json(line: str, /) -> object:
     try:
         value = loads_bounded(line, MAX_DEPTH)
     except TooDeepError as error:
-        raise _bad(str(error)) from None
+        raise bad_request(str(error)) from None
     except ValueError as error:
-        raise _bad(f"not a JSON line: {error}") from None
+        raise bad_request(f"not a JSON line: {error}") from None
     try:
         if "\\u" in line:
             _ENCODER.encode(value).encode("utf-8")
     except UnicodeEncodeError:
         # A lone surrogate escape is valid JSON but not Unicode, so no reply
         # could echo it as UTF-8.
-        raise _bad("a string holds a lone surrogate, which is not Unicode") from None
+        raise bad_request("a string holds a lone surrogate, which is not Unicode") from None
     return value
 
 
@@ -300,18 +310,18 @@ def decode_request(line: str, /) -> dict[str, object]:
     """
     request = _load_json(line)
     if not isinstance(request, dict):
-        raise _bad(f"a request must be a JSON object, got {encode_value(request)}")
-    name = _field(request, "op")
+        raise bad_request(f"a request must be a JSON object, got {encode_value(request)}")
+    name = required_field(request, "op")
     if not isinstance(name, str):
-        raise _bad(f"field 'op' must be a string, got {encode_value(name)}")
+        raise bad_request(f"field 'op' must be a string, got {encode_value(name)}")
     op = _OPS_BY_NAME.get(name)
     if op is None:
         raise ProtocolError(ErrorKind.UNKNOWN_OP, f"unknown op {encode_value(name)}")
     checked: dict[str, object] = {"op": op.value}
     if op is Op.PARSE:
-        text = _field(request, "text")
+        text = required_field(request, "text")
         if not isinstance(text, str):
-            raise _bad(f"field 'text' must be a string, got {encode_value(text)}")
+            raise bad_request(f"field 'text' must be a string, got {encode_value(text)}")
         checked["text"] = text
     elif op is Op.VERIFY_ENTRY:
         checked["mode"] = _mode(request, "")

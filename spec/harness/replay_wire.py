@@ -17,7 +17,7 @@ import math
 import re
 from typing import TYPE_CHECKING, Final, Literal, NotRequired, TypedDict
 
-from .protocol import ErrorKind, ProtocolError, encode_value
+from .protocol import bad_request, encode_value, required_field
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -34,16 +34,6 @@ __all__ = [
     "decode_replay",
     "encode_replay_states",
 ]
-
-
-def _bad(message: str, /) -> ProtocolError:
-    return ProtocolError(ErrorKind.BAD_REQUEST, message)
-
-
-def _field(request: Mapping[str, object], name: str, /) -> object:
-    if name not in request:
-        raise _bad(f"missing field '{name}'")
-    return request[name]
 
 
 #: The fields of a ``replay`` request.
@@ -123,12 +113,12 @@ def _hex_float(value: object, where: str, /) -> float:
         else:
             if math.isfinite(number):
                 return number
-    raise _bad(f"{where} must be a finite float.hex string, got {encode_value(value)}")
+    raise bad_request(f"{where} must be a finite float.hex string, got {encode_value(value)}")
 
 
 def _floats(value: object, where: str, length: int, /) -> list[float]:
     if not isinstance(value, list) or len(value) != length:
-        raise _bad(
+        raise bad_request(
             f"{where} must be a list of {length} float.hex strings, got {encode_value(value)}"
         )
     return [_hex_float(item, f"{where}[{index}]") for index, item in enumerate(value)]
@@ -136,18 +126,18 @@ def _floats(value: object, where: str, length: int, /) -> list[float]:
 
 def _matrix(value: object, where: str, rows: int, columns: int, /) -> list[list[float]]:
     if not isinstance(value, list) or len(value) != rows:
-        raise _bad(f"{where} must be a list of {rows} rows, got {encode_value(value)}")
+        raise bad_request(f"{where} must be a list of {rows} rows, got {encode_value(value)}")
     return [_floats(row, f"{where}[{index}]", columns) for index, row in enumerate(value)]
 
 
 def _dims(value: object, /) -> ReplayDims:
     names = ("num_key_heads", "key_head_dim", "num_value_heads", "value_head_dim", "conv_kernel")
     if not isinstance(value, dict):
-        raise _bad(f"field 'dims' must be an object, got {encode_value(value)}")
+        raise bad_request(f"field 'dims' must be an object, got {encode_value(value)}")
     for name in names:
-        number = _field(value, name)
+        number = required_field(value, name)
         if type(number) is not int or not 1 <= number <= _MAX_DIM:
-            raise _bad(
+            raise bad_request(
                 f"dims.{name} must be an integer in [1, {_MAX_DIM}], got {encode_value(number)}"
             )
     dims = ReplayDims(
@@ -158,20 +148,22 @@ def _dims(value: object, /) -> ReplayDims:
         conv_kernel=value["conv_kernel"],
     )
     if dims["num_value_heads"] % dims["num_key_heads"]:
-        raise _bad("dims.num_value_heads must be a multiple of dims.num_key_heads")
+        raise bad_request("dims.num_value_heads must be a multiple of dims.num_key_heads")
     return dims
 
 
 def _state(value: object, where: str, dims: ReplayDims, /) -> ReplayState:
     if not isinstance(value, dict):
-        raise _bad(f"field '{where}' must be an object, got {encode_value(value)}")
+        raise bad_request(f"field '{where}' must be an object, got {encode_value(value)}")
     conv_dim = 2 * dims["num_key_heads"] * dims["key_head_dim"]
     conv_dim += dims["num_value_heads"] * dims["value_head_dim"]
-    conv = _matrix(_field(value, "conv"), f"{where}.conv", conv_dim, dims["conv_kernel"] - 1)
-    h = _field(value, "h")
+    conv = _matrix(
+        required_field(value, "conv"), f"{where}.conv", conv_dim, dims["conv_kernel"] - 1
+    )
+    h = required_field(value, "h")
     heads = dims["num_value_heads"]
     if not isinstance(h, list) or len(h) != heads:
-        raise _bad(f"{where}.h must be a list of {heads} heads, got {encode_value(h)}")
+        raise bad_request(f"{where}.h must be a list of {heads} heads, got {encode_value(h)}")
     rows, columns = dims["key_head_dim"], dims["value_head_dim"]
     return ReplayState(
         conv=conv,
@@ -181,36 +173,38 @@ def _state(value: object, where: str, dims: ReplayDims, /) -> ReplayState:
 
 def _round(value: object, where: str, layout: ReplayLayout, dims: ReplayDims, /) -> ReplayRound:
     if not isinstance(value, dict):
-        raise _bad(f"{where} must be an object, got {encode_value(value)}")
+        raise bad_request(f"{where} must be an object, got {encode_value(value)}")
     key_dim = dims["num_key_heads"] * dims["key_head_dim"]
     value_dim = dims["num_value_heads"] * dims["value_head_dim"]
     width = 2 * key_dim + value_dim if layout is ReplayLayout.PRE_CONV else key_dim + value_dim
     name = "qkv" if layout is ReplayLayout.PRE_CONV else "k_and_v"
-    rows = _field(value, "rows")
+    rows = required_field(value, "rows")
     if not isinstance(rows, list) or not rows:
-        raise _bad(f"{where}.rows must be a non-empty list, got {encode_value(rows)}")
+        raise bad_request(f"{where}.rows must be a non-empty list, got {encode_value(rows)}")
     decoded: list[ReplayRow] = []
     for index, row in enumerate(rows):
         at = f"{where}.rows[{index}]"
         if not isinstance(row, dict):
-            raise _bad(f"{at} must be an object, got {encode_value(row)}")
+            raise bad_request(f"{at} must be an object, got {encode_value(row)}")
         heads = dims["num_value_heads"]
         decoded.append(
             ReplayRow(
-                values=_floats(_field(row, name), f"{at}.{name}", width),
-                g=_floats(_field(row, "g"), f"{at}.g", heads),
-                beta=_floats(_field(row, "beta"), f"{at}.beta", heads),
+                values=_floats(required_field(row, name), f"{at}.{name}", width),
+                g=_floats(required_field(row, "g"), f"{at}.g", heads),
+                beta=_floats(required_field(row, "beta"), f"{at}.beta", heads),
             )
         )
-    accepted = _field(value, "accepted")
+    accepted = required_field(value, "accepted")
     if type(accepted) is not int or not 1 <= accepted <= len(rows):
-        raise _bad(
+        raise bad_request(
             f"{where}.accepted must be an integer in [1, {len(rows)}], got {encode_value(accepted)}"
         )
     replay_round = ReplayRound(rows=decoded, accepted=accepted)
     if layout is ReplayLayout.POST_CONV:
         conv_dim = 2 * key_dim + value_dim
-        window = _matrix(_field(value, "conv_window"), f"{where}.conv_window", conv_dim, len(rows))
+        window = _matrix(
+            required_field(value, "conv_window"), f"{where}.conv_window", conv_dim, len(rows)
+        )
         replay_round["conv_window"] = window
     return replay_round
 
@@ -222,24 +216,28 @@ def decode_replay(request: Mapping[str, object], /) -> ReplayRequest:
         ProtocolError: a field is missing, the wrong shape, or not a finite
             ``float.hex`` string (``bad-request``), named by its path.
     """
-    pipeline = _field(request, "pipeline")
+    pipeline = required_field(request, "pipeline")
     if pipeline not in _PIPELINES:
-        raise _bad(
+        raise bad_request(
             f"field 'pipeline' must be one of {list(_PIPELINES)}, got {encode_value(pipeline)}"
         )
-    layout_name = _field(request, "layout")
+    layout_name = required_field(request, "layout")
     layouts = [layout.value for layout in ReplayLayout]
     if layout_name not in layouts:
-        raise _bad(f"field 'layout' must be one of {layouts}, got {encode_value(layout_name)}")
+        raise bad_request(
+            f"field 'layout' must be one of {layouts}, got {encode_value(layout_name)}"
+        )
     layout = ReplayLayout(layout_name)
-    dims = _dims(_field(request, "dims"))
+    dims = _dims(required_field(request, "dims"))
     conv_dim = 2 * dims["num_key_heads"] * dims["key_head_dim"]
     conv_dim += dims["num_value_heads"] * dims["value_head_dim"]
-    weight = _matrix(_field(request, "conv_weight"), "conv_weight", conv_dim, dims["conv_kernel"])
-    checkpoint = _state(_field(request, "checkpoint"), "checkpoint", dims)
-    rounds = _field(request, "rounds")
+    weight = _matrix(
+        required_field(request, "conv_weight"), "conv_weight", conv_dim, dims["conv_kernel"]
+    )
+    checkpoint = _state(required_field(request, "checkpoint"), "checkpoint", dims)
+    rounds = required_field(request, "rounds")
     if not isinstance(rounds, list) or not rounds:
-        raise _bad(f"field 'rounds' must be a non-empty list, got {encode_value(rounds)}")
+        raise bad_request(f"field 'rounds' must be a non-empty list, got {encode_value(rounds)}")
     return ReplayRequest(
         pipeline=pipeline,
         layout=layout,
