@@ -55,7 +55,7 @@ from .layer import (
     repeat_heads,
     write,
 )
-from .paths import MinimalRow, PostConvRow, SeedRow, step
+from .paths import MinimalRow, PostConvRow, SeedRow, replay_rows, step
 from .portable import exp
 from .rows import REPLAYSSM_RING_LENGTH, RecordStorage, ReplayDesign
 
@@ -315,10 +315,9 @@ class SeedRowRing(_PerVerifyRing):
         return row
 
     def _replay(self, checkpoint: LayerState, rows: Sequence[object], /) -> LayerState:
-        state = checkpoint
-        for row in cast("Sequence[SeedRow]", rows):
-            state, _ = step(self.layer, state, row.qkv, row.g, row.beta)
-        return state
+        # A replay never reads z (RB-REPLAY-3): the seed's rows replay as minimal ones.
+        minimal = [MinimalRow(r.qkv, r.g, r.beta) for r in cast("Sequence[SeedRow]", rows)]
+        return replay_rows(self.layer, checkpoint, minimal, len(minimal))
 
 
 class MinimalRing(_PerVerifyRing):
@@ -339,10 +338,7 @@ class MinimalRing(_PerVerifyRing):
         return MinimalRow(row.qkv, row.g, row.beta)
 
     def _replay(self, checkpoint: LayerState, rows: Sequence[object], /) -> LayerState:
-        state = checkpoint
-        for row in cast("Sequence[MinimalRow]", rows):
-            state, _ = step(self.layer, state, row.qkv, row.g, row.beta)
-        return state
+        return replay_rows(self.layer, checkpoint, cast("Sequence[MinimalRow]", rows), len(rows))
 
 
 @dataclass(frozen=True)
