@@ -22,14 +22,14 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
-from spec.harness.subprocess_driver import SubprocessDriver
+from ssm_rollback_spec.harness.subprocess_driver import SubprocessDriver
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
 ROOT: Final = Path(__file__).resolve().parents[1]
 RUST_ADAPTER: Final = ROOT / "adapters" / "rust" / "target" / "release" / "ssm-rollback-adapter"
-PYTHON_ADAPTER: Final = [sys.executable, "-m", "spec.harness.adapter"]
+PYTHON_ADAPTER: Final = [sys.executable, "-m", "ssm_rollback_spec.harness.adapter"]
 # The limit: a peer that does no work but answer each line at once.
 NATIVE_ECHO: Final = ["sed", "-u", 's/.*/{"ok":null}/']
 _PYTHON_ECHO_CODE: Final = """

@@ -53,7 +53,15 @@ def _build() -> None:
 
 def _check(adapter: Path, report: Path, /, *extra: str) -> tuple[int, float, dict[str, object]]:
     env = {**os.environ, "HYPOTHESIS_PROFILE": "ci"}
-    command = [sys.executable, "-m", "spec.tools.cli", "check", "--impl-cmd", str(adapter), *extra]
+    command = [
+        sys.executable,
+        "-m",
+        "ssm_rollback_spec.tools.cli",
+        "check",
+        "--impl-cmd",
+        str(adapter),
+        *extra,
+    ]
     started = time.perf_counter()
     finished = subprocess.run(
         [*command, "--json", str(report)], cwd=ROOT, env=env, capture_output=True, check=False

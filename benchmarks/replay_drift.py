@@ -31,15 +31,15 @@ from typing import TYPE_CHECKING, Final
 
 import numpy as np
 
-from spec.replay.cases import make_case, make_layer
-from spec.replay.layer import Pipeline
-from spec.replay.rounds import Fold, ReplaySsm, plain_decode
-from spec.replay.rows import REPLAYSSM_RING_LENGTH, GdnShape, RecordStorage
+from ssm_rollback_spec.replay.cases import make_case, make_layer
+from ssm_rollback_spec.replay.layer import Pipeline
+from ssm_rollback_spec.replay.rounds import Fold, ReplaySsm, plain_decode
+from ssm_rollback_spec.replay.rows import REPLAYSSM_RING_LENGTH, GdnShape, RecordStorage
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
 
-    from spec.replay.layer import Array
+    from ssm_rollback_spec.replay.layer import Array
 
 _K_CEILING: Final = 4
 _SHAPE: Final = GdnShape(

@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: MIT OR Apache-2.0
 """Executable specification of the SSM verify-rollback mode.
 
-The contract lives in :mod:`spec.rollback` (the implementation) and
-:mod:`spec.model` (the reference model). ``SPEC.md`` numbers its clauses.
+The contract lives in :mod:`ssm_rollback_spec.rollback` (the implementation) and
+:mod:`ssm_rollback_spec.model` (the reference model). ``SPEC.md`` numbers its clauses.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 
 This is the oracle the properties and the vectors are judged by. It is
 written for obviousness, not speed, and shares no code with
-:mod:`spec.rollback`: modes are plain texts here, outcomes are plain values,
+:mod:`ssm_rollback_spec.rollback`: modes are plain texts here, outcomes are plain values,
 and the arithmetic is Python's exact integers.
 """
 

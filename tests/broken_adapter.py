@@ -13,9 +13,9 @@ import subprocess
 import sys
 import time
 
-from spec import rollback
-from spec.harness import protocol
-from spec.harness.adapter import respond
+from ssm_rollback_spec import rollback
+from ssm_rollback_spec.harness import protocol
+from ssm_rollback_spec.harness.adapter import respond
 
 _HOW = (
     "crash",

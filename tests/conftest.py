@@ -11,7 +11,7 @@ from tests.child import RACY_TARGET, RUST_CRATE, run_cargo, wrong_target
 
 # The plugin the installed suite runs under: profiles, the implementation
 # under test, clause markers and selection.
-pytest_plugins = ("spec.harness.pytest_plugin",)
+pytest_plugins = ("ssm_rollback_spec.harness.pytest_plugin",)
 
 
 @pytest.fixture(scope="session")

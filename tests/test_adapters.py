@@ -28,7 +28,7 @@ def _require_pass(finished: subprocess.CompletedProcess[str]) -> None:
 
 
 def test_the_python_adapter_passes_the_whole_suite() -> None:
-    _require_pass(_suite_through(f"{sys.executable} -m spec.harness.adapter"))
+    _require_pass(_suite_through(f"{sys.executable} -m ssm_rollback_spec.harness.adapter"))
 
 
 def test_the_rust_adapter_passes_the_whole_suite(rust_adapter: str) -> None:

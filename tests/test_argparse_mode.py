@@ -8,9 +8,9 @@ import argparse
 import pytest
 from hypothesis import example, given
 
-from spec import model
-from spec.argparse_mode import add_ssm_rollback_mode_argument
-from spec.rollback import SsmRollbackMode
+from ssm_rollback_spec import model
+from ssm_rollback_spec.argparse_mode import add_ssm_rollback_mode_argument
+from ssm_rollback_spec.rollback import SsmRollbackMode
 from tests.properties.strategies import mode_texts
 
 

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Final
 
 import pytest
 
-from spec.harness.failures import AdapterFailure, Breakage
-from spec.harness.subprocess_driver import SubprocessDriver
+from ssm_rollback_spec.harness.failures import AdapterFailure, Breakage
+from ssm_rollback_spec.harness.subprocess_driver import SubprocessDriver
 from tests.child import alive, run_module
 
 if TYPE_CHECKING:
@@ -158,7 +158,7 @@ def test_an_adapter_that_cannot_start_is_named() -> None:
 
 
 def _check(*arguments: str) -> subprocess.CompletedProcess[str]:
-    return run_module("spec.tools.cli", "check", *arguments, timeout=600)
+    return run_module("ssm_rollback_spec.tools.cli", "check", *arguments, timeout=600)
 
 
 def test_check_against_an_adapter_that_hangs_on_one_op_finishes_and_fails() -> None:
@@ -196,7 +196,7 @@ def test_check_against_an_adapter_that_crashes_at_once_fails_once() -> None:
 
 def test_a_pipelined_batch_gets_each_reply_in_order() -> None:
     requests = [{"op": "parse", "text": text} for text in ("replay", "x", "snapshot")] * 50
-    with SubprocessDriver([sys.executable, "-m", "spec.harness.adapter"]) as driver:
+    with SubprocessDriver([sys.executable, "-m", "ssm_rollback_spec.harness.adapter"]) as driver:
         replies = driver.request_many(requests)
     assert all(isinstance(reply, dict) for reply in replies)
     assert [reply.get("ok") for reply in replies if isinstance(reply, dict)] == [

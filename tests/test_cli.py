@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from spec import SPEC_VERSION, __version__
-from spec.harness.clauses import DRAFT_CLAUSES
-from spec.tools.shipped import corpus_directory
+from ssm_rollback_spec import SPEC_VERSION, __version__
+from ssm_rollback_spec.harness.clauses import DRAFT_CLAUSES
+from ssm_rollback_spec.tools.shipped import corpus_directory
 from tests.child import run_module
 from tests.traceability import spec_clauses
 
@@ -22,10 +22,11 @@ CORPUS = corpus_directory()
 
 def test_check_against_the_reference_reports_every_property_and_clause(tmp_path: Path) -> None:
     report = tmp_path / "report.json"
-    finished = run_module("spec.tools.cli", "check", "--json", str(report))
+    finished = run_module("ssm_rollback_spec.tools.cli", "check", "--json", str(report))
     assert finished.returncode == 0, finished.stdout[-3000:] + finished.stderr
     assert finished.stdout.startswith(
-        f"ssm-rollback-spec check: spec.rollback (in-process), profile ci, spec {SPEC_VERSION}"
+        "ssm-rollback-spec check: ssm_rollback_spec.rollback (in-process), "
+        f"profile ci, spec {SPEC_VERSION}"
     )
     document = json.loads(report.read_text(encoding="utf-8"))
     assert document["counts"]["failed"] == 0
@@ -47,7 +48,7 @@ def test_check_against_the_reference_reports_every_property_and_clause(tmp_path:
 
 
 def test_the_version_names_the_spec_version() -> None:
-    finished = run_module("spec.tools.cli", "--version")
+    finished = run_module("ssm_rollback_spec.tools.cli", "--version")
     assert finished.stdout.strip() == f"ssm-rollback-spec {__version__} (spec {SPEC_VERSION})"
 
 
@@ -114,7 +115,8 @@ def test_the_version_names_the_spec_version() -> None:
                 "UsizeRangeError, "
                 "UsizeTypeError, VerifyRollbackUnsupportedError, parse_ssm_rollback_mode, "
                 "require_verify_rollback_supported, set_ssm_rollback_mode, ssm_replay_ring_bytes, "
-                "ssm_replay_row_bytes, ssm_rollback_mode (the public names of spec.rollback)"
+                "ssm_replay_row_bytes, ssm_rollback_mode "
+                "(the public names of ssm_rollback_spec.rollback)"
             ),
         ),
         (
@@ -159,7 +161,7 @@ def test_the_version_names_the_spec_version() -> None:
     ],
 )
 def test_bad_input_gets_one_clear_line_and_status_2(arguments: list[str], line: str) -> None:
-    finished = run_module("spec.tools.cli", *arguments, timeout=120)
+    finished = run_module("ssm_rollback_spec.tools.cli", *arguments, timeout=120)
     assert finished.returncode == 2, finished.stdout + finished.stderr
     # argparse names the subcommand before "error:"; the rest is the whole message.
     last = finished.stderr.splitlines()[-1]

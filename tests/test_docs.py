@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 from typing import Final
 
-from spec.harness.oracle import allowed_replies
-from spec.harness.protocol import ErrorKind, reply_matches
-from spec.harness.subprocess_driver import SubprocessDriver
+from ssm_rollback_spec.harness.oracle import allowed_replies
+from ssm_rollback_spec.harness.protocol import ErrorKind, reply_matches
+from ssm_rollback_spec.harness.subprocess_driver import SubprocessDriver
 
 PROTOCOL_PAGE: Final = Path(__file__).resolve().parents[1] / "docs" / "protocol.md"
 # Kinds whose message each runtime words for itself.
@@ -39,7 +39,7 @@ def test_every_documented_exchange_is_what_the_reference_adapter_replies() -> No
     exchanges = _exchanges()
     assert len(exchanges) >= 12
     seen_ops: set[object] = set()
-    driver = SubprocessDriver([sys.executable, "-m", "spec.harness.adapter"])
+    driver = SubprocessDriver([sys.executable, "-m", "ssm_rollback_spec.harness.adapter"])
     for line, documented in exchanges:
         try:
             request = json.loads(line)
@@ -80,7 +80,7 @@ def test_every_documented_exchange_is_what_the_reference_adapter_replies() -> No
 def _raw_exchange(line: str) -> dict[str, object]:
     # Some documented lines are not JSON at all; send them as they are.
     finished = subprocess.run(
-        [sys.executable, "-m", "spec.harness.adapter"],
+        [sys.executable, "-m", "ssm_rollback_spec.harness.adapter"],
         input=line + "\n",
         capture_output=True,
         text=True,

@@ -25,21 +25,25 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from spec import rollback
-from spec.harness import protocol
-from spec.harness.adapter import respond, serve
-from spec.harness.failures import AdapterFailure, Breakage
-from spec.harness.files import MAX_FILE_BYTES, MAX_FILE_DEPTH, JsonFileError, read_json_file
-from spec.harness.subprocess_driver import SubprocessDriver
-from spec.tools import corpus
-from spec.tools.cli import main
+from ssm_rollback_spec import corpus, rollback
+from ssm_rollback_spec.harness import protocol
+from ssm_rollback_spec.harness.adapter import respond, serve
+from ssm_rollback_spec.harness.failures import AdapterFailure, Breakage
+from ssm_rollback_spec.harness.files import (
+    MAX_FILE_BYTES,
+    MAX_FILE_DEPTH,
+    JsonFileError,
+    read_json_file,
+)
+from ssm_rollback_spec.harness.subprocess_driver import SubprocessDriver
+from ssm_rollback_spec.tools.cli import main
 from tests.child import ROOT
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
 BROKEN: Final = str(Path(__file__).with_name("broken_adapter.py"))
-PYTHON_ADAPTER: Final = [sys.executable, "-m", "spec.harness.adapter"]
+PYTHON_ADAPTER: Final = [sys.executable, "-m", "ssm_rollback_spec.harness.adapter"]
 QWEN3_NEXT: Final = ROOT / "examples" / "qwen3-next-80b-a3b-instruct.config.json"
 REVIEW: Final = ["--num-drafts", "3", "--mtp-slots", "1"]
 
@@ -291,7 +295,7 @@ def test_vectors_run_against_a_detached_holder_ends_with_a_clear_report(tmp_path
         [
             sys.executable,
             "-m",
-            "spec.tools.cli",
+            "ssm_rollback_spec.tools.cli",
             *argv,
             "--impl-timeout",
             "2",

@@ -52,7 +52,7 @@ class Installed:
 
     def adapter(self) -> str:
         """The installed Python adapter's command."""
-        return f"{self.python} -m spec.harness.adapter"
+        return f"{self.python} -m ssm_rollback_spec.harness.adapter"
 
 
 def _checked(command: list[str], /, cwd: Path = ROOT) -> None:
@@ -96,6 +96,36 @@ def test_the_wheel_carries_the_suite_and_the_corpus(installed: Installed) -> Non
     assert sorted(p.name for p in suite.glob("*.py")) == sorted(p.name for p in SUITE.glob("*.py"))
 
 
+def test_the_wheel_installs_its_own_name_and_not_spec(installed: Installed) -> None:
+    probe = (
+        "import importlib.util, ssm_rollback_spec, ssm_rollback_spec.corpus\n"
+        "print(importlib.util.find_spec('spec'))\n"
+        "print(ssm_rollback_spec.__file__)\n"
+    )
+    finished = subprocess.run(
+        [str(installed.python), "-c", probe],
+        cwd=installed.elsewhere,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert finished.returncode == 0, finished.stderr
+    found_spec, package = finished.stdout.splitlines()
+    assert found_spec == "None"
+    assert Path(package).is_relative_to(installed.root)
+    # Nothing installed imports the folder's name: every module of the
+    # package reaches its siblings relatively or by the installed name.
+    site = Path(package).parent
+    offenders = [
+        str(path.relative_to(site))
+        for path in sorted(site.rglob("*.py"))
+        for line in path.read_text(encoding="utf-8").splitlines()
+        if line.lstrip().startswith(("from spec.", "from spec import", "import spec"))
+    ]
+    assert offenders == []
+
+
 def _outcomes(report: dict[str, Any], /) -> dict[str, str]:
     return {result["property"]: result["outcome"] for result in report["properties"]}
 
@@ -109,7 +139,9 @@ def test_check_passes_installed_with_the_same_results_as_from_the_clone(
     # The opt-in replay properties skip: the reference has no replay kernel.
     outcomes = {c: o for c, o in installed_report["clauses"].items() if "REPLAY" not in c}
     assert set(outcomes.values()) == {"passed"}
-    cloned = run_module("spec.tools.cli", "check", "--json", str(tmp_path / "clone.json"))
+    cloned = run_module(
+        "ssm_rollback_spec.tools.cli", "check", "--json", str(tmp_path / "clone.json")
+    )
     assert cloned.returncode == 0, cloned.stdout[-3000:]
     assert _outcomes(installed_report) == _outcomes(_json(tmp_path / "clone.json"))
 

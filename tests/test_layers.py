@@ -18,72 +18,93 @@ if TYPE_CHECKING:
 
 SPEC: Final = ROOT / "spec"
 
+#: The name the wheel installs the repository's spec/ under.
+PACKAGE: Final = "ssm_rollback_spec"
+
 #: The contract floor: what a runtime vendors, standard library only.
 CONTRACT: Final = ("__init__.py", "py.typed", "first_write_wins.py", "rollback.py", "model.py")
 VENDORED: Final = (*CONTRACT, "argparse_mode.py")
 
 # Within the tools, the command line calls the commands, which call helpers.
-COMMANDS: Final = {"spec.tools.check", "spec.tools.vectors", "spec.tools.size"}
+COMMANDS: Final = {
+    "ssm_rollback_spec.tools.check",
+    "ssm_rollback_spec.tools.vectors",
+    "ssm_rollback_spec.tools.size",
+}
 # The only modules allowed a third-party import, and which.
 THIRD_PARTY: Final = {
-    "spec.harness.pytest_plugin": {"pytest", "hypothesis"},
-    "spec.tools.check_report": {"pytest"},
+    "ssm_rollback_spec.harness.pytest_plugin": {"pytest", "hypothesis"},
+    "ssm_rollback_spec.harness.check_report": {"pytest"},
     # The optional plot extra, imported inside the plot function only.
-    "spec.tools.plot": {"matplotlib"},
-    # The draft replay model (the replay extra); spec.replay.rows stays
-    # standard library, so size can report its figures without numpy.
-    "spec.replay.portable": {"numpy"},
-    "spec.replay.layer": {"numpy"},
-    "spec.replay.paths": {"numpy"},
-    "spec.replay.rounds": {"numpy"},
-    "spec.replay.cases": {"numpy"},
-    "spec.replay.vectors": {"numpy"},
+    "ssm_rollback_spec.tools.plot": {"matplotlib"},
+    # The draft replay model (the replay extra); ssm_rollback_spec.replay.rows
+    # stays standard library, so size can report its figures without numpy.
+    "ssm_rollback_spec.replay.portable": {"numpy"},
+    "ssm_rollback_spec.replay.layer": {"numpy"},
+    "ssm_rollback_spec.replay.paths": {"numpy"},
+    "ssm_rollback_spec.replay.rounds": {"numpy"},
+    "ssm_rollback_spec.replay.cases": {"numpy"},
+    "ssm_rollback_spec.corpus.replay_cases": {"numpy"},
 }
-# Nothing in the contract, the harness or the tools leans on the draft model,
-# except rows (standard library), which the size command may report.
-REPLAY_NUMPY: Final = {
-    "spec.replay.portable",
-    "spec.replay.layer",
-    "spec.replay.paths",
-    "spec.replay.rounds",
-    "spec.replay.cases",
-    "spec.replay.vectors",
-}
+# Nothing leans on the numpy modules but the replay model itself and the
+# replay corpus's generator; rows (standard library) the size command may use.
+REPLAY_NUMPY: Final = {name for name, imported in THIRD_PARTY.items() if "numpy" in imported}
 # `vectors generate` writes the replay corpus too: it imports the generator
 # inside the command, so running or loading a corpus never needs numpy.
-REPLAY_GENERATORS: Final = {"spec.tools.vectors": {"spec.replay.vectors"}}
+REPLAY_GENERATORS: Final = {
+    "ssm_rollback_spec.tools.vectors": {"ssm_rollback_spec.corpus.replay_cases"},
+    "ssm_rollback_spec.corpus.replay_cases": REPLAY_NUMPY,
+}
 # The oracle and the implementation must not lean on each other.
-INDEPENDENT: Final = {("spec.model", "spec.rollback"), ("spec.rollback", "spec.model")}
+INDEPENDENT: Final = {
+    ("ssm_rollback_spec.model", "ssm_rollback_spec.rollback"),
+    ("ssm_rollback_spec.rollback", "ssm_rollback_spec.model"),
+}
+#: The floors, bottom up; a module's floor is its longest matching prefix.
+FLOORS: Final = (
+    ("ssm_rollback_spec", 1),
+    ("ssm_rollback_spec.harness", 2),
+    ("ssm_rollback_spec.sizing", 2),
+    ("ssm_rollback_spec.replay", 2),
+    # The replay model's row sizes (standard library) stay on the contract's
+    # floor, so sizing may use them.
+    ("ssm_rollback_spec.replay.rows", 1),
+    ("ssm_rollback_spec.corpus", 3),
+    ("ssm_rollback_spec.tools", 4),
+)
 
 
 def _module_name(path: Path) -> str:
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    relative = path.relative_to(SPEC)
+    parts = [PACKAGE, *(relative.with_suffix("") if relative.suffix else relative).parts]
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
 
 
 def _floor(module: str) -> int:
-    if module.startswith("spec.tools"):
-        return 3
-    # The sizing floor and the replay model sit beside the harness: above the
-    # contract, below the tools. The replay model's row sizes (standard
-    # library) stay on the contract's floor, so sizing may use them.
-    if module.startswith(("spec.harness", "spec.sizing")):
-        return 2
-    if module.startswith("spec.replay") and module != "spec.replay.rows":
-        return 2
-    return 1
+    matching = [
+        (len(prefix), floor)
+        for prefix, floor in FLOORS
+        if module == prefix or module.startswith(prefix + ".")
+    ]
+    return max(matching)[1]
 
 
-#: The harness modules every floor-2 package may use: one corpus engine, so
-#: the replay model writes its corpus with the code that loads it.
-CORPUS_ENGINE: Final = {"spec.harness.corpus_files"}
+#: The corpus's one file engine: no module outside the corpus floor reads or
+#: writes a case file.
+CORPUS_ENGINE: Final = "ssm_rollback_spec.corpus.files"
+#: The tools' share of the package's lines: a thin command line.
+TOOLS_LINES_AT_MOST: Final = 2100
 
 
 def _side(module: str) -> str | None:
     # The floor-2 packages stand side by side and never lean on each other.
-    for side in ("spec.harness", "spec.sizing", "spec.replay"):
+    for side in (
+        "ssm_rollback_spec.harness",
+        "ssm_rollback_spec.sizing",
+        "ssm_rollback_spec.replay",
+    ):
         if module.startswith(side):
             return side
     return None
@@ -102,17 +123,17 @@ def _imports(path: Path) -> tuple[set[str], set[str], bool]:
         names: list[str] = []
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
-            absolute |= any(name.split(".")[0] == "spec" for name in names)
+            absolute |= any(name.split(".")[0] in {"spec", PACKAGE} for name in names)
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
                 module = f"{base}.{node.module}" if node.module else base
             else:
                 module = node.module or ""
-                absolute |= module.split(".")[0] == "spec"
+                absolute |= module.split(".")[0] in {"spec", PACKAGE}
             names = [module, *(f"{module}.{alias.name}" for alias in node.names)]
         for name in names:
-            if name.split(".")[0] == "spec":
+            if name.split(".")[0] == PACKAGE:
                 ours.add(name)
             elif name.split(".")[0] not in sys.stdlib_module_names and name != "__future__":
                 others.add(name.split(".")[0])
@@ -138,23 +159,60 @@ def test_every_module_declares_its_public_names() -> None:
 def test_imports_only_go_down(path: Path) -> None:
     module = _module_name(path)
     ours, others, absolute = _imports(path)
-    for imported in ours - {module, "spec"}:
+    for imported in ours - {module, PACKAGE}:
         assert _floor(imported) <= _floor(module), f"{module} imports {imported} from above"
-        if _floor(imported) == _floor(module) == 2 and imported not in CORPUS_ENGINE:
+        if _floor(imported) == _floor(module) == 2:
             assert _side(imported) == _side(module), f"{module} imports {imported} beside it"
         assert (module, imported) not in INDEPENDENT, f"{module} must not import {imported}"
-        if imported in COMMANDS or imported == "spec.tools.cli":
+        if imported in COMMANDS or imported == "ssm_rollback_spec.tools.cli":
             # Nothing calls up into a command but the command line itself.
-            assert module == "spec.tools.cli", f"{module} calls up into {imported}"
+            assert module == "ssm_rollback_spec.tools.cli", f"{module} calls up into {imported}"
     assert others <= THIRD_PARTY.get(module, set()), f"{module} imports {others}"
-    if not module.startswith("spec.replay"):
+    if not module.startswith("ssm_rollback_spec.replay"):
         leaned = ours & REPLAY_NUMPY - REPLAY_GENERATORS.get(module, set())
         assert not leaned, f"{module} imports the numpy replay model"
-        if _floor(module) == 1:
-            assert "spec.replay.rows" not in ours, f"the contract {module} imports spec.replay"
-    if _floor(module) == 1 or module.startswith("spec.sizing"):
-        # Relative, so the floor works under whatever name a runtime gives it.
-        assert not absolute, f"{module} imports the package by name"
+    # Relative, so the contract vendors under any name, and the rest works
+    # from the clone and from the wheel alike.
+    assert not absolute, f"{module} imports the package by name"
+
+
+@pytest.mark.parametrize("path", MODULES, ids=_module_name)
+def test_only_the_corpus_floor_reads_or_writes_a_case_file(path: Path) -> None:
+    module = _module_name(path)
+    ours, _, _ = _imports(path)
+    if not module.startswith("ssm_rollback_spec.corpus"):
+        assert CORPUS_ENGINE not in ours, f"{module} reads or writes case files"
+        reached = ours - REPLAY_GENERATORS.get(module, set())
+        assert not any(name.startswith("ssm_rollback_spec.corpus.") for name in reached), (
+            f"{module} reaches into the corpus floor past its package API"
+        )
+
+
+def test_the_tools_are_a_thin_command_line() -> None:
+    lines = sum(
+        len(path.read_text(encoding="utf-8").splitlines()) for path in (SPEC / "tools").glob("*.py")
+    )
+    assert lines <= TOOLS_LINES_AT_MOST, f"spec/tools/ has {lines} lines"
+
+
+def _named_imports(node: ast.AST, /) -> list[str]:
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    if isinstance(node, ast.ImportFrom) and not node.level:
+        return [node.module or ""]
+    return []
+
+
+def test_nothing_imports_the_package_by_the_folder_name() -> None:
+    offenders = [
+        f"{path.relative_to(ROOT)}:{node.lineno}"
+        for folder in ("spec", "tests", "benchmarks", "adapters")
+        for path in sorted((ROOT / folder).rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, (ast.Import, ast.ImportFrom))
+        and any(name.split(".")[0] == "spec" for name in _named_imports(node))
+    ]
+    assert offenders == []
 
 
 def _vendor(tmp_path: Path) -> Path:

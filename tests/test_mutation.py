@@ -25,57 +25,57 @@ from tests.child import ROOT, run_module
 #: (function, line removed, line added) -> why no test can tell it apart.
 EQUIVALENT: Final = {
     (
-        "spec.harness.protocol.x_encode_value",
+        "ssm_rollback_spec.harness.protocol.x_encode_value",
         "shown = json.dumps(value, ensure_ascii=False)",
         "shown = json.dumps(value, ensure_ascii=None)",
     ): "json treats any false value as False",
     (
-        "spec.harness.adapter.x__reply_line",
+        "ssm_rollback_spec.harness.adapter.x__reply_line",
         'line = raw.decode("utf-8")',
         'line = raw.decode("UTF-8")',
     ): "codec names are case-insensitive",
     (
-        "spec.harness.adapter.x__reply_line",
+        "ssm_rollback_spec.harness.adapter.x__reply_line",
         'return protocol.encode(reply).encode("utf-8") + b"\\n"',
         'return protocol.encode(reply).encode("UTF-8") + b"\\n"',
     ): "codec names are case-insensitive",
     (
-        "spec.harness.protocol.x_encode_line",
+        "ssm_rollback_spec.harness.protocol.x_encode_line",
         'return _ENCODER.encode(message).encode("utf-8") + b"\\n"',
         'return _ENCODER.encode(message).encode("UTF-8") + b"\\n"',
     ): "codec names are case-insensitive",
     (
-        "spec.harness.protocol.x_encode_line",
+        "ssm_rollback_spec.harness.protocol.x_encode_line",
         "+ json.dumps(dict(message), ensure_ascii=True)[:200]",
         "+ json.dumps(dict(message), )[:200]",
     ): "ensure_ascii is True by default",
     (
-        "spec.harness.protocol.x__load_json",
+        "ssm_rollback_spec.harness.protocol.x__load_json",
         '_ENCODER.encode(value).encode("utf-8")',
         '_ENCODER.encode(value).encode("UTF-8")',
     ): "codec names are case-insensitive",
     (
-        "spec.harness.adapter.x__race",
+        "ssm_rollback_spec.harness.adapter.x__race",
         'returned: list[list[str]] = [[""] * len(events) for _ in range(rounds)]',
         'returned: list[list[str]] = [["XXXX"] * len(events) for _ in range(rounds)]',
     ): "every slot is written before a race returns; a failed call raises instead",
     (
-        "spec.harness.oracle.x__calls",
+        "ssm_rollback_spec.harness.oracle.x__calls",
         'raise ValueError(f"not an event: {event!r}")',
         "raise ValueError(None)",
     ): "unreachable: decode_request has already refused every other event",
     (
-        "spec.harness.adapter.x__call",
+        "ssm_rollback_spec.harness.adapter.x__call",
         'raise ValueError(f"not an event: {event!r}")',
         "raise ValueError(None)",
     ): "unreachable: decode_request has already refused every other event",
     (
-        "spec.harness.adapter.x__race",
+        "ssm_rollback_spec.harness.adapter.x__race",
         "barrier = threading.Barrier(max(len(events), 1), timeout=_BARRIER_SECONDS)",
         "barrier = threading.Barrier(max(len(events), 1), timeout=None)",
     ): "the timeout only fires when a barrier cannot fill, which a correct race never does",
     (
-        "spec.harness.adapter.x__race",
+        "ssm_rollback_spec.harness.adapter.x__race",
         "barrier = threading.Barrier(max(len(events), 1), timeout=_BARRIER_SECONDS)",
         "barrier = threading.Barrier(max(len(events), 1), )",
     ): "the same timeout, dropped: it only fires when a barrier cannot fill",

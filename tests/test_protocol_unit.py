@@ -11,18 +11,23 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from spec import model, rollback
-from spec.first_write_wins import FirstWriteWins
-from spec.harness import protocol
-from spec.harness.adapter import main, respond, serve
-from spec.harness.driver import InProcessDriver
-from spec.harness.oracle import allowed_replies
-from spec.harness.protocol import ErrorKind, MalformedReplyError, ProtocolError, decode_reply
-from spec.harness.python_impl import fresh_module
+from ssm_rollback_spec import model, rollback
+from ssm_rollback_spec.first_write_wins import FirstWriteWins
+from ssm_rollback_spec.harness import protocol
+from ssm_rollback_spec.harness.adapter import main, respond, serve
+from ssm_rollback_spec.harness.driver import InProcessDriver
+from ssm_rollback_spec.harness.oracle import allowed_replies
+from ssm_rollback_spec.harness.protocol import (
+    ErrorKind,
+    MalformedReplyError,
+    ProtocolError,
+    decode_reply,
+)
+from ssm_rollback_spec.harness.python_impl import fresh_module
 from tests.properties.strategies import mode_texts, usizes
 
 if TYPE_CHECKING:
-    from spec.rollback import SsmRollbackMode
+    from ssm_rollback_spec.rollback import SsmRollbackMode
 
 U64_MAX: Final = 2**64 - 1
 
@@ -172,7 +177,7 @@ def test_describe_is_not_judged_by_the_oracle() -> None:
 
 def test_the_reference_adapter_describes_itself() -> None:
     assert respond(rollback, '{"op": "describe"}') == {
-        "ok": {"name": "spec.rollback (Python reference)", "usize_bits": 64}
+        "ok": {"name": "ssm_rollback_spec.rollback (Python reference)", "usize_bits": 64}
     }
 
 
@@ -249,9 +254,9 @@ def test_a_race_of_zero_or_one_call_still_answers(events: list[dict[str, str]]) 
 
 def test_the_reference_driver_names_itself_and_its_import_path() -> None:
     driver = InProcessDriver.load()
-    assert driver.name == "spec.rollback (in-process)"
-    assert repr(driver) == "InProcessDriver('spec.rollback')"
-    assert driver.python.import_path == "spec.rollback"
+    assert driver.name == "ssm_rollback_spec.rollback (in-process)"
+    assert repr(driver) == "InProcessDriver('ssm_rollback_spec.rollback')"
+    assert driver.python.import_path == "ssm_rollback_spec.rollback"
     assert driver.python.new_cell is not None
     assert driver.python.new_cell().get() is None
 
@@ -278,7 +283,7 @@ def test_serve_answers_each_line_in_order_until_end_of_input() -> None:
                 "invalid start byte",
             }
         },
-        {"ok": {"name": "spec.rollback (Python reference)", "usize_bits": 64}},
+        {"ok": {"name": "ssm_rollback_spec.rollback (Python reference)", "usize_bits": 64}},
     ]
 
 
@@ -335,7 +340,7 @@ def test_only_plain_digits_are_an_integer(number: str) -> None:
 
 
 def test_a_bad_event_refuses_the_whole_request_and_publishes_nothing() -> None:
-    api = fresh_module("spec.rollback")
+    api = fresh_module("ssm_rollback_spec.rollback")
     for bad in ({"op": "reset"}, {"op": "set", "mode": "Replay"}):
         line = json.dumps({"op": "trace", "events": [{"op": "set", "mode": "replay"}, bad]})
         assert respond(api, line)["error"]["kind"] == "bad-request"  # type: ignore[index]
@@ -387,7 +392,7 @@ def test_race_cells_rounds_and_events_are_bounded_at_the_bound_and_one_past() ->
 
 
 class _NoCell:
-    """The public names of spec.rollback without a cell type."""
+    """The public names of ssm_rollback_spec.rollback without a cell type."""
 
     def __getattr__(self, name: str) -> object:
         if name == "FirstWriteWins":
@@ -448,7 +453,8 @@ def test_the_model_allows_one_race_outcome_per_possible_winner() -> None:
 def test_the_reference_adapter_does_not_offer_replay_whatever_the_request_holds() -> None:
     for request in ({"op": "replay"}, {"op": "replay", "pipeline": "float64", "rounds": []}):
         assert respond(rollback, json.dumps(request)) == protocol.error_reply(
-            ErrorKind.UNKNOWN_OP, "replay is not offered: spec.rollback has no replay kernel"
+            ErrorKind.UNKNOWN_OP,
+            "replay is not offered: ssm_rollback_spec.rollback has no replay kernel",
         )
     assert protocol.op_named("replay") is protocol.Op.REPLAY
 

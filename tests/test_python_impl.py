@@ -9,17 +9,17 @@ from typing import Final
 
 import pytest
 
-from spec import rollback
-from spec.harness.adapter import main
-from spec.harness.clauses import (
+from ssm_rollback_spec import rollback
+from ssm_rollback_spec.harness.adapter import main
+from ssm_rollback_spec.harness.clauses import (
     CLAUSES,
     DRAFT_CLAUSES,
     UnknownClauseError,
     family,
     select_clauses,
 )
-from spec.harness.driver import InProcessDriver
-from spec.harness.python_impl import (
+from ssm_rollback_spec.harness.driver import InProcessDriver
+from ssm_rollback_spec.harness.python_impl import (
     REQUIRED_NAMES,
     ImplementationModuleError,
     fresh_module,
@@ -41,7 +41,7 @@ class CountedImplementation(WrongImplementation):
 
 
 class _WithoutCell:
-    """The public names of spec.rollback, and no cell type."""
+    """The public names of ssm_rollback_spec.rollback, and no cell type."""
 
     def __getattr__(self, name: str) -> object:
         if name == "FirstWriteWins":
@@ -77,11 +77,11 @@ def test_a_missing_attribute_is_named() -> None:
 
 def test_missing_public_names_are_listed() -> None:
     assert _refusal("types") == (
-        f"types lacks {', '.join(REQUIRED_NAMES)} (the public names of spec.rollback)"
+        f"types lacks {', '.join(REQUIRED_NAMES)} (the public names of ssm_rollback_spec.rollback)"
     )
     partial = f"{MODULE}:Partial"
     assert _refusal(partial) == (
-        f"{partial} lacks ssm_rollback_mode (the public names of spec.rollback)"
+        f"{partial} lacks ssm_rollback_mode (the public names of ssm_rollback_spec.rollback)"
     )
 
 
@@ -95,9 +95,9 @@ class Partial(WrongImplementation):
 
 
 def test_a_module_is_fresh_when_executed_anew() -> None:
-    loaded = load_python_implementation("spec.rollback")
+    loaded = load_python_implementation("ssm_rollback_spec.rollback")
     assert loaded.api is rollback
-    assert loaded.import_path == "spec.rollback"
+    assert loaded.import_path == "ssm_rollback_spec.rollback"
     assert loaded.new_cell is rollback.FirstWriteWins  # type: ignore[attr-defined]
     first, second = loaded.fresh(), loaded.fresh()
     assert first is not second
@@ -159,8 +159,9 @@ def test_the_adapter_refuses_a_module_it_cannot_serve_in_one_line(
 ) -> None:
     assert _serve_from(monkeypatch, "--impl-module", "types") == (2, b"")
     assert capsys.readouterr().err == (
-        "python -m spec.harness.adapter: error: --impl-module: "
-        f"types lacks {', '.join(REQUIRED_NAMES)} (the public names of spec.rollback)\n"
+        "python -m ssm_rollback_spec.harness.adapter: error: --impl-module: "
+        f"types lacks {', '.join(REQUIRED_NAMES)} "
+        "(the public names of ssm_rollback_spec.rollback)\n"
     )
 
 
@@ -174,10 +175,11 @@ def test_the_adapter_says_what_it_takes(capsys: pytest.CaptureFixture[str]) -> N
         main(["--help"])
     assert stopped.value.code == 0
     assert " ".join(capsys.readouterr().out.split()) == (
-        "usage: python -m spec.harness.adapter [-h] [--impl-module MODULE[:ATTR]] "
+        "usage: python -m ssm_rollback_spec.harness.adapter [-h] [--impl-module MODULE[:ATTR]] "
         "Serve a Python implementation over the adapter protocol (docs/protocol.md). "
         "options: -h, --help show this help message and exit "
-        "--impl-module MODULE[:ATTR] the implementation to serve (default spec.rollback)"
+        "--impl-module MODULE[:ATTR] the implementation to serve "
+        "(default ssm_rollback_spec.rollback)"
     )
 
 

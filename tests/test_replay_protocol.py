@@ -12,15 +12,14 @@ from typing import Final
 
 import pytest
 
-from spec import rollback
-from spec.harness import protocol
-from spec.harness.adapter import REPLAY_NOT_OFFERED, respond
-from spec.harness.corpus_files import VectorError
-from spec.harness.protocol import ErrorKind
-from spec.harness.replay_wire import ReplayLayout, decode_replay
-from spec.tools import replay_corpus
-from spec.tools.check import REPLAY_PROPERTY_CLAUSES
-from spec.tools.replay_corpus import ReplayCase, judge_replay, load_replay_cases
+from ssm_rollback_spec import corpus, rollback
+from ssm_rollback_spec.corpus.files import VectorError
+from ssm_rollback_spec.corpus.replay_run import ReplayCase, judge_replay, load_replay_cases
+from ssm_rollback_spec.harness import protocol
+from ssm_rollback_spec.harness.adapter import REPLAY_NOT_OFFERED, respond
+from ssm_rollback_spec.harness.protocol import ErrorKind
+from ssm_rollback_spec.harness.replay_wire import ReplayLayout, decode_replay
+from ssm_rollback_spec.tools.check import REPLAY_PROPERTY_CLAUSES
 from tests.child import run_module
 
 REPLAY: Final = Path(__file__).resolve().parents[1] / "vectors" / "replay"
@@ -66,7 +65,7 @@ def test_the_python_reference_adapter_does_not_offer_replay() -> None:
     reply = respond(rollback, protocol.encode(CASES[0].request))
     assert reply == protocol.error_reply(ErrorKind.UNKNOWN_OP, REPLAY_NOT_OFFERED)
     result = judge_replay(CASES[0], reply)
-    assert (result.outcome, result.detail) == ("skipped", replay_corpus.NOT_OFFERED)
+    assert (result.outcome, result.detail) == ("skipped", corpus.NOT_OFFERED)
 
 
 def test_a_float_that_is_not_hex_is_a_bad_request_named_by_its_path() -> None:
@@ -172,7 +171,9 @@ def test_check_knows_which_draft_clauses_the_replay_properties_cite() -> None:
 def test_vectors_generate_writes_the_replay_corpus_beside_the_protocol_corpus(
     tmp_path: Path,
 ) -> None:
-    finished = run_module("spec.tools.cli", "vectors", "generate", "--out", str(tmp_path))
+    finished = run_module(
+        "ssm_rollback_spec.tools.cli", "vectors", "generate", "--out", str(tmp_path)
+    )
     assert finished.returncode == 0, finished.stderr
     written = sorted(path.name for path in (tmp_path / "replay").iterdir())
     assert written == sorted(path.name for path in REPLAY.iterdir())
@@ -182,7 +183,7 @@ def test_vectors_generate_writes_the_replay_corpus_beside_the_protocol_corpus(
 
 
 def test_vectors_where_names_the_corpus_then_the_replay_corpus() -> None:
-    finished = run_module("spec.tools.cli", "vectors", "where")
+    finished = run_module("ssm_rollback_spec.tools.cli", "vectors", "where")
     assert finished.returncode == 0, finished.stderr
     corpus, replay = finished.stdout.splitlines()
     assert Path(replay) == Path(corpus) / "replay"

@@ -8,7 +8,7 @@ import re
 import subprocess
 from typing import TYPE_CHECKING, Any, Final
 
-from spec.tools import replay_corpus
+from ssm_rollback_spec import corpus
 from tests.child import ROOT, run_module
 
 if TYPE_CHECKING:
@@ -21,7 +21,7 @@ PROTOCOL_PAGE: Final = ROOT / "docs" / "protocol.md"
 def _report(tmp_path: Path, adapter: str, /, *arguments: str) -> tuple[int, dict[str, Any]]:
     report = tmp_path / "report.json"
     finished = run_module(
-        "spec.tools.cli",
+        "ssm_rollback_spec.tools.cli",
         "vectors",
         "run",
         "--impl-cmd",
@@ -37,7 +37,7 @@ def _report(tmp_path: Path, adapter: str, /, *arguments: str) -> tuple[int, dict
 
 def test_the_rust_adapter_passes_every_replay_case(tmp_path: Path, rust_adapter: str) -> None:
     status, report = _report(tmp_path, rust_adapter, "--clause", "RB-REPLAY")
-    replay = replay_corpus.load_replay_cases(REPLAY)
+    replay = corpus.load_replay_cases(REPLAY)
     outcomes = {case["id"]: case["outcome"] for case in report["cases"]}
     assert status == 0, report
     assert outcomes == {case.case_id: "passed" for case in replay}
@@ -56,7 +56,7 @@ def test_each_wrong_rust_replay_build_fails_the_replay_cases(
         # Only a decode of many rounds shows rows left from an earlier round.
         assert {case["id"].split("-")[1] for case in failed} == {"rounds"}
     else:
-        assert len(failed) == len(replay_corpus.load_replay_cases(REPLAY))
+        assert len(failed) == len(corpus.load_replay_cases(REPLAY))
     first = failed[0]["detail"].splitlines()[0]
     pattern = (
         r"states\[\d+\]\.(conv|h)(\[\d+\])+: expected \S+, got \S+: relative error \S+ "

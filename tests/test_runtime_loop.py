@@ -2,7 +2,7 @@
 """The runtime team's loop, over the protocol: run, read, export, pin, deviate.
 
 Each test drives the command line against a deliberately wrong adapter (the
-self-test's wrong implementations, served by ``python -m spec.harness.adapter``)
+self-test's wrong implementations, served by ``python -m ssm_rollback_spec.harness.adapter``)
 or the reference, as a runtime team would.
 """
 
@@ -18,13 +18,12 @@ from typing import TYPE_CHECKING, Any, Final
 import jsonschema
 import pytest
 
-from spec import model
-from spec.harness import protocol
-from spec.harness.driver import is_stateful
-from spec.harness.oracle import allowed_replies
-from spec.tools import corpus
-from spec.tools.report import CONFORMS
-from spec.tools.shipped import corpus_directory
+from ssm_rollback_spec import corpus, model
+from ssm_rollback_spec.harness import protocol
+from ssm_rollback_spec.harness.driver import is_stateful
+from ssm_rollback_spec.harness.oracle import allowed_replies
+from ssm_rollback_spec.tools.report import CONFORMS
+from ssm_rollback_spec.tools.shipped import corpus_directory
 from tests.child import ROOT, run_module
 from tests.properties.strategies import as_calls
 from tests.selftest.wrong import import_path
@@ -38,11 +37,13 @@ CORPUS: Final = corpus_directory()
 
 
 def _adapter(wrong: str, /) -> str:
-    return f"{sys.executable} -m spec.harness.adapter --impl-module {import_path(wrong)}"
+    return (
+        f"{sys.executable} -m ssm_rollback_spec.harness.adapter --impl-module {import_path(wrong)}"
+    )
 
 
 def _cli(*arguments: str) -> subprocess.CompletedProcess[str]:
-    return run_module("spec.tools.cli", *arguments, timeout=900)
+    return run_module("ssm_rollback_spec.tools.cli", *arguments, timeout=900)
 
 
 def _json(path: Path, /) -> dict[str, Any]:

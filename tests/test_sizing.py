@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Final
 
 import pytest
 
-from spec.sizing import dimensions as sizing
-from spec.sizing import rings, views
+from ssm_rollback_spec.sizing import dimensions as sizing
+from ssm_rollback_spec.sizing import rings, views
 from tests.child import run_module
 
 if TYPE_CHECKING:
@@ -129,7 +129,7 @@ def test_a_config_without_gdn_layers_is_refused_by_name(
 
 
 def _size(*arguments: str) -> subprocess.CompletedProcess[str]:
-    return run_module("spec.tools.cli", "size", *arguments, timeout=60)
+    return run_module("ssm_rollback_spec.tools.cli", "size", *arguments, timeout=60)
 
 
 def test_the_command_prints_the_review_in_human_units() -> None:

@@ -18,10 +18,10 @@ from typing import Final
 
 import pytest
 
-from spec.sizing import dimensions as dims
-from spec.sizing import replayssm, sglang, vllm
-from spec.sizing.dtypes import ConfigDtypes, Dtype, StateDtypes, dtypes_from_config
-from spec.sizing.views import Model, Setup, View, size_view, sweep
+from ssm_rollback_spec.sizing import dimensions as dims
+from ssm_rollback_spec.sizing import replayssm, sglang, vllm
+from ssm_rollback_spec.sizing.dtypes import ConfigDtypes, Dtype, StateDtypes, dtypes_from_config
+from ssm_rollback_spec.sizing.views import Model, Setup, View, size_view, sweep
 from tests.child import run_module
 
 ROOT: Final = Path(__file__).resolve().parents[1]
@@ -58,7 +58,7 @@ def _model(path: Path = QWEN3_NEXT, *, tp: int = 1) -> Model:
 
 
 def _size(*arguments: str) -> subprocess.CompletedProcess[str]:
-    return run_module("spec.tools.cli", "size", *arguments, timeout=120)
+    return run_module("ssm_rollback_spec.tools.cli", "size", *arguments, timeout=120)
 
 
 # vLLM 0.33.0, each fact on the example configs.
@@ -512,7 +512,8 @@ def test_a_plot_that_cannot_be_written_gets_one_line_and_no_report(tmp_path: Pat
 
 def test_nothing_but_plot_loads_matplotlib() -> None:
     code = (
-        "import sys, spec.rollback, spec.tools.cli, spec.tools.check, spec.tools.size; "
+        "import sys, ssm_rollback_spec.rollback, ssm_rollback_spec.tools.cli, "
+        "ssm_rollback_spec.tools.check, ssm_rollback_spec.tools.size; "
         "print('matplotlib' in sys.modules)"
     )
     finished = subprocess.run(
@@ -525,7 +526,7 @@ def test_a_plot_without_matplotlib_says_what_to_install(tmp_path: Path) -> None:
     arguments = ["size", *REVIEW, "--plot", str(tmp_path / "p.png")]
     code = (
         "import sys; sys.modules['matplotlib'] = None; "
-        f"from spec.tools.cli import main; sys.exit(main({arguments!r}))"
+        f"from ssm_rollback_spec.tools.cli import main; sys.exit(main({arguments!r}))"
     )
     finished = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=False

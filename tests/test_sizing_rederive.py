@@ -2,7 +2,7 @@
 """Every view's figures against a re-derivation written straight from the engines' code.
 
 For the example configs, TP 1 and 2 and 1 to 8 drafts. Nothing here calls
-``spec.sizing``'s arithmetic: the config is read with ``json`` and each
+``ssm_rollback_spec.sizing``'s arithmetic: the config is read with ``json`` and each
 formula is the engine's, transcribed from the cited lines (vLLM 0.33.0,
 SGLang 0.5.23), so a slip in the module shows up as a difference.
 """
@@ -16,9 +16,9 @@ from typing import Any, Final
 
 import pytest
 
-from spec.sizing import dimensions as dims
-from spec.sizing.dtypes import dtypes_from_config
-from spec.sizing.views import Model, View, size_view, sweep
+from ssm_rollback_spec.sizing import dimensions as dims
+from ssm_rollback_spec.sizing.dtypes import dtypes_from_config
+from ssm_rollback_spec.sizing.views import Model, View, size_view, sweep
 
 EXAMPLES: Final = sorted((Path(__file__).resolve().parents[1] / "examples").glob("*.json"))
 BYTES: Final = {"float32": 4, "bfloat16": 2, "float16": 2}

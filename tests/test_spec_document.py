@@ -9,9 +9,9 @@ from typing import Final
 
 import pytest
 
-from spec import SPEC_VERSION, first_write_wins, model, rollback
-from spec.harness.clauses import CLAUSES
-from spec.harness.pytest_plugin import pytest_collection_modifyitems
+from ssm_rollback_spec import SPEC_VERSION, first_write_wins, model, rollback
+from ssm_rollback_spec.harness.clauses import CLAUSES
+from ssm_rollback_spec.harness.pytest_plugin import pytest_collection_modifyitems
 from tests import traceability
 
 ROOT: Final = Path(__file__).resolve().parents[1]

@@ -22,9 +22,9 @@ from typing import Final
 import junitparser
 import pytest
 
-from spec.harness.clauses import DRAFT_CLAUSES
-from spec.harness.failures import show_output
-from spec.tools.check import REPLAY_PROPERTY_CLAUSES
+from ssm_rollback_spec.harness.clauses import DRAFT_CLAUSES
+from ssm_rollback_spec.harness.failures import show_output
+from ssm_rollback_spec.tools.check import REPLAY_PROPERTY_CLAUSES
 from tests.child import ROOT, run_module
 
 WRONG_ADAPTER: Final = str(Path(__file__).with_name("wrong_adapter.py"))
@@ -61,7 +61,7 @@ def _cli(*arguments: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
         env.pop(name, None)
     env["PYTHONPATH"] = str(ROOT)
     return subprocess.run(
-        [sys.executable, "-m", "spec.tools.cli", *arguments],
+        [sys.executable, "-m", "ssm_rollback_spec.tools.cli", *arguments],
         cwd=cwd,
         env=env,
         capture_output=True,
@@ -221,7 +221,9 @@ def test_a_deviation_is_a_skipped_testcase_with_its_reason(tmp_path: Path) -> No
 
 
 def test_the_reference_passes_every_case_the_wire_mistakes_fail() -> None:
-    finished = run_module("spec.tools.cli", "vectors", "run", "--clause", "RB-PROTO-4", timeout=300)
+    finished = run_module(
+        "ssm_rollback_spec.tools.cli", "vectors", "run", "--clause", "RB-PROTO-4", timeout=300
+    )
     assert finished.returncode == 0, finished.stdout[-3000:]
 
 
@@ -235,7 +237,7 @@ def _serve(argv: list[str], data: bytes, /) -> list[dict[str, object]]:
 
 
 def _adapters(rust_adapter: str, /) -> list[list[str]]:
-    return [[sys.executable, "-m", "spec.harness.adapter"], [rust_adapter]]
+    return [[sys.executable, "-m", "ssm_rollback_spec.harness.adapter"], [rust_adapter]]
 
 
 def test_a_last_line_without_a_newline_is_still_a_request(rust_adapter: str) -> None:

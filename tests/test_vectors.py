@@ -12,11 +12,10 @@ from typing import TYPE_CHECKING, Any, Final
 import jsonschema
 import pytest
 
-from spec import SPEC_VERSION
-from spec.harness.oracle import allowed_replies
-from spec.harness.protocol import MAX_DEPTH, PROTOCOL_VERSION, loads_bounded
-from spec.harness.protocol import encode as protocol_encode
-from spec.tools import corpus, replay_corpus
+from ssm_rollback_spec import SPEC_VERSION, corpus
+from ssm_rollback_spec.harness.oracle import allowed_replies
+from ssm_rollback_spec.harness.protocol import MAX_DEPTH, PROTOCOL_VERSION, loads_bounded
+from ssm_rollback_spec.harness.protocol import encode as protocol_encode
 from tests.child import run_module
 from tests.selftest.wrong import WRONG, import_path
 
@@ -155,7 +154,7 @@ def test_a_case_that_gets_no_result_is_an_error() -> None:
 
 
 def _run(*arguments: str) -> subprocess.CompletedProcess[str]:
-    return run_module("spec.tools.cli", "vectors", "run", *arguments, timeout=600)
+    return run_module("ssm_rollback_spec.tools.cli", "vectors", "run", *arguments, timeout=600)
 
 
 def _json_report(tmp_path: Path, *arguments: str) -> tuple[int, dict[str, Any]]:
@@ -168,7 +167,7 @@ def _json_report(tmp_path: Path, *arguments: str) -> tuple[int, dict[str, Any]]:
 def test_the_python_adapter_passes_every_case_and_does_not_offer_replay(tmp_path: Path) -> None:
     status, report = _json_report(tmp_path)
     assert status == 0
-    replay = replay_corpus.load_replay_cases(VECTORS / "replay")
+    replay = corpus.load_replay_cases(VECTORS / "replay")
     assert report["counts"] == {
         "passed": len(corpus.load_cases(VECTORS)),
         "failed": 0,
@@ -178,7 +177,7 @@ def test_the_python_adapter_passes_every_case_and_does_not_offer_replay(tmp_path
     }
     skipped = [case for case in report["cases"] if case["outcome"] == "skipped"]
     assert [case["id"] for case in skipped] == [case.case_id for case in replay]
-    assert {case["detail"] for case in skipped} == {replay_corpus.NOT_OFFERED}
+    assert {case["detail"] for case in skipped} == {corpus.NOT_OFFERED}
 
 
 def test_the_rust_adapter_passes_every_case(tmp_path: Path, rust_adapter: str) -> None:
@@ -190,7 +189,8 @@ def test_the_rust_adapter_passes_every_case(tmp_path: Path, rust_adapter: str) -
 def test_a_failing_case_names_only_the_clause_it_tells_apart(tmp_path: Path) -> None:
     report = tmp_path / "report.json"
     adapter = (
-        f"{sys.executable} -m spec.harness.adapter --impl-module {import_path('LastWriteWins')}"
+        f"{sys.executable} -m ssm_rollback_spec.harness.adapter "
+        f"--impl-module {import_path('LastWriteWins')}"
     )
     finished = _run("--impl-cmd", adapter, "--json", str(report))
     assert finished.returncode == 1
@@ -213,7 +213,9 @@ def test_a_failing_case_names_only_the_clause_it_tells_apart(tmp_path: Path) -> 
     ),
 )
 def test_every_wrong_implementation_fails_the_vectors(name: str) -> None:
-    adapter = f"{sys.executable} -m spec.harness.adapter --impl-module {import_path(name)}"
+    adapter = (
+        f"{sys.executable} -m ssm_rollback_spec.harness.adapter --impl-module {import_path(name)}"
+    )
     finished = _run("--impl-cmd", adapter)
     assert finished.returncode == 1, finished.stdout[-3000:] + finished.stderr[-2000:]
     assert "FAIL  " in finished.stdout

@@ -14,9 +14,9 @@ import sys
 import threading
 from typing import Final
 
-from spec import rollback
-from spec.harness import protocol
-from spec.harness.adapter import respond
+from ssm_rollback_spec import rollback
+from ssm_rollback_spec.harness import protocol
+from ssm_rollback_spec.harness.adapter import respond
 
 #: Every mistake, by the name the command line takes.
 MISTAKES: Final = (

@@ -3,7 +3,7 @@
 
 It knows the contract and how to reach an implementation of it: in-process
 (any Python module with the contract's names) or over the protocol (any
-adapter command). Standard library only, except :mod:`spec.harness.pytest_plugin`,
+adapter command). Standard library only, except :mod:`ssm_rollback_spec.harness.pytest_plugin`,
 which drives the property suite and needs the ``check`` extra.
 """
 

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT OR Apache-2.0
 """Serve a Python implementation of the contract over the adapter protocol.
 
-``python -m spec.harness.adapter`` serves :mod:`spec.rollback`;
+``python -m ssm_rollback_spec.harness.adapter`` serves :mod:`ssm_rollback_spec.rollback`;
 ``--impl-module MODULE[:ATTR]`` serves any other Python implementation. The
 in-process driver answers through :func:`respond` too, so both paths share
 one translation from Python calls to protocol replies.
@@ -27,7 +27,7 @@ __all__ = ["REPLAY_NOT_OFFERED", "main", "read_lines", "respond", "serve"]
 
 #: The reference adapter's answer to ``replay``: the contract has no replay
 #: kernel to serve (the replay model is numpy and draft; docs/protocol.md).
-REPLAY_NOT_OFFERED: Final = "replay is not offered: spec.rollback has no replay kernel"
+REPLAY_NOT_OFFERED: Final = "replay is not offered: ssm_rollback_spec.rollback has no replay kernel"
 
 
 class _RaceError(RuntimeError):
@@ -129,7 +129,7 @@ def _race_cells(api: RollbackApi, request: dict[str, object], /) -> list[list[st
 def _answer(api: RollbackApi, request: dict[str, object], /) -> object:  # noqa: PLR0911 - one return per op
     op = protocol.op_named(str(request["op"]))
     if op is Op.DESCRIBE:
-        return {"name": "spec.rollback (Python reference)", "usize_bits": 64}
+        return {"name": "ssm_rollback_spec.rollback (Python reference)", "usize_bits": 64}
     if op is Op.PARSE:
         return _mode_name(api, api.parse_ssm_rollback_mode(str(request["text"])))
     if op is Op.ROW_BYTES:
@@ -211,7 +211,7 @@ def serve(api: RollbackApi, requests: BinaryIO, replies: BinaryIO, /) -> None:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m spec.harness.adapter",
+        prog="python -m ssm_rollback_spec.harness.adapter",
         description="Serve a Python implementation over the adapter protocol (docs/protocol.md).",
     )
     parser.add_argument(
@@ -229,7 +229,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         api = load_python_implementation(arguments.impl_module).api
     except ImplementationModuleError as error:
-        sys.stderr.write(f"python -m spec.harness.adapter: error: --impl-module: {error}\n")
+        sys.stderr.write(
+            f"python -m ssm_rollback_spec.harness.adapter: error: --impl-module: {error}\n"
+        )
         return 2
     try:
         serve(api, sys.stdin.buffer, sys.stdout.buffer)

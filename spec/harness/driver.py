@@ -2,7 +2,7 @@
 """The one interface the properties talk to, and its in-process driver.
 
 A property sends a protocol request and judges the reply; it never learns
-which driver answered. :mod:`spec.harness.subprocess_driver` is the other
+which driver answered. :mod:`ssm_rollback_spec.harness.subprocess_driver` is the other
 driver.
 """
 

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
-from spec import model
-
+from .. import model
 from .protocol import ErrorKind, Op, ProtocolError, decode_request, encode
 
 if TYPE_CHECKING:

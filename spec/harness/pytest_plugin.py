@@ -6,7 +6,7 @@ It registers the Hypothesis profiles, chooses the implementation under test
 their ``impl``, ``python_api`` and ``new_cell`` fixtures, checks each
 property's clause markers against SPEC.md's clauses, and selects properties
 by clause (``--clause``, or ``-k`` on a clause ID). Load it with
-``-p spec.harness.pytest_plugin``; the repository's ``tests/conftest.py``
+``-p ssm_rollback_spec.harness.pytest_plugin``; the repository's ``tests/conftest.py``
 loads it for the repository's own runs.
 """
 
@@ -111,8 +111,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--impl-module",
         default=os.environ.get(IMPL_MODULE_ENV),
         metavar="MODULE[:ATTR]",
-        help="a Python implementation with the public names of spec.rollback, "
-        f"checked in-process (or ${IMPL_MODULE_ENV}); default: spec.rollback",
+        help="a Python implementation with the public names of ssm_rollback_spec.rollback, "
+        f"checked in-process (or ${IMPL_MODULE_ENV}); default: ssm_rollback_spec.rollback",
     )
     group.addoption(
         "--impl-timeout",

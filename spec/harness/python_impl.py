@@ -2,7 +2,7 @@
 """Python implementations of the contract, loaded by name (``--impl-module``).
 
 An implementation is any module, or any object in a module, that exposes the
-public names of :mod:`spec.rollback`: a vendored copy under another package
+public names of :mod:`ssm_rollback_spec.rollback`: a vendored copy under another package
 name, a port, or one of the self-test's wrong implementations. The harness
 judges it through those names only, so a copy's own classes and exceptions
 are the ones it is checked with.
@@ -15,7 +15,7 @@ import importlib.util
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Generic, Protocol, TypeVar
 
-from spec import rollback
+from .. import rollback
 
 if TYPE_CHECKING:
     import types
@@ -34,9 +34,9 @@ __all__ = [
 ]
 
 #: The import path of the reference implementation.
-REFERENCE: Final = "spec.rollback"
+REFERENCE: Final = rollback.__name__
 
-#: The names an implementation must expose: the public names of spec.rollback.
+#: The names an implementation must expose: the public names of ssm_rollback_spec.rollback.
 REQUIRED_NAMES: Final = tuple(rollback.__all__)
 
 #: The optional name of the implementation's first-write-wins cell type (RB-CELL-*).
@@ -46,7 +46,7 @@ _T = TypeVar("_T")
 
 
 class Cell(Protocol, Generic[_T]):
-    """The first-write-wins cell's Python API (``spec.first_write_wins.FirstWriteWins``)."""
+    """The first-write-wins cell's Python API (``first_write_wins.FirstWriteWins``)."""
 
     def set(self, value: _T, /) -> _T: ...  # noqa: D102
     def get_or_init(self, default: _T, /) -> _T: ...  # noqa: D102
@@ -54,7 +54,7 @@ class Cell(Protocol, Generic[_T]):
 
 
 class RollbackApi(Protocol):
-    """The public names of :mod:`spec.rollback`, which any implementation exposes."""
+    """The public names of :mod:`ssm_rollback_spec.rollback`, which any implementation exposes."""
 
     # Read-only, so that an implementation's own subclasses satisfy them.
     @property
@@ -170,7 +170,7 @@ def load_python_implementation(import_path: str, /) -> PythonImplementation:
     missing = _missing(candidate)
     if missing:
         raise ImplementationModuleError(
-            f"{import_path} lacks {', '.join(missing)} (the public names of spec.rollback)"
+            f"{import_path} lacks {', '.join(missing)} (the public names of {REFERENCE})"
         )
     api: RollbackApi = candidate  # type: ignore[assignment]
     new_cell = getattr(candidate, CELL_NAME, None)

@@ -3,7 +3,7 @@
 
 It survives a broken adapter. A crash, a hang, a line that is not a reply,
 extra lines, silence or an early exit each become an :class:`AdapterFailure`
-(worded in :mod:`spec.harness.failures`); the adapter's whole process group
+(worded in :mod:`ssm_rollback_spec.harness.failures`); the adapter's whole process group
 is killed, so nothing of the harness's is left behind.
 """
 

@@ -4,12 +4,13 @@
 The runtime module (seed ``000_fd8074ae8876e187.txt``) describes replay mode
 but does not implement it. This subpackage models what its ring must hold:
 
-- :mod:`spec.replay.rows`: the row and ring byte arithmetic, standard library only;
-- :mod:`spec.replay.layer`: a small reference Gated DeltaNet layer (numpy);
-- :mod:`spec.replay.paths`: the two rollback paths, snapshot and replay (numpy);
-- :mod:`spec.replay.rounds`: a decode of many verify rounds in four replay
+- :mod:`ssm_rollback_spec.replay.rows`: the row and ring byte arithmetic, standard library only;
+- :mod:`ssm_rollback_spec.replay.layer`: a small reference Gated DeltaNet layer (numpy);
+- :mod:`ssm_rollback_spec.replay.paths`: the two rollback paths, snapshot and replay (numpy);
+- :mod:`ssm_rollback_spec.replay.rounds`: a decode of many verify rounds in four replay
   designs, the ring's whole lifecycle (numpy; RB-REPLAY-6 to RB-REPLAY-9);
-- :mod:`spec.replay.vectors`: the deterministic generator of ``vectors/replay/`` (numpy).
+- :mod:`ssm_rollback_spec.corpus.replay_cases`: the deterministic generator of
+  ``vectors/replay/`` (numpy).
 
 Only ``rows`` may be imported without the ``replay`` extra (numpy). Nothing
 in the 1.0.0 contract imports this subpackage.

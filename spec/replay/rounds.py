@@ -7,7 +7,7 @@ drafting), the first being the previous round's bonus token; it accepts
 ``1 <= a_r <= K_r`` of them and samples a bonus token, which opens the next
 window. The state the sequence must hold after round ``r`` is plain,
 non-speculative decoding's over every accepted token so far
-(:func:`spec.replay.paths.step`, one token at a time). (RB-REPLAY-6.)
+(:func:`ssm_rollback_spec.replay.paths.step`, one token at a time). (RB-REPLAY-6.)
 
 Each design is a :class:`Decoder` that owns one verify slot (a
 :class:`Slot`: the state buffer, a checkpoint, a ring and its write cursor)

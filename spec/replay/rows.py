@@ -6,7 +6,7 @@ without the ``replay`` extra.
 
 The seed's row (``ssm_replay_row_bytes`` in ``rollback.rs``, seed
 ``000_fd8074ae8876e187.txt``) is the deinterleaved qkvz row in BF16 plus a
-gate and a beta in FP32 per value head. The model in :mod:`spec.replay.paths`
+gate and a beta in FP32 per value head. The model in :mod:`ssm_rollback_spec.replay.paths`
 shows that the rebuilt (h, conv) state depends on the pre-conv q, k and v and
 on g and beta, never on z (z only gates the layer's output, see
 ``Qwen3NextGatedDeltaNet.forward`` in Hugging Face transformers,
@@ -27,7 +27,7 @@ from typing import Final, TypedDict
 
 # Relative, as the contract floor beside it (tests/test_layers.py): the
 # subpackage keeps working wherever the package is copied.
-from ..rollback import (  # noqa: TID252
+from ..rollback import (
     USIZE_MAX,
     SsmReplayBytesOverflowError,
     UsizeRangeError,
@@ -66,7 +66,8 @@ BF16_BYTES: Final = 2
 FP32_BYTES: Final = 4
 
 
-#: ReplaySSM's ring length L, in records, by default (SGLang's, as issue 18 reports it).
+#: ReplaySSM's ring length L, in records, by default (SGLang 0.5.23's
+#: ``--linear-replayssm-cache-len``).
 REPLAYSSM_RING_LENGTH: Final = 16
 
 

@@ -7,7 +7,7 @@ replay ring and the minimal ring), one module per engine view with the
 version it follows and its cited facts (:mod:`.vllm`, :mod:`.sglang`,
 :mod:`.replayssm`), and :mod:`.views`, which puts them side by side. The
 figures are estimates for comparison, not part of the contract; only the
-seed's ring sizes come from it (:mod:`spec.rollback`).
+seed's ring sizes come from it (:mod:`ssm_rollback_spec.rollback`).
 """
 
 __all__: list[str] = []

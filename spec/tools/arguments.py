@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import argparse
 
-from spec.harness.subprocess_driver import (
+from ..harness.subprocess_driver import (
     DEFAULT_TIMEOUT,
     parse_race_budget,
     parse_timeout,
     split_command,
 )
-
 from .errors import CliError
 
 __all__ = ["adapter_argv", "add_impl_arguments", "race_budget", "whole_number"]
@@ -56,7 +55,7 @@ def add_impl_arguments(parser: argparse.ArgumentParser, /, *, python: bool) -> N
         choice.add_argument(
             "--impl-module",
             metavar="MODULE[:ATTR]",
-            help="a Python implementation with the public names of spec.rollback, "
+            help="a Python implementation with the public names of ssm_rollback_spec.rollback, "
             "checked in-process, Python-API clauses included",
         )
     parser.add_argument(

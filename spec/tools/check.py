@@ -14,20 +14,19 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
-from spec import SPEC_VERSION
-from spec.harness.clauses import CLAUSES, DRAFT_CLAUSES, UnknownClauseError, select_clauses
-from spec.harness.failures import AdapterFailure
-from spec.harness.oracle import allowed_replies
-from spec.harness.protocol import encode
-from spec.harness.python_impl import (
+from .. import SPEC_VERSION
+from ..corpus import Case, exported_case, render_corpus, write_corpus
+from ..harness.clauses import CLAUSES, DRAFT_CLAUSES, UnknownClauseError, select_clauses
+from ..harness.failures import AdapterFailure
+from ..harness.oracle import allowed_replies
+from ..harness.protocol import encode
+from ..harness.python_impl import (
     REFERENCE,
     ImplementationModuleError,
     load_python_implementation,
 )
-from spec.harness.subprocess_driver import DEFAULT_RACE_BUDGET, SubprocessDriver
-
+from ..harness.subprocess_driver import DEFAULT_RACE_BUDGET, SubprocessDriver
 from .arguments import adapter_argv, add_impl_arguments, add_selection_arguments, race_budget
-from .corpus import Case, exported_case, render_corpus, write_corpus
 from .deviations import Deviation, DeviationList, Target
 from .errors import CliError, ExitStatus
 from .report import Row, clause_summary, counts, print_report, write_json, write_junit
@@ -36,7 +35,7 @@ from .shipped import corpus_directory, suite_directory
 if TYPE_CHECKING:
     import argparse
 
-    from spec.tools.check_report import PropertyResult, SuiteReport
+    from ..harness.check_report import PropertyResult, SuiteReport
 
 __all__ = ["REPLAY_PROPERTY_CLAUSES", "add_check_command"]
 
@@ -154,9 +153,9 @@ def _pytest_command(arguments: argparse.Namespace, scratch: Path, /) -> list[str
         "-p",
         "hypothesis.extra.pytestplugin",
         "-p",
-        "spec.harness.pytest_plugin",
+        "ssm_rollback_spec.harness.pytest_plugin",
         "-p",
-        "spec.tools.check_report",
+        "ssm_rollback_spec.harness.check_report",
         "-p",
         "no:cacheprovider",
         f"--impl-timeout={arguments.impl_timeout}",
@@ -226,7 +225,7 @@ def _reproduction(arguments: argparse.Namespace, line: str, /) -> str:
         command = arguments.impl_cmd
     else:
         module = arguments.impl_module or REFERENCE
-        command = f"python -m spec.harness.adapter --impl-module {shlex.quote(module)}"
+        command = f"python -m ssm_rollback_spec.harness.adapter --impl-module {shlex.quote(module)}"
     return f"printf '%s\\n' {shlex.quote(line)} | {command}"
 
 

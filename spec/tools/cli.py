@@ -2,7 +2,7 @@
 """The ``ssm-rollback-spec`` command: ``check``, ``vectors`` and ``size``.
 
 Every failure the user can cause ends in one line on stderr and a non-zero
-exit status (:class:`~spec.tools.errors.ExitStatus`), never a traceback.
+exit status (:class:`~ssm_rollback_spec.tools.errors.ExitStatus`), never a traceback.
 """
 
 from __future__ import annotations
@@ -11,8 +11,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from spec import SPEC_VERSION, __version__
-
+from .. import SPEC_VERSION, __version__
 from .check import add_check_command
 from .errors import CliError, ExitStatus
 from .size import add_size_command

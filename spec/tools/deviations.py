@@ -23,9 +23,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
-from spec.harness.clauses import CLAUSES
-from spec.harness.files import JsonFileError, read_json_file
-
+from ..harness.clauses import CLAUSES
+from ..harness.files import JsonFileError, read_json_file
 from .errors import CliError
 
 if TYPE_CHECKING:

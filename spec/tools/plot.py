@@ -15,7 +15,7 @@ from .errors import CliError
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from spec.sizing.views import SweepRow
+    from ..sizing.views import SweepRow
 
 __all__ = ["plot_sweep"]
 

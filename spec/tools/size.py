@@ -8,13 +8,13 @@ import enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, TypedDict
 
-from spec import SPEC_VERSION
-from spec.harness.files import JsonFileError, read_json_file
-from spec.replay.rows import ReplayDesign
-from spec.sizing import dimensions as dims
-from spec.sizing import replayssm, rings, sglang, vllm
-from spec.sizing.dtypes import Dtype, UnsupportedDtypeError, dtypes_from_config
-from spec.sizing.views import (
+from .. import SPEC_VERSION
+from ..harness.files import JsonFileError, read_json_file
+from ..replay.rows import ReplayDesign
+from ..sizing import dimensions as dims
+from ..sizing import replayssm, rings, sglang, vllm
+from ..sizing.dtypes import Dtype, UnsupportedDtypeError, dtypes_from_config
+from ..sizing.views import (
     Model,
     Setup,
     SnapshotFigures,
@@ -26,7 +26,6 @@ from spec.sizing.views import (
     sweep,
     view_dtypes,
 )
-
 from .arguments import whole_number
 from .errors import CliError, ExitStatus
 from .report import write_json

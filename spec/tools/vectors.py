@@ -8,13 +8,11 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from spec import SPEC_VERSION
-from spec.harness.clauses import UnknownClauseError, select_clauses
-from spec.harness.failures import AdapterFailure
-from spec.harness.protocol import UnencodableMessageError
-from spec.harness.subprocess_driver import SubprocessDriver
-
-from . import corpus, replay_corpus
+from .. import SPEC_VERSION, corpus
+from ..harness.clauses import UnknownClauseError, select_clauses
+from ..harness.failures import AdapterFailure
+from ..harness.protocol import UnencodableMessageError
+from ..harness.subprocess_driver import SubprocessDriver
 from .arguments import adapter_argv, add_impl_arguments, add_selection_arguments
 from .deviations import DeviationList, Target
 from .errors import CliError, ExitStatus
@@ -70,7 +68,7 @@ def add_vectors_command(commands: argparse._SubParsersAction[argparse.ArgumentPa
 
 def _replay_texts() -> dict[str, str] | None:
     try:
-        from spec.replay.vectors import generate_replay_vectors  # noqa: PLC0415 (numpy, late)
+        from ..corpus.replay_cases import generate_replay_vectors  # noqa: PLC0415 (numpy, late)
     except ImportError:
         return None
     return generate_replay_vectors()
@@ -118,14 +116,16 @@ def _selected(arguments: argparse.Namespace, cases: list[corpus.Case], /) -> lis
 
 
 def _run(arguments: argparse.Namespace, /) -> int:
-    command = arguments.impl_cmd or f"{shlex.quote(sys.executable)} -m spec.harness.adapter"
+    command = (
+        arguments.impl_cmd or f"{shlex.quote(sys.executable)} -m ssm_rollback_spec.harness.adapter"
+    )
     argv = adapter_argv(command)
     deviations = DeviationList.from_option(arguments.deviations)
     try:
         directory = Path(arguments.vectors)
         replay = directory / REPLAY_SUBDIRECTORY
-        replay_cases = replay_corpus.load_replay_cases(replay) if replay.is_dir() else []
-        as_cases, judges = replay_corpus.as_cases(replay_cases)
+        replay_cases = corpus.load_replay_cases(replay) if replay.is_dir() else []
+        as_cases, judges = corpus.as_cases(replay_cases)
         cases = _selected(arguments, [*corpus.load_cases(directory), *as_cases])
         with SubprocessDriver(argv, timeout=arguments.impl_timeout) as driver:
             results = corpus.run_cases(driver, cases, judges)

@@ -2,6 +2,6 @@
 """The property suite: every clause of SPEC.md, judged by the model through the harness.
 
 It lives at ``tests/properties`` in the repository and ships in the wheel as
-``spec.suite``, so its modules import each other relatively and reach the
+``ssm_rollback_spec.suite``, so its modules import each other relatively and reach the
 package by its name, ``spec``.
 """

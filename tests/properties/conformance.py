@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from spec.harness.failures import NonConformingReply
-from spec.harness.oracle import allowed_replies
-from spec.harness.protocol import reply_matches
+from ssm_rollback_spec.harness.failures import NonConformingReply
+from ssm_rollback_spec.harness.oracle import allowed_replies
+from ssm_rollback_spec.harness.protocol import reply_matches
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from spec.harness.driver import Implementation
+    from ssm_rollback_spec.harness.driver import Implementation
 
 
 def exchange(

@@ -10,7 +10,7 @@ from typing import Final
 from hypothesis import settings
 from hypothesis import strategies as st
 
-from spec import model
+from ssm_rollback_spec import model
 
 USIZE_MAX: Final = model.USIZE_MAX
 MODE_NAMES: Final = model.MODE_NAMES

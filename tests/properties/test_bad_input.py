@@ -9,15 +9,15 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from spec import model
-from spec.rollback import SsmRollbackMode
+from ssm_rollback_spec import model
+from ssm_rollback_spec.rollback import SsmRollbackMode
 
 from .strategies import USIZE_MAX
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from spec.harness.python_impl import PythonImplementation
+    from ssm_rollback_spec.harness.python_impl import PythonImplementation
 
 ROW: Final = ("ssm_replay_row_bytes", ("qkvz_elems", "nv"))
 RING: Final = (

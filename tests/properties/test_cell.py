@@ -23,7 +23,7 @@ from .strategies import scaled
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from spec.harness.python_impl import Cell
+    from ssm_rollback_spec.harness.python_impl import Cell
 
 # Small values collide often, which is where first-write-wins bugs show.
 values: Final = st.integers(0, 3)

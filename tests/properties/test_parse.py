@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Final
 import pytest
 from hypothesis import example, given
 
-from spec import model
+from ssm_rollback_spec import model
 
 from .conformance import exchange
 from .strategies import MODE_NAMES, mode_texts, near_miss_texts
@@ -16,8 +16,8 @@ from .strategies import MODE_NAMES, mode_texts, near_miss_texts
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from spec.harness.driver import Implementation
-    from spec.harness.python_impl import PythonImplementation
+    from ssm_rollback_spec.harness.driver import Implementation
+    from ssm_rollback_spec.harness.python_impl import PythonImplementation
 
 #: One explicit example for every negated phrase of RB-PARSE-1 and RB-PARSE-2
 #: (docs/mutation.md's phrase table names each), run first under every profile.

@@ -14,13 +14,20 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from spec.harness.failures import NonConformingReply
-from spec.harness.protocol import MAX_DEPTH, MAX_EVENTS, ErrorKind, Op, encode, loads_bounded
+from ssm_rollback_spec.harness.failures import NonConformingReply
+from ssm_rollback_spec.harness.protocol import (
+    MAX_DEPTH,
+    MAX_EVENTS,
+    ErrorKind,
+    Op,
+    encode,
+    loads_bounded,
+)
 
 from .conformance import exchange
 
 if TYPE_CHECKING:
-    from spec.harness.driver import Implementation
+    from ssm_rollback_spec.harness.driver import Implementation
 
 U64_MAX: Final = 2**64 - 1
 _DESCRIBED: Final = 'exactly {"ok": {"name": TEXT (not empty), "usize_bits": 64}}'

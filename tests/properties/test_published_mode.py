@@ -15,15 +15,15 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from spec import model
-from spec.harness.failures import NonConformingReply
+from ssm_rollback_spec import model
+from ssm_rollback_spec.harness.failures import NonConformingReply
 
 from .conformance import exchange
 from .strategies import as_calls, events, scaled
 
 if TYPE_CHECKING:
-    from spec.harness.driver import Implementation
-    from spec.harness.python_impl import PythonImplementation
+    from ssm_rollback_spec.harness.driver import Implementation
+    from ssm_rollback_spec.harness.python_impl import PythonImplementation
 
 GET: Final = {"op": "get"}
 SET_REPLAY: Final = {"op": "set", "mode": "replay"}
@@ -163,7 +163,7 @@ _ROUNDS: Final = 200
 _PROCESS_SCRIPT: Final = textwrap.dedent(
     """
     import json, sys, threading
-    from spec.harness.python_impl import load_python_implementation
+    from ssm_rollback_spec.harness.python_impl import load_python_implementation
     api = load_python_implementation(sys.argv[1]).api
     returned = []
     def call(event):

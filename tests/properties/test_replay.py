@@ -15,11 +15,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from spec.tools.replay_corpus import ReplayCase, judge_replay, load_replay_cases
-from spec.tools.shipped import replay_corpus_directory
+from ssm_rollback_spec.corpus.replay_run import ReplayCase, judge_replay, load_replay_cases
+from ssm_rollback_spec.tools.shipped import replay_corpus_directory
 
 if TYPE_CHECKING:
-    from spec.harness.driver import Implementation
+    from ssm_rollback_spec.harness.driver import Implementation
 
 _CASES: Final = load_replay_cases(replay_corpus_directory())
 #: The kernel bound per pipeline, as the corpus states it.

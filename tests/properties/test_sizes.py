@@ -18,7 +18,7 @@ from .strategies import (
 )
 
 if TYPE_CHECKING:
-    from spec.harness.driver import Implementation
+    from ssm_rollback_spec.harness.driver import Implementation
 
 RING_FIELDS: Final = ("num_ssm_layers", "row_bytes", "k_ceiling", "mtp_state_slots")
 ROW_FIELDS: Final = ("qkvz_elems", "nv")

@@ -10,8 +10,8 @@ import pytest
 from .conformance import exchange
 
 if TYPE_CHECKING:
-    from spec.harness.driver import Implementation
-    from spec.harness.python_impl import PythonImplementation
+    from ssm_rollback_spec.harness.driver import Implementation
+    from ssm_rollback_spec.harness.python_impl import PythonImplementation
 
 
 @pytest.mark.clause("RB-VERIFY-1")

@@ -17,22 +17,22 @@ import numpy as np
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from spec.replay.layer import Pipeline, bf16_round
-from spec.replay.paths import (
+from ssm_rollback_spec.replay.layer import Pipeline, bf16_round
+from ssm_rollback_spec.replay.paths import (
     MinimalRow,
     ReplayRollback,
     SeedRow,
     restore_from_snapshots,
 )
-from spec.replay.rows import GdnShape
+from ssm_rollback_spec.replay.rows import GdnShape
 
 from .strategies import partial_accept, replay_cases, shapes
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from spec.replay.cases import ReplayCase
-    from spec.replay.layer import Array, LayerState
+    from ssm_rollback_spec.replay.cases import ReplayCase
+    from ssm_rollback_spec.replay.layer import Array, LayerState
 
 
 class Field(enum.Enum):

@@ -26,20 +26,20 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from spec.replay.cases import make_layer
-from spec.replay.layer import GdnLayer, LayerState, Pipeline, TokenInput, bf16_round
-from spec.replay.paths import seed_rows
-from spec.replay.rounds import plain_decode
-from spec.replay.rows import GdnShape
+from ssm_rollback_spec.replay.cases import make_layer
+from ssm_rollback_spec.replay.layer import GdnLayer, LayerState, Pipeline, TokenInput, bf16_round
+from ssm_rollback_spec.replay.paths import seed_rows
+from ssm_rollback_spec.replay.rounds import plain_decode
+from ssm_rollback_spec.replay.rows import GdnShape
 
 from .strategies import drawer
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from spec.replay.cases import Draw
-    from spec.replay.layer import Array
-    from spec.replay.rounds import DecoderFactory
+    from ssm_rollback_spec.replay.cases import Draw
+    from ssm_rollback_spec.replay.layer import Array
+    from ssm_rollback_spec.replay.rounds import DecoderFactory
 
 __all__ = ["MAX_K_CEILING", "STEPS", "decode_machine", "machine_settings", "run_decode_machine"]
 

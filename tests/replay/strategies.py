@@ -9,9 +9,9 @@ import numpy as np
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from spec.replay.cases import Draw, ReplayCase, make_case, make_layer
-from spec.replay.layer import Pipeline
-from spec.replay.rows import GdnShape
+from ssm_rollback_spec.replay.cases import Draw, ReplayCase, make_case, make_layer
+from ssm_rollback_spec.replay.layer import Pipeline
+from ssm_rollback_spec.replay.rows import GdnShape
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -26,8 +26,8 @@ _CHILD: Final = """
 import hashlib, json, sys
 import threadpoolctl
 from numpy._core import _multiarray_umath as m
-from spec.replay.vectors import generate_replay_vectors
-from spec.tools.corpus import generate
+from ssm_rollback_spec.corpus.replay_cases import generate_replay_vectors
+from ssm_rollback_spec.corpus.protocol_cases import generate
 files = {"replay/" + k: v for k, v in generate_replay_vectors().items()}
 files.update(generate())
 features = {k: bool(m.__cpu_features__.get(k)) for k in m.__cpu_dispatch__}
@@ -100,7 +100,7 @@ def test_every_cpu_feature_setting_generates_the_committed_vectors_byte_for_byte
         assert set(replay) <= set(generation["files"]) <= set(committed)
         assert generation["files"] == {name: committed[name] for name in generation["files"]}, (
             f"{setting}: a generated file differs from the committed one; the corpus "
-            "depends on the machine (run python -m spec.replay.vectors and "
+            "depends on the machine (run python -m ssm_rollback_spec.corpus.replay_cases and "
             "ssm-rollback-spec vectors generate, and see docs/replay.md)"
         )
     # OPENBLAS_CORETYPE took effect: the settings ran more than one BLAS kernel.

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from spec.replay.portable import exp, log1p, ordered_sum
+from ssm_rollback_spec.replay.portable import exp, log1p, ordered_sum
 
 _FINITE = st.floats(allow_nan=False, allow_infinity=False)
 

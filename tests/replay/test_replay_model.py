@@ -15,9 +15,15 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from spec.replay.cases import ReplayCase
-from spec.replay.layer import GdnLayer, LayerState, Pipeline, bf16_round, delta_rule_step
-from spec.replay.paths import (
+from ssm_rollback_spec.replay.cases import ReplayCase
+from ssm_rollback_spec.replay.layer import (
+    GdnLayer,
+    LayerState,
+    Pipeline,
+    bf16_round,
+    delta_rule_step,
+)
+from ssm_rollback_spec.replay.paths import (
     SeedRow,
     capture_minimal_ring,
     capture_post_conv_ring,
@@ -26,8 +32,8 @@ from spec.replay.paths import (
     restore_from_snapshots,
     verify,
 )
-from spec.replay.portable import exp
-from spec.replay.rows import (
+from ssm_rollback_spec.replay.portable import exp
+from ssm_rollback_spec.replay.rows import (
     QWEN3_NEXT_80B_A3B,
     GdnShape,
     conv_dim,
@@ -36,7 +42,7 @@ from spec.replay.rows import (
     post_conv_ring_bytes,
     replay_row_sizes,
 )
-from spec.rollback import (
+from ssm_rollback_spec.rollback import (
     UsizeRangeError,
     UsizeTypeError,
     ssm_replay_ring_bytes,

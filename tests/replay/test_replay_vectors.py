@@ -12,10 +12,7 @@ import jsonschema
 import numpy as np
 import pytest
 
-from spec.replay.layer import Array, GdnLayer, LayerState, Pipeline, delta_rule_step
-from spec.replay.rounds import reference_decoder
-from spec.replay.rows import ReplayDesign
-from spec.replay.vectors import (
+from ssm_rollback_spec.corpus.replay_cases import (
     POST_CONV_FILE,
     REBUILD_FILE,
     ROUNDS_FILE,
@@ -26,6 +23,9 @@ from spec.replay.vectors import (
     generate_replay_vectors,
     rebuild_from_case,
 )
+from ssm_rollback_spec.replay.layer import Array, GdnLayer, LayerState, Pipeline, delta_rule_step
+from ssm_rollback_spec.replay.rounds import reference_decoder
+from ssm_rollback_spec.replay.rows import ReplayDesign
 from tests import traceability
 
 REPLAY_VECTORS: Final = Path(__file__).resolve().parents[2] / "vectors" / "replay"
@@ -45,10 +45,10 @@ def _cases(name: str, /) -> list[RebuildCase]:
 def test_the_committed_files_are_a_fresh_generation_byte_for_byte() -> None:
     fresh = generate_replay_vectors()
     committed = sorted(path.name for path in REPLAY_VECTORS.iterdir())
-    assert committed == sorted(fresh), "run: python -m spec.replay.vectors"
+    assert committed == sorted(fresh), "run: python -m ssm_rollback_spec.corpus.replay_cases"
     for name, text in fresh.items():
         assert (REPLAY_VECTORS / name).read_bytes() == text.encode("ascii"), (
-            f"vectors/replay/{name} is stale: run python -m spec.replay.vectors"
+            f"vectors/replay/{name} is stale: run python -m ssm_rollback_spec.corpus.replay_cases"
         )
 
 

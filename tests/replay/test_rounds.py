@@ -19,8 +19,8 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from spec.replay.cases import ReplayCase, make_case, make_layer
-from spec.replay.layer import (
+from ssm_rollback_spec.replay.cases import ReplayCase, make_case, make_layer
+from ssm_rollback_spec.replay.layer import (
     SOFTPLUS_THRESHOLD,
     Array,
     Pipeline,
@@ -34,9 +34,9 @@ from spec.replay.layer import (
     softplus,
     write,
 )
-from spec.replay.paths import PostConvRow, capture_post_conv_ring, verify
-from spec.replay.portable import exp, log1p, ordered_sum
-from spec.replay.rounds import (
+from ssm_rollback_spec.replay.paths import PostConvRow, capture_post_conv_ring, verify
+from ssm_rollback_spec.replay.portable import exp, log1p, ordered_sum
+from ssm_rollback_spec.replay.rounds import (
     Fold,
     MinimalRing,
     PostConvRing,
@@ -47,7 +47,7 @@ from spec.replay.rounds import (
     reference_decoder,
     store,
 )
-from spec.replay.rows import (
+from ssm_rollback_spec.replay.rows import (
     DESIGN_MINIMAL_FOR,
     QWEN3_NEXT_80B_A3B,
     REPLAYSSM_RING_LENGTH,

@@ -56,7 +56,9 @@ def test_every_wrong_implementation_is_rejected_in_process(name: str) -> None:
     "name", sorted(name for name, expected in WRONG.items() if not expected.python_only)
 )
 def test_every_wrong_implementation_is_rejected_through_the_protocol(name: str) -> None:
-    command = f"{sys.executable} -m spec.harness.adapter --impl-module {import_path(name)}"
+    command = (
+        f"{sys.executable} -m ssm_rollback_spec.harness.adapter --impl-module {import_path(name)}"
+    )
     finished = _run_family(WRONG[name].family, "--impl-cmd", command)
     _require_rejection(finished, name)
 

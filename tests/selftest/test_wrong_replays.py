@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import pytest
 from hypothesis import Phase, settings
 
-from spec.replay.vectors import decode_case
+from ssm_rollback_spec.corpus.replay_cases import decode_case
 from tests.replay import checks
 from tests.replay.machines import run_decode_machine
 from tests.replay.test_replay_vectors import rounds_cases
@@ -76,9 +76,9 @@ def test_a_ring_that_also_keeps_z_passes_every_property(judged_by: Property) -> 
     _run(judged_by.build(CONTROLS["seed_row_with_z"]))
 
 
-#: The wrong lifecycles issue 18 names, each of which must have its entry.
-_NAMED_IN_ISSUE_18 = {
-    "checkpoint_anchored_to_a_short_round_s_base",  # llama.cpp fork issue #345
+#: The wrong lifecycles engines shipped or fixed, each of which must have its entry.
+_SHIPPED_LIFECYCLE_BUGS = {
+    "checkpoint_anchored_to_a_short_round_s_base",  # a llama.cpp fork's issue #345
     "cursor_kept_when_a_slot_is_reused",  # SGLang PR #28451
     "fold_misses_the_last_committed_record",
     "stale_rows_of_an_earlier_round_replayed",
@@ -93,7 +93,7 @@ def test_every_wrong_lifecycle_is_rejected_by_the_decode_machine(name: str) -> N
 
 
 def test_every_wrong_lifecycle_the_issue_names_is_in_the_self_test() -> None:
-    assert set(WRONG_LIFECYCLES) >= _NAMED_IN_ISSUE_18
+    assert set(WRONG_LIFECYCLES) >= _SHIPPED_LIFECYCLE_BUGS
 
 
 @pytest.mark.parametrize("name", sorted(LIFECYCLE_CONTROLS))

@@ -5,7 +5,7 @@ Each is the reference with one plausible mistake. A property earns its place
 by rejecting at least one of them; ``test_wrong_implementations.py`` requires
 the suite to reject them all, in-process (``--impl-module
 tests.selftest.wrong:NAME``) and through the protocol (``python -m
-spec.harness.adapter --impl-module tests.selftest.wrong:NAME``). mutmut's
+ssm_rollback_spec.harness.adapter --impl-module tests.selftest.wrong:NAME``). mutmut's
 generated mutants are another matter: see docs/mutation.md.
 """
 
@@ -18,13 +18,13 @@ import unicodedata
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Final, Generic, TypeVar
 
-from spec import rollback
-from spec.first_write_wins import FirstWriteWins
+from ssm_rollback_spec import rollback
+from ssm_rollback_spec.first_write_wins import FirstWriteWins
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from spec.harness.python_impl import Cell
+    from ssm_rollback_spec.harness.python_impl import Cell
 
 _T = TypeVar("_T")
 _MAX: Final = rollback.USIZE_MAX
@@ -124,7 +124,7 @@ class Family(enum.Enum):
 class WrongImplementation:
     """The reference, on a published mode of its own; subclasses break one thing.
 
-    It exposes the public names of spec.rollback, so the harness loads it as
+    It exposes the public names of ssm_rollback_spec.rollback, so the harness loads it as
     any other Python implementation; each instance is a fresh process's worth
     of state.
     """

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Final
 
 import numpy as np
 
-from spec.replay.layer import LayerState, delta_rule_step
-from spec.replay.paths import (
+from ssm_rollback_spec.replay.layer import LayerState, delta_rule_step
+from ssm_rollback_spec.replay.paths import (
     MinimalRow,
     capture_minimal_ring,
     capture_post_conv_ring,
@@ -29,16 +29,16 @@ from spec.replay.paths import (
     replay_rows,
     step,
 )
-from spec.replay.rounds import Fold, ReplaySsm, SeedRowRing, Slot
-from spec.replay.rows import RecordStorage
+from ssm_rollback_spec.replay.rounds import Fold, ReplaySsm, SeedRowRing, Slot
+from ssm_rollback_spec.replay.rows import RecordStorage
 from tests.replay import checks
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from spec.replay.layer import GdnLayer, Pipeline
-    from spec.replay.paths import ReplayRollback, Verified
-    from spec.replay.rounds import Decoder, DecoderFactory
+    from ssm_rollback_spec.replay.layer import GdnLayer, Pipeline
+    from ssm_rollback_spec.replay.paths import ReplayRollback, Verified
+    from ssm_rollback_spec.replay.rounds import Decoder, DecoderFactory
 
 __all__ = [
     "CONTROLS",
@@ -195,7 +195,7 @@ WRONG_ROW_BYTES: Final = {"without_beta": _without_beta, "counting_z": _counting
 
 
 class _AnchoredToRoundBase(ReplaySsm):
-    """llama.cpp fork issue #345: a round shorter than the window re-anchors the checkpoint.
+    """A round shorter than the window re-anchors the checkpoint (a llama.cpp fork's issue #345).
 
     Its checkpoint advance assumed every round ran the full window: on a
     shorter round it takes the round's base state as the checkpoint but keeps

@@ -2,12 +2,12 @@
 """A corpus directory's files: their text, the manifest that pins them, and loading them back.
 
 Both corpora use this one engine: the protocol corpus (``vectors/``, built by
-``spec.tools.corpus``) and the replay corpus (``vectors/replay/``, built by
-``spec.replay.vectors``). A corpus is a directory of case files, each a JSON
+``ssm_rollback_spec.corpus.protocol_cases``) and the replay corpus (``vectors/replay/``, built by
+``ssm_rollback_spec.corpus.replay_cases``). A corpus is a directory of case files, each a JSON
 object holding its cases under ``cases``, one case a line; ``manifest.json``
 names the schema file and pins every case file by its case count and its
 SHA-256. Writing and reading need only the standard library, and every read
-is bounded (:func:`.files.read_json_file`).
+is bounded (:func:`..harness.files.read_json_file`).
 """
 
 from __future__ import annotations
@@ -15,13 +15,13 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from pathlib import Path
 from typing import TYPE_CHECKING, Final, TypedDict, cast
 
-from .files import JsonFileError, read_json_file
+from ..harness.files import JsonFileError, read_json_file
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
-    from pathlib import Path
 
 __all__ = [
     "MANIFEST_FILE",
@@ -32,6 +32,7 @@ __all__ = [
     "dump_document",
     "load_corpus",
     "render_corpus_files",
+    "schema_text",
     "sha256_hex",
 ]
 
@@ -97,6 +98,15 @@ def dump_document(document: Mapping[str, object], /) -> str:
             lines.append(f" {_compact(key)}: {_compact(value)}{comma}")
     lines.append("}")
     return "\n".join(lines) + "\n"
+
+
+#: The shipped schemas, one JSON file per corpus, beside this module.
+_SCHEMAS: Final = Path(__file__).resolve().parent / "schemas"
+
+
+def schema_text(corpus: str, /) -> str:
+    """The exact text of a corpus's JSON schema (``"protocol"`` or ``"replay"``)."""
+    return (_SCHEMAS / f"{corpus}.json").read_text(encoding="ascii")
 
 
 def render_corpus_files(

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT OR Apache-2.0
 """A pytest plugin that records each property's outcome for ``check``.
 
-Loaded with ``-p spec.tools.check_report``; it writes one JSON document
+Loaded with ``-p ssm_rollback_spec.harness.check_report``; it writes one JSON document
 (:class:`SuiteReport`) to the path given with ``--check-report`` when the
 session ends. For an implementation reached over the protocol, a failure's
 detail is the exchange alone: none of Hypothesis's Python-only notes, which
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Final, TypedDict
 
 import pytest
 
-from spec.harness.protocol import encode
+from .protocol import encode
 
 if TYPE_CHECKING:
     from collections.abc import Generator

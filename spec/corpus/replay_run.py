@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: MIT OR Apache-2.0
 """The replay corpus over the protocol: its cases as ``replay`` requests, judged within a bound.
 
-The replay corpus (``vectors/replay/``, written by :mod:`spec.replay.vectors`)
-is loaded by the protocol corpus's engine (:mod:`spec.harness.corpus_files`);
+The replay corpus (``vectors/replay/``, written by :mod:`ssm_rollback_spec.corpus.replay_cases`)
+is loaded by the protocol corpus's engine (:mod:`ssm_rollback_spec.corpus.files`);
 this module turns each case that holds states (``rebuild.json``,
 ``post_conv.json``, ``rounds.json``) into one ``replay`` request and judges
 the reply against the case's expected states, within the relative bound the
@@ -17,18 +17,18 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Final, cast
 
-from spec.harness.clauses import CLAUSES
-from spec.harness.corpus_files import VectorError, load_corpus
-from spec.harness.protocol import encode, encode_line
-from spec.harness.replay_wire import HEX_FLOAT, decode_replay
-
-from .corpus import CaseResult
+from ..harness.clauses import CLAUSES
+from ..harness.protocol import encode, encode_line
+from ..harness.replay_wire import HEX_FLOAT, decode_replay
+from .files import VectorError, load_corpus
+from .protocol_run import CaseResult
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
     from pathlib import Path
 
-    from .corpus import Case, Judge
+    from .protocol_cases import Case
+    from .protocol_run import Judge
 
 __all__ = [
     "NOT_OFFERED",

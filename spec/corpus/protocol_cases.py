@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT OR Apache-2.0
-"""The language-neutral vector corpus: generation, loading and validation, and the runner.
+"""The protocol corpus made: every case, the model's allowed replies, and the files that hold them.
 
 The corpus (``vectors/`` in a clone, ``spec/vectors`` in the wheel) is what
 runtimes that cannot run Python vendor. Generation is deterministic (no
@@ -12,51 +12,30 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, NotRequired, TypedDict, cast
 
-from spec import SPEC_VERSION, model
-from spec.harness.clauses import CLAUSES
-from spec.harness.corpus_files import (
-    ManifestEntry,
-    VectorError,
-    load_corpus,
-    render_corpus_files,
-)
-from spec.harness.driver import is_stateful
-from spec.harness.oracle import allowed_replies
-from spec.harness.protocol import (
+from .. import SPEC_VERSION, model
+from ..harness.oracle import allowed_replies
+from ..harness.protocol import (
     MAX_DEPTH,
     MAX_EVENTS,
     PROTOCOL_VERSION,
-    UnencodableMessageError,
     encode,
-    encode_line,
     loads_bounded,
-    reply_matches,
 )
+from .files import SCHEMA_FILE, ManifestEntry, render_corpus_files, schema_text
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping, Sequence
     from pathlib import Path
 
-    from spec.harness.failures import AdapterFailure
-    from spec.harness.subprocess_driver import SubprocessDriver
-
 __all__ = [
     "Case",
     "CaseFile",
-    "CaseResult",
-    "Judge",
     "Manifest",
-    "ManifestEntry",
-    "VectorError",
     "exported_case",
     "generate",
-    "load_cases",
     "render_corpus",
-    "run_cases",
     "write_corpus",
 ]
 
@@ -382,7 +361,7 @@ def render_corpus(files: Mapping[str, Sequence[Case]], /) -> dict[str, str]:
         for name, cases in files.items()
     }
     header = {"spec_version": SPEC_VERSION, "protocol_version": PROTOCOL_VERSION}
-    return render_corpus_files(header, documents)
+    return {**render_corpus_files(header, documents), SCHEMA_FILE: schema_text("protocol")}
 
 
 def generate() -> dict[str, str]:
@@ -430,156 +409,3 @@ def exported_case(
     name = op.replace("_", "-").lower() if isinstance(op, str) and op.isascii() else "request"
     case_id = f"{re.sub(r'[^a-z0-9-]', '', name) or 'request'}-{digest}"
     return _case(case_id, cited, dict(request), line)
-
-
-_CASE_ID: Final = re.compile(r"[a-z0-9][a-z0-9-]*")
-_ERROR_KINDS: Final = ("unknown-mode", "overflow", "unsupported", "unknown-op", "bad-request")
-
-
-def _is_expected_reply(value: object, /) -> bool:
-    if not isinstance(value, dict) or len(value) != 1:
-        return False
-    if "ok" in value:
-        return True
-    body = value.get("error")
-    return (
-        isinstance(body, dict)
-        and body.get("kind") in _ERROR_KINDS
-        and set(body) <= {"kind", "message"}
-        and isinstance(body.get("message", ""), str)
-    )
-
-
-_CASE_KEYS: Final = frozenset({"id", "clauses", "request", "expected"})
-
-
-def _case_problem(case: object, /) -> str | None:  # noqa: C901, PLR0911 - one return per rule
-    # The schema's rules for one case, checked with the standard library.
-    if not isinstance(case, dict) or set(case) - {"line"} != _CASE_KEYS:
-        return "must be an object with exactly id, clauses, request and expected, and maybe line"
-    line = case.get("line", "")
-    if not isinstance(line, str) or "\n" in line or "\r" in line:
-        return "its line must be a text with no line break"
-    if not isinstance(case["id"], str) or not _CASE_ID.fullmatch(case["id"]):
-        return "its id must be lower-case letters, digits and hyphens"
-    clauses = case["clauses"]
-    if not isinstance(clauses, list) or not clauses or len(set(map(str, clauses))) != len(clauses):
-        return "its clauses must be a non-empty list of distinct clause IDs"
-    unknown = [clause for clause in clauses if clause not in CLAUSES]
-    if unknown:
-        return f"it cites clauses SPEC.md does not have: {unknown}"
-    if not isinstance(case["request"], dict):
-        return "its request must be an object"
-    try:
-        encode_line(case["request"])
-        line.encode("utf-8")
-    except UnencodableMessageError as error:
-        return f"its request {error}"
-    except UnicodeEncodeError:
-        return "its line cannot be sent as UTF-8, it holds a lone surrogate"
-    expected = case["expected"]
-    if not isinstance(expected, list) or not expected:
-        return "its expected replies must be a non-empty list"
-    if not all(_is_expected_reply(reply) for reply in expected):
-        return 'each expected reply must be {"ok": VALUE} or {"error": {"kind": KIND}}'
-    return None
-
-
-def load_cases(directory: Path, /) -> list[Case]:
-    """Every case of the corpus in ``directory``, checked against its manifest and the schema.
-
-    Raises:
-        VectorError: a file is missing or unreadable, a hash or case count
-            does not match the manifest, a case breaks the schema (named by
-            file and ID), or two cases share an ID.
-    """
-    cases: list[Case] = []
-    for entry in load_corpus(directory):
-        for index, case in enumerate(entry["cases"]):
-            problem = _case_problem(case)
-            if problem is not None:
-                shown = case.get("id") if isinstance(case, dict) else None
-                named = f"case {shown!r}" if isinstance(shown, str) else f"cases[{index}]"
-                raise VectorError(f"{entry['path']}: {named}: {problem}")
-            cases.append(cast("Case", case))
-    ids = [case["id"] for case in cases]
-    duplicates = sorted({case_id for case_id in ids if ids.count(case_id) > 1})
-    if duplicates:
-        raise VectorError(f"duplicate case IDs: {', '.join(duplicates)}")
-    return cases
-
-
-@dataclass(frozen=True)
-class CaseResult:
-    """The outcome of one case: ``passed``, ``failed`` or ``not-run`` (``deviation`` later)."""
-
-    case_id: str
-    clauses: list[str]
-    outcome: str
-    detail: str = ""
-
-
-def _judge(case: Case, reply: dict[str, object], /) -> CaseResult:
-    if any(reply_matches(reply, expected) for expected in case["expected"]):
-        return CaseResult(case["id"], case["clauses"], "passed")
-    shown = " or ".join(encode(expected) for expected in case["expected"])
-    sent = case.get("line", encode(case["request"]))
-    detail = f"request {sent}\nreplied {encode(reply)}\nexpected {shown}"
-    return CaseResult(case["id"], case["clauses"], "failed", detail)
-
-
-#: A judge of one case's reply, for cases not judged by their expected replies.
-Judge = Callable[[dict[str, object]], CaseResult]
-
-
-def run_cases(
-    driver: SubprocessDriver,
-    cases: Sequence[Case],
-    /,
-    judges: Mapping[str, Judge] | None = None,
-) -> list[CaseResult]:
-    """Run every case; stateless ones pipelined through one process.
-
-    A case named in ``judges`` is judged by its judge (the replay cases,
-    within a tolerance); every other by its expected replies.
-
-    When the adapter breaks on a case, that case fails with what happened, and
-    every later case of its batch is "not run", naming the case it broke on.
-
-    Raises:
-        VectorError: a case got no result (a driver answered fewer than asked).
-    """
-    stateless = [case for case in cases if not is_stateful(case["request"])]
-    stateful = [case for case in cases if is_stateful(case["request"])]
-    replies: list[dict[str, object] | AdapterFailure] = list(
-        driver.request_many(
-            [case["request"] for case in stateless], [case.get("line") for case in stateless]
-        )
-    )
-    for case in stateful:
-        try:
-            replies.append(driver.request(case["request"], line=case.get("line")))
-        except AssertionError as failure:
-            replies.append(cast("AdapterFailure", failure))
-    results: dict[str, CaseResult] = {}
-    broke_on: dict[int, str] = {}
-    # Not strict: a driver that answers fewer cases than it was sent leaves
-    # those cases unrecorded, and the check below names them.
-    for case, reply in zip([*stateless, *stateful], replies, strict=False):
-        if isinstance(reply, BaseException):
-            first = broke_on.setdefault(id(reply), case["id"])
-            if first == case["id"]:
-                outcome = CaseResult(case["id"], case["clauses"], "failed", str(reply))
-            else:
-                how = "hung" if getattr(reply, "hung", False) else "broke"
-                detail = f"not run (the adapter {how} at case {first})"
-                outcome = CaseResult(case["id"], case["clauses"], "not-run", detail)
-            results[case["id"]] = outcome
-        elif judges is not None and case["id"] in judges:
-            results[case["id"]] = judges[case["id"]](reply)
-        else:
-            results[case["id"]] = _judge(case, reply)
-    missing = [case["id"] for case in cases if case["id"] not in results]
-    if missing:
-        raise VectorError(f"cases that got no result: {', '.join(missing)}")
-    return [results[case["id"]] for case in cases]

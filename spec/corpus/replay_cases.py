@@ -4,19 +4,18 @@
 :func:`generate_replay_vectors` builds every file's exact text from seeded
 :class:`random.Random` draws (no clock, no numpy random stream), so a fresh
 generation equals the committed files byte for byte; ``python -m
-spec.replay.vectors [DIR]`` writes them. Floats are written with
+ssm_rollback_spec.corpus.replay_cases [DIR]`` writes them. Floats are written with
 :meth:`float.hex`, exactly. :func:`rebuild_from_case` is how a runtime (or
 this model) uses a case: restore the checkpoint, run the first ``accepted``
 ring rows, compare with ``expected`` (see ``docs/replay.md``).
 
 The expected states come from the snapshot path, whose arithmetic
-(:mod:`spec.replay.portable`: correctly rounded ``exp`` and ``log1p``, basic
+(:mod:`ssm_rollback_spec.replay.portable`: correctly rounded ``exp`` and ``log1p``, basic
 operations, sums left to right) gives the same bits on every machine.
 """
 
 from __future__ import annotations
 
-import json
 import random
 import sys
 from math import prod
@@ -25,11 +24,11 @@ from typing import TYPE_CHECKING, Final, Literal, TypedDict, cast
 
 import numpy as np
 
-from ..harness.corpus_files import SCHEMA_FILE, render_corpus_files  # noqa: TID252
-from . import rows
-from .cases import Draw, ReplayCase, make_case, make_layer
-from .layer import GdnLayer, LayerState, Pipeline, as_module_holds
-from .paths import (
+from .. import SPEC_VERSION
+from ..replay import rows
+from ..replay.cases import Draw, ReplayCase, make_case, make_layer
+from ..replay.layer import GdnLayer, LayerState, Pipeline, as_module_holds
+from ..replay.paths import (
     MinimalRow,
     SeedRow,
     capture_conv_window,
@@ -38,16 +37,17 @@ from .paths import (
     replay_rows,
     restore_from_snapshots,
 )
-from .rounds import plain_decode
+from ..replay.rounds import plain_decode
+from .files import SCHEMA_FILE, render_corpus_files, schema_text
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from numpy.typing import NDArray
 
-    from .layer import Array
-    from .rounds import DecoderFactory
-    from .rows import GdnShape, ReplayRowSizes
+    from ..replay.layer import Array
+    from ..replay.rounds import DecoderFactory
+    from ..replay.rows import GdnShape, ReplayRowSizes
 
 __all__ = [
     "POST_CONV_FILE",
@@ -88,7 +88,7 @@ class Tolerance(TypedDict):
     kernel: float
 
 
-#: Grounded in issue 16's drift figures (BENCHMARKS.md, "Replay drift across
+#: Grounded in the measured drift (BENCHMARKS.md, "Replay drift across
 #: verify rounds"): FP32 state evaluated in another order (the closed-form
 #: fold) stayed within 4.9e-07 over 512 rounds, so 1e-06; float64 is that
 #: bound scaled by the ratio of the unit roundoffs (2**-29, 1.9e-15), with
@@ -454,170 +454,11 @@ def _document(
     return document
 
 
-def _schema() -> str:
-    hex_float = {"type": "string", "pattern": "^-?0x[01]\\.[0-9a-f]+p[+-][0-9]+$"}
-    vector = {"type": "array", "items": {"$ref": "#/$defs/hexFloat"}}
-    matrix = {"type": "array", "items": {"$ref": "#/$defs/vector"}}
-    state = {
-        "type": "object",
-        "properties": {
-            "conv": {"$ref": "#/$defs/matrix"},
-            "h": {"type": "array", "items": {"$ref": "#/$defs/matrix"}},
-        },
-        "required": ["conv", "h"],
-        "additionalProperties": False,
-    }
-    row = {
-        "type": "object",
-        "properties": {"g": {"$ref": "#/$defs/vector"}, "beta": {"$ref": "#/$defs/vector"}},
-        "required": ["g", "beta"],
-    }
-    schema = {
-        "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "$id": "ssm-rollback-spec/vectors/replay/schema.json",
-        "title": "ssm-rollback-spec replay vectors (draft, informative)",
-        "description": (
-            "A case file of vectors/replay/ or its manifest. Floats are float.hex "
-            "strings. See docs/replay.md."
-        ),
-        "oneOf": [{"$ref": "#/$defs/caseFile"}, {"$ref": "#/$defs/manifest"}],
-        "$defs": {
-            "hexFloat": hex_float,
-            "vector": vector,
-            "matrix": matrix,
-            "state": state,
-            "clauseId": {"type": "string", "pattern": "^RB-REPLAY-[0-9]+$"},
-            "count": {"type": "integer", "minimum": 0},
-            "caseFile": {
-                "type": "object",
-                "properties": {
-                    "description": {"type": "string"},
-                    "status": {"const": _STATUS},
-                    "tolerance": {
-                        "type": "object",
-                        "properties": {
-                            p.value: {
-                                "type": "object",
-                                "properties": {
-                                    "port": {"const": 0},
-                                    "kernel": {"type": "number", "minimum": 0},
-                                },
-                                "required": ["port", "kernel"],
-                                "additionalProperties": False,
-                            }
-                            for p in Pipeline
-                        },
-                        "required": [p.value for p in Pipeline],
-                        "additionalProperties": False,
-                    },
-                    "cases": {
-                        "type": "array",
-                        "minItems": 1,
-                        "items": {
-                            "type": "object",
-                            "properties": {
-                                "id": {"type": "string"},
-                                "clauses": {
-                                    "type": "array",
-                                    "minItems": 1,
-                                    "items": {"$ref": "#/$defs/clauseId"},
-                                },
-                                "pipeline": {"enum": [p.value for p in Pipeline]},
-                                "dims": {"type": "object"},
-                                "conv_weight": {"$ref": "#/$defs/matrix"},
-                                "checkpoint": {"$ref": "#/$defs/state"},
-                                "ring": {
-                                    "type": "array",
-                                    "items": {
-                                        **row,
-                                        "properties": {
-                                            **row["properties"],  # type: ignore[dict-item]
-                                            "qkv": {"$ref": "#/$defs/vector"},
-                                        },
-                                        "required": ["qkv", "g", "beta"],
-                                        "additionalProperties": False,
-                                    },
-                                },
-                                "post_conv_ring": {
-                                    "type": "array",
-                                    "items": {
-                                        **row,
-                                        "properties": {
-                                            **row["properties"],  # type: ignore[dict-item]
-                                            "k_and_v": {"$ref": "#/$defs/vector"},
-                                        },
-                                        "required": ["k_and_v", "g", "beta"],
-                                        "additionalProperties": False,
-                                    },
-                                },
-                                "conv_window": {"$ref": "#/$defs/matrix"},
-                                "k_ceiling": {"type": "integer", "minimum": 1},
-                                "ring_length": {"type": "integer", "minimum": 1},
-                                "initial": {"$ref": "#/$defs/state"},
-                                "rounds": {
-                                    "type": "array",
-                                    "items": {
-                                        "type": "object",
-                                        "properties": {
-                                            "rows": {"type": "array", "minItems": 1},
-                                            "accepted": {"type": "integer", "minimum": 1},
-                                            "reuse_slot_after": {"type": "boolean"},
-                                            "expected": {"$ref": "#/$defs/state"},
-                                        },
-                                        "required": [
-                                            "rows",
-                                            "accepted",
-                                            "reuse_slot_after",
-                                            "expected",
-                                        ],
-                                        "additionalProperties": False,
-                                    },
-                                },
-                                "accepted": {"type": "integer", "minimum": 1},
-                                "expected": {},
-                            },
-                            "required": ["id", "clauses", "dims", "expected"],
-                        },
-                    },
-                },
-                "required": ["description", "status", "cases"],
-                "additionalProperties": False,
-            },
-            "manifest": {
-                "type": "object",
-                "properties": {
-                    "spec_version": {"type": "string"},
-                    "status": {"const": _STATUS},
-                    "schema": {"const": "schema.json"},
-                    "files": {
-                        "type": "array",
-                        "items": {
-                            "type": "object",
-                            "properties": {
-                                "path": {"type": "string"},
-                                "cases": {"$ref": "#/$defs/count"},
-                                "sha256": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
-                            },
-                            "required": ["path", "cases", "sha256"],
-                            "additionalProperties": False,
-                        },
-                    },
-                },
-                "required": ["spec_version", "status", "schema", "files"],
-                "additionalProperties": False,
-            },
-        },
-    }
-    return json.dumps(schema, indent=1) + "\n"
-
-
 def generate_replay_vectors() -> dict[str, str]:
     """Every file of ``vectors/replay/``, by name, as its exact text.
 
     RB-REPLAY-1 to RB-REPLAY-5.
     """
-    from .. import SPEC_VERSION  # noqa: PLC0415, TID252 (the package's version, read late)
-
     # Reproducible draws, not secrets: Random's stream is fixed for a seed.
     rng = random.Random(_SEED)  # noqa: S311
     files: dict[str, Mapping[str, object]] = {
@@ -649,7 +490,7 @@ def generate_replay_vectors() -> dict[str, str]:
     }
     header = {"spec_version": SPEC_VERSION, "status": _STATUS}
     texts = render_corpus_files(header, files)
-    return {**texts, SCHEMA_FILE: _schema()}
+    return {**texts, SCHEMA_FILE: schema_text("replay")}
 
 
 def _array(values: object, dtype: type[np.floating], /) -> Array:

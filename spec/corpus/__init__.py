@@ -1,0 +1,37 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
+"""The corpus floor: where a case is made, written, loaded, checked, run and judged.
+
+Both corpora pass through here and nowhere else. The protocol corpus
+(``vectors/``) is made from the model by :mod:`.protocol_cases` and read back,
+run and judged by :mod:`.protocol_run`; the replay corpus (``vectors/replay/``)
+is made by :mod:`.replay_cases` (numpy, the ``replay`` extra) and judged
+within its pipeline's bound by :mod:`.replay_run`. :mod:`.files` is the one
+file format both share: case files, the manifest that pins them, and the
+JSON schemas in ``schemas/`` shipped beside the code. Everything but
+:mod:`.replay_cases` is standard library, so running a corpus needs no numpy.
+"""
+
+from __future__ import annotations
+
+from .files import VectorError
+from .protocol_cases import Case, exported_case, generate, render_corpus, write_corpus
+from .protocol_run import CaseResult, Judge, load_cases, run_cases
+from .replay_run import NOT_OFFERED, ReplayCase, as_cases, judge_replay, load_replay_cases
+
+__all__ = [
+    "NOT_OFFERED",
+    "Case",
+    "CaseResult",
+    "Judge",
+    "ReplayCase",
+    "VectorError",
+    "as_cases",
+    "exported_case",
+    "generate",
+    "judge_replay",
+    "load_cases",
+    "load_replay_cases",
+    "render_corpus",
+    "run_cases",
+    "write_corpus",
+]
