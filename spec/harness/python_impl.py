@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Final, Generic, Protocol, TypeVar
 
 from .. import rollback
@@ -125,6 +127,14 @@ def fresh_module(name: str, /) -> types.ModuleType:
     return module
 
 
+def _where_searched() -> str:
+    here = str(Path.cwd())
+    first = sys.path[0] if sys.path else ""
+    if first in {"", here}:
+        return f"(searched the current folder, {here}, then this Python's installed packages)"
+    return f"(searched this Python's import path, which does not hold the current folder, {here})"
+
+
 def _missing(candidate: object, /) -> list[str]:
     return [name for name in REQUIRED_NAMES if not hasattr(candidate, name)]
 
@@ -145,6 +155,10 @@ def load_python_implementation(import_path: str, /) -> PythonImplementation:
         raise ImplementationModuleError(f"{import_path!r} is not MODULE or MODULE:ATTR")
     try:
         module = importlib.import_module(module_name)
+    except ModuleNotFoundError as error:
+        raise ImplementationModuleError(
+            f"cannot import {module_name}: {type(error).__name__}: {error} {_where_searched()}"
+        ) from None
     except Exception as error:  # noqa: BLE001 - any import failure is the user's to see
         raise ImplementationModuleError(
             f"cannot import {module_name}: {type(error).__name__}: {error}"

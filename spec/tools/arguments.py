@@ -68,9 +68,9 @@ def add_impl_arguments(parser: argparse.ArgumentParser, /, *, python: bool) -> N
 
 
 def add_selection_arguments(
-    parser: argparse.ArgumentParser, /, *, items: str, entries: str
+    parser: argparse.ArgumentParser, /, *, item: str, items: str, entries: str
 ) -> None:
-    """Add ``--clause``, ``--deviations`` and ``--json``, worded for ``items``."""
+    """Add ``--clause``, ``--deviations`` and ``--json``, worded for ``item`` and ``items``."""
     parser.add_argument(
         "--clause",
         action="append",
@@ -86,13 +86,15 @@ def add_selection_arguments(
         "not failures; an entry that conforms or matches nothing fails the run",
     )
     parser.add_argument(
-        "--json", metavar="PATH", help="also write a machine-readable report (- for stdout)"
+        "--json",
+        metavar="PATH",
+        help="also write a machine-readable report (- for stdout; missing folders are made)",
     )
     parser.add_argument(
         "--junit-xml",
         metavar="PATH",
-        help=f"also write a JUnit XML report for CI: one testcase per {items[:-1]}, "
-        "skips and deviations as skipped with their reason",
+        help=f"also write a JUnit XML report for CI: one testcase per {item}, "
+        "skips and deviations as skipped with their reason (missing folders are made)",
     )
 
 

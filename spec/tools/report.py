@@ -82,6 +82,19 @@ def _indented(text: str, /) -> list[str]:
     return [f"      {line}" for line in text.splitlines()]
 
 
+def _not_run(rows: Sequence[Row], /) -> list[str]:
+    # The items left unrun after an adapter broke are summed up, one line for
+    # each place it broke, not listed one by one (the JSON report lists them).
+    by_detail: dict[str, int] = {}
+    for row in rows:
+        if row.outcome == "not-run":
+            by_detail[row.detail] = by_detail.get(row.detail, 0) + 1
+    return [
+        f"{LABELS['not-run']}  {number} {'item' if number == 1 else 'items'}: {detail}"
+        for detail, number in by_detail.items()
+    ]
+
+
 def print_report(
     rows: Sequence[Row],
     /,
@@ -94,6 +107,9 @@ def print_report(
     shown_reasons: set[str] = set()
     for outcome in OUTCOMES:
         if outcome == "passed" and not show_passes:
+            continue
+        if outcome == "not-run":
+            lines += _not_run(rows)
             continue
         for row in (row for row in rows if row.outcome == outcome):
             lines.append(f"{LABELS[outcome]}  {row.name}  [{', '.join(row.clauses)}]")

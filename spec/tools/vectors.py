@@ -16,6 +16,7 @@ from ..harness.subprocess_driver import SubprocessDriver
 from .arguments import adapter_argv, add_impl_arguments, add_selection_arguments
 from .deviations import DeviationList, Target
 from .errors import CliError, ExitStatus
+from .outputs import first_reply, prepare_file
 from .report import Row, clause_summary, counts, print_report, write_json, write_junit
 from .shipped import REPLAY_SUBDIRECTORY, corpus_directory, replay_corpus_directory
 
@@ -62,7 +63,7 @@ def add_vectors_command(commands: argparse._SubParsersAction[argparse.ArgumentPa
         help="the corpus directory, whose replay/ folder, when there, is the replay corpus "
         "(default: the shipped corpus)",
     )
-    add_selection_arguments(run, items="cases", entries="clauses or cases")
+    add_selection_arguments(run, item="case", items="cases", entries="clauses or cases")
     run.set_defaults(run=_run)
 
 
@@ -127,6 +128,12 @@ def _run(arguments: argparse.Namespace, /) -> int:
         replay_cases = corpus.load_replay_cases(replay) if replay.is_dir() else []
         as_cases, judges = corpus.as_cases(replay_cases)
         cases = _selected(arguments, [*corpus.load_cases(directory), *as_cases])
+    except (corpus.VectorError, UnencodableMessageError) as error:
+        raise CliError(f"--vectors {arguments.vectors}: {error}") from None
+    prepare_file("--json", arguments.json)
+    prepare_file("--junit-xml", arguments.junit_xml)
+    first_reply(command, argv, arguments.impl_timeout)
+    try:
         with SubprocessDriver(argv, timeout=arguments.impl_timeout) as driver:
             results = corpus.run_cases(driver, cases, judges)
     except (corpus.VectorError, UnencodableMessageError) as error:
