@@ -29,7 +29,6 @@ import re
 import shlex
 import shutil
 import subprocess
-import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, TypedDict
@@ -467,4 +466,5 @@ class Runner:
 
 
 def _shown(command: Command, /) -> str:
-    return textwrap.shorten(command.text, 200)
+    # A here-document shows its first line, the command.
+    return command.text.splitlines()[0]

@@ -71,10 +71,11 @@ def test_what_is_not_run_is_marked_for_readers_with_its_reason() -> None:
         if line.strip().startswith(UNTESTED)
     }
     assert {reason for _, reason in untested} == {reason for _, reason in shown}
-    # Only what cannot run here: a clone's own commands and a root install.
+    # Only what cannot run here: a clone's own commands, a root install, a big extra.
     assert {reason for _, reason in untested} == {
         "in a clone of this repository (.ci/run runs these lines)",
         "needs root and the network (the job's image)",
+        "needs the plot extra, matplotlib (tests/test_sizing_engines.py draws the plot)",
     }
 
 
@@ -170,8 +171,9 @@ def test_a_broken_readme_command_fails_the_documents_test(runner: Runner) -> Non
     assert problems == [
         f"{command.where}: exited 2: {command.text}",
         (
-            f"{command.where}: ssm-rollback-spec: error: --clause: unknown clause or family "
-            "'RB-PUBX' (see SPEC.md)"
+            f"{command.where}: ssm-rollback-spec: error: --clause: unknown clause 'RB-PUBX': "
+            "give an ID such as RB-SIZE-3 or a family (RB-MODE, RB-PARSE, RB-PUB, RB-CELL, "
+            "RB-SIZE, RB-VERIFY, RB-PY, RB-PROTO, RB-REPLAY)"
         ),
     ]
 

@@ -4,8 +4,9 @@
 from __future__ import annotations
 
 import io
+import sys
 import types
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import pytest
 
@@ -26,6 +27,9 @@ from ssm_rollback_spec.harness.python_impl import (
     load_python_implementation,
 )
 from tests.selftest.wrong import WrongImplementation
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 MODULE: Final = "tests.test_python_impl"
 
@@ -64,11 +68,30 @@ def test_a_malformed_import_path_is_named(path: str) -> None:
     assert _refusal(path) == f"{path!r} is not MODULE or MODULE:ATTR"
 
 
-def test_a_module_that_cannot_be_imported_is_named_with_the_reason() -> None:
+def test_a_module_that_cannot_be_found_is_named_with_where_it_was_looked_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", ["", *sys.path])
     assert _refusal("no_such_module_at_all") == (
         "cannot import no_such_module_at_all: "
-        "ModuleNotFoundError: No module named 'no_such_module_at_all'"
+        "ModuleNotFoundError: No module named 'no_such_module_at_all' "
+        f"(searched the current folder, {tmp_path}, then this Python's installed packages)"
     )
+    monkeypatch.setattr(sys, "path", sys.path[1:])
+    assert _refusal("no_such_module_at_all") == (
+        "cannot import no_such_module_at_all: "
+        "ModuleNotFoundError: No module named 'no_such_module_at_all' "
+        f"(searched this Python's import path, which does not hold the current folder, {tmp_path})"
+    )
+
+
+def test_a_module_that_fails_to_import_is_named_with_the_reason(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "broken_on_import.py").write_text("raise RuntimeError('no')\n", encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert _refusal("broken_on_import") == ("cannot import broken_on_import: RuntimeError: no")
 
 
 def test_a_missing_attribute_is_named() -> None:

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import json
+import shlex
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +26,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
 __all__ = [
+    "ARGPARSE_MODULE",
     "CELL_NAME",
     "REFERENCE",
     "REQUIRED_NAMES",
@@ -108,6 +111,23 @@ class PythonImplementation:
     import_path: str
     fresh: Callable[[], RollbackApi]
     new_cell: Callable[[], Cell[object]] | None
+    #: The ``argparse_mode`` module beside the implementation's, when there is one.
+    argparse_mode: types.ModuleType | None = None
+
+    def reproduction(self, expression: str, /) -> str:
+        """A command that loads the implementation as ``m`` and prints ``expression``'s value.
+
+        Run from the folder ``check`` ran in; an exception shows as Python's traceback.
+        Strings are written as JSON, which Python reads the same, so that the
+        command's own quoting stays plain.
+        """
+        module, _, attribute = self.import_path.partition(":")
+        code = f"import importlib; m = importlib.import_module({json.dumps(module)})"
+        if attribute:
+            code += (
+                f"; m = getattr(m, {json.dumps(attribute)}); m = m() if isinstance(m, type) else m"
+            )
+        return f"python -c {shlex.quote(f'{code}; print(repr({expression}))')}"
 
 
 def fresh_module(name: str, /) -> types.ModuleType:
@@ -193,4 +213,28 @@ def load_python_implementation(import_path: str, /) -> PythonImplementation:
         import_path=import_path,
         fresh=fresh,  # type: ignore[arg-type]
         new_cell=new_cell,
+        argparse_mode=_argparse_mode_beside(module_name),
     )
+
+
+#: The module beside a vendored ``rollback`` that adds the command-line option.
+ARGPARSE_MODULE: Final = "argparse_mode"
+
+
+def _argparse_mode_beside(module_name: str, /) -> types.ModuleType | None:
+    package = module_name.rpartition(".")[0]
+    if not package:
+        return None
+    sibling = f"{package}.{ARGPARSE_MODULE}"
+    try:
+        found = importlib.util.find_spec(sibling)
+    except (ImportError, ValueError):
+        return None
+    if found is None:
+        return None
+    try:
+        return importlib.import_module(sibling)
+    except Exception as error:  # noqa: BLE001 - any import failure is the user's to see
+        raise ImplementationModuleError(
+            f"cannot import {sibling}, beside {module_name}: {type(error).__name__}: {error}"
+        ) from None

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import shlex
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .. import SPEC_VERSION, corpus
 from ..harness.clauses import UnknownClauseError, select_clauses
 from ..harness.failures import AdapterFailure
-from ..harness.protocol import UnencodableMessageError
+from ..harness.protocol import UnencodableMessageError, encode
 from ..harness.subprocess_driver import SubprocessDriver
 from .arguments import adapter_argv, add_impl_arguments, add_selection_arguments
 from .deviations import DeviationList, Target
@@ -116,6 +117,12 @@ def _selected(arguments: argparse.Namespace, cases: list[corpus.Case], /) -> lis
     return chosen
 
 
+def _with_reproduction(result: corpus.CaseResult, line: str, command: str, /) -> str:
+    if result.outcome != "failed":
+        return result.detail
+    return f"{result.detail}\nreproduce: printf '%s\\n' {shlex.quote(line)} | {command}"
+
+
 def _run(arguments: argparse.Namespace, /) -> int:
     command = (
         arguments.impl_cmd or f"{shlex.quote(sys.executable)} -m ssm_rollback_spec.harness.adapter"
@@ -133,6 +140,7 @@ def _run(arguments: argparse.Namespace, /) -> int:
     prepare_file("--json", arguments.json)
     prepare_file("--junit-xml", arguments.junit_xml)
     first_reply(command, argv, arguments.impl_timeout)
+    started = time.monotonic()
     try:
         with SubprocessDriver(argv, timeout=arguments.impl_timeout) as driver:
             results = corpus.run_cases(driver, cases, judges)
@@ -144,7 +152,12 @@ def _run(arguments: argparse.Namespace, /) -> int:
             f"the adapter failed at end of input:\n{failure}", ExitStatus.FAILED
         ) from None
     print(f"ssm-rollback-spec vectors run: {command}, {len(cases)} cases, spec {SPEC_VERSION}")
-    rows = [Row(r.case_id, r.clauses, r.outcome, r.detail) for r in results]
+    seconds = time.monotonic() - started
+    sent = {case["id"]: case.get("line", encode(case["request"])) for case in cases}
+    rows = [
+        Row(r.case_id, r.clauses, r.outcome, _with_reproduction(r, sent[r.case_id], command))
+        for r in results
+    ]
     rows, conforming = deviations.mark(
         rows, reads={Target.CLAUSE, Target.CASE}, selected=arguments.clause
     )
@@ -163,6 +176,6 @@ def _run(arguments: argparse.Namespace, /) -> int:
         }
         write_json(arguments.json, document)
     if arguments.junit_xml:
-        write_junit(arguments.junit_xml, "ssm-rollback-spec vectors run", rows)
+        write_junit(arguments.junit_xml, "ssm-rollback-spec vectors run", rows, seconds)
     broken = any(row.outcome in {"failed", "not-run"} for row in rows)
     return ExitStatus.FAILED if broken or conforming else ExitStatus.OK
