@@ -11,7 +11,7 @@ import pytest
 from ssm_rollback_spec import SPEC_VERSION, __version__
 from ssm_rollback_spec.harness.clauses import DRAFT_CLAUSES
 from ssm_rollback_spec.tools.shipped import corpus_directory
-from tests.child import run_module
+from tests.child import ROOT, run_module
 from tests.traceability import spec_clauses
 
 if TYPE_CHECKING:
@@ -104,7 +104,8 @@ def test_the_version_names_the_spec_version() -> None:
             ["check", "--impl-module", "no_such_module_here"],
             (
                 "--impl-module: cannot import no_such_module_here: "
-                "ModuleNotFoundError: No module named 'no_such_module_here'"
+                "ModuleNotFoundError: No module named 'no_such_module_here' "
+                f"(searched the current folder, {ROOT}, then this Python's installed packages)"
             ),
         ),
         (

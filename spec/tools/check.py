@@ -18,6 +18,7 @@ from .. import SPEC_VERSION
 from ..corpus import Case, exported_case, render_corpus, write_corpus
 from ..harness.clauses import CLAUSES, DRAFT_CLAUSES, UnknownClauseError, select_clauses
 from ..harness.oracle import allowed_replies
+from ..harness.preflight import FLUSH_HINT
 from ..harness.protocol import encode
 from ..harness.python_impl import (
     REFERENCE,
@@ -25,10 +26,9 @@ from ..harness.python_impl import (
     load_python_implementation,
 )
 from ..harness.subprocess_driver import DEFAULT_RACE_BUDGET
-from .arguments import adapter_argv, add_impl_arguments, add_selection_arguments, race_budget
+from .arguments import add_impl_arguments, add_selection_arguments, before_the_run, race_budget
 from .deviations import Deviation, DeviationList, Target
 from .errors import CliError, ExitStatus
-from .outputs import FLUSH_HINT, first_reply, prepare_directory, prepare_file
 from .report import Row, clause_summary, counts, print_report, write_json, write_junit
 from .shipped import corpus_directory, suite_directory
 
@@ -111,9 +111,7 @@ def _preflight(arguments: argparse.Namespace, /) -> None:
         CliError: an output cannot be written, the module cannot be loaded, or
             the adapter cannot be started or does not answer.
     """
-    prepare_file("--json", arguments.json)
-    prepare_file("--junit-xml", arguments.junit_xml)
-    prepare_directory("--export-failures", arguments.export_failures)
+    before_the_run(arguments, export=arguments.export_failures)
     if arguments.impl_module is not None:
         # As `python -m` does: the current folder first, so a package beside
         # the user's shell is found without installing it.
@@ -124,8 +122,6 @@ def _preflight(arguments: argparse.Namespace, /) -> None:
             load_python_implementation(arguments.impl_module)
         except ImplementationModuleError as error:
             raise CliError(f"--impl-module: {error}") from None
-    if arguments.impl_cmd is not None:
-        first_reply(arguments.impl_cmd, adapter_argv(arguments.impl_cmd), arguments.impl_timeout)
 
 
 def _require_test_stack(profile: str, /) -> None:

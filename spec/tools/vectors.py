@@ -14,10 +14,9 @@ from ..harness.clauses import UnknownClauseError, select_clauses
 from ..harness.failures import AdapterFailure
 from ..harness.protocol import UnencodableMessageError, encode
 from ..harness.subprocess_driver import SubprocessDriver
-from .arguments import adapter_argv, add_impl_arguments, add_selection_arguments
+from .arguments import adapter_argv, add_impl_arguments, add_selection_arguments, before_the_run
 from .deviations import DeviationList, Target
 from .errors import CliError, ExitStatus
-from .outputs import first_reply, prepare_file
 from .report import Row, clause_summary, counts, print_report, write_json, write_junit
 from .shipped import REPLAY_SUBDIRECTORY, corpus_directory, replay_corpus_directory
 
@@ -137,9 +136,7 @@ def _run(arguments: argparse.Namespace, /) -> int:
         cases = _selected(arguments, [*corpus.load_cases(directory), *as_cases])
     except (corpus.VectorError, UnencodableMessageError) as error:
         raise CliError(f"--vectors {arguments.vectors}: {error}") from None
-    prepare_file("--json", arguments.json)
-    prepare_file("--junit-xml", arguments.junit_xml)
-    first_reply(command, argv, arguments.impl_timeout)
+    before_the_run(arguments)
     started = time.monotonic()
     try:
         with SubprocessDriver(argv, timeout=arguments.impl_timeout) as driver:

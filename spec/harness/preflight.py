@@ -17,19 +17,22 @@ import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
-from ..harness.failures import AdapterFailure, Breakage
-from ..harness.subprocess_driver import SubprocessDriver
-from .errors import CliError
+from .failures import AdapterFailure, Breakage
+from .subprocess_driver import SubprocessDriver
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-__all__ = ["FLUSH_HINT", "first_reply", "prepare_directory", "prepare_file"]
+__all__ = ["FLUSH_HINT", "PreflightError", "first_reply", "prepare_directory", "prepare_file"]
 
 #: Said whenever an adapter goes silent on a request: the usual cause.
 FLUSH_HINT: Final = (
     "did the adapter flush stdout after each reply? A reply left in a buffer looks like a hang."
 )
+
+
+class PreflightError(ValueError):
+    """What stops a run before it starts: an output that cannot be written, a dead adapter."""
 
 
 def _os_error(error: OSError, /) -> str:
@@ -43,7 +46,7 @@ def prepare_file(flag: str, target: str | None, /) -> None:
     that did not exist before is not left behind by the check.
 
     Raises:
-        CliError: a folder cannot be made, or the file cannot be written.
+        PreflightError: a folder cannot be made, or the file cannot be written.
     """
     if target is None or target == "-":
         return
@@ -56,7 +59,7 @@ def prepare_file(flag: str, target: str | None, /) -> None:
         with path.open("a", encoding="utf-8"):
             pass
     except OSError as error:
-        raise CliError(f"{flag} {target}: {_os_error(error)}") from None
+        raise PreflightError(f"{flag} {target}: {_os_error(error)}") from None
     if not existed:
         path.unlink()
 
@@ -65,7 +68,7 @@ def prepare_directory(flag: str, target: str | None, /) -> None:
     """Make the folder ``target`` (and its parents) and check files can be written in it.
 
     Raises:
-        CliError: the folder cannot be made, or is not writable.
+        PreflightError: the folder cannot be made, or is not writable.
     """
     if target is None:
         return
@@ -75,7 +78,7 @@ def prepare_directory(flag: str, target: str | None, /) -> None:
         if not os.access(path, os.W_OK | os.X_OK):
             raise PermissionError(13, os.strerror(13))
     except OSError as error:
-        raise CliError(f"{flag} {target}: {_os_error(error)}") from None
+        raise PreflightError(f"{flag} {target}: {_os_error(error)}") from None
 
 
 def _cannot_start(command: str, argv: Sequence[str], failure: AdapterFailure, /) -> str:
@@ -96,16 +99,20 @@ def first_reply(command: str, argv: Sequence[str], timeout: float, /) -> None:
     every property or case after it.
 
     Raises:
-        CliError: the adapter did not answer its first request.
+        PreflightError: the adapter could not be started or broke on its first request.
     """
+    driver = SubprocessDriver(argv, timeout=timeout)
     try:
-        with SubprocessDriver(argv, timeout=timeout) as driver:
-            driver.request({"op": "describe"})
+        driver.request({"op": "describe"})
     except AdapterFailure as failure:
         if failure.breakage is Breakage.CANNOT_START:
-            raise CliError(_cannot_start(command, argv, failure)) from None
+            raise PreflightError(_cannot_start(command, argv, failure)) from None
         hint = f"\n{FLUSH_HINT}" if failure.hung else ""
-        raise CliError(
+        raise PreflightError(
             f"--impl-cmd {shlex.quote(command)}: the adapter broke on its first request "
             f"(describe), so nothing was checked:\n{failure}{hint}"
         ) from None
+    finally:
+        # Only the first reply is asked for here; how the adapter ends is
+        # judged by the run itself.
+        driver.abandon()
