@@ -18,6 +18,7 @@ __all__ = [
     "Breakage",
     "NonConformingReply",
     "PythonCallMismatch",
+    "ReplayMismatch",
     "adapter_failure",
     "show_output",
 ]
@@ -134,6 +135,40 @@ class PythonCallMismatch(AssertionError):  # noqa: N818 - it reads as what happe
             f"  allowed:   {allowed}\n"
             f"reproduce: {reproduction}"
         )
+        self.clauses: Final = tuple(clauses)
+
+
+class ReplayMismatch(AssertionError):  # noqa: N818 - it reads as what happened
+    """A ``replay`` reply whose states are not the model's within the pipeline's bound.
+
+    ``wrong`` names the round, field and index, both values and the bound;
+    ``clauses`` are the clauses the request checks (with those of ``more``,
+    the names of other requests that failed alike, shown in one line).
+    """
+
+    def __init__(  # noqa: PLR0913 - the exchange, what is wrong, and what is blamed
+        self,
+        request: Mapping[str, object],
+        reply: Mapping[str, object],
+        wrong: str,
+        /,
+        *,
+        allowed: str,
+        clauses: Sequence[str],
+        more: Sequence[str] = (),
+    ) -> None:
+        sent = encode(request)
+        written = getattr(reply, "line", "") or encode(dict(reply))
+        also = f"\n  more:    {len(more)} more failed too: {', '.join(more)}" if more else ""
+        super().__init__(
+            "the replayed states are not the model's within the bound\n"
+            f"  request: {_shortened(sent)}\n"
+            f"  reply:   {_shortened(written)}\n"
+            f"  wrong:   {wrong}\n"
+            f"  allowed: {allowed}{also}"
+        )
+        self.request: Final = dict(request)
+        self.line: Final = sent
         self.clauses: Final = tuple(clauses)
 
 
