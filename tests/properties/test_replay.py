@@ -8,9 +8,10 @@ the pipeline (docs/replay.md, "Judging a runtime's replay").
 
 from __future__ import annotations
 
+import copy
 import random
 import re
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import pytest
 from hypothesis import given
@@ -20,6 +21,7 @@ from ssm_rollback_spec.corpus.replay_run import ReplayCase, judge_replay, load_r
 from ssm_rollback_spec.harness.failures import NonConformingReply, ReplayMismatch
 from ssm_rollback_spec.tools.shipped import replay_corpus_directory
 
+from .conformance import exchange
 from .replay_reference import replay_float64
 
 if TYPE_CHECKING:
@@ -253,3 +255,79 @@ def test_a_drawn_float64_replay_gives_the_models_states_within_the_bound(
     assert isinstance(rounds, list)
     clauses = ["RB-REPLAY-1"] if len(rounds) == 1 else ["RB-REPLAY-1", "RB-REPLAY-6"]
     _same(request, reply, replay_float64(request), clauses, "the model's float64 step")
+
+
+#: A replay every adapter that offers the operation answers.
+_SMALL: Final[dict[str, Any]] = {
+    "op": "replay",
+    "pipeline": "float64",
+    "layout": "pre-conv",
+    "dims": {
+        "num_key_heads": 1,
+        "key_head_dim": 1,
+        "num_value_heads": 1,
+        "value_head_dim": 1,
+        "conv_kernel": 2,
+    },
+    "conv_weight": [["0x1p-1", "0x1p+0"]] * 3,
+    "checkpoint": {"conv": [["0x0p+0"]] * 3, "h": [[["0x0p+0"]]]},
+    "rounds": [
+        {
+            "rows": [{"qkv": ["0x1p-2", "0x1p-1", "0x1p+0"], "g": ["-0x1p-3"], "beta": ["0x1p-1"]}],
+            "accepted": 1,
+        }
+    ],
+}
+
+
+def _changed(path: tuple[object, ...], value: object, /) -> dict[str, object]:
+    """``_SMALL`` with the field at ``path`` set to ``value`` (removed when it is ``...``)."""
+    request = copy.deepcopy(_SMALL)
+    parent: Any = request
+    for key in path[:-1]:
+        parent = parent[key]
+    if value is ...:
+        del parent[path[-1]]
+    else:
+        parent[path[-1]] = value
+    return request
+
+
+#: One request for each way docs/protocol.md says a replay is malformed.
+_MALFORMED: Final = {
+    "a field missing": _changed(("dims",), ...),
+    "a row's field missing": _changed(("rounds", 0, "rows", 0, "beta"), ...),
+    "an unknown pipeline": _changed(("pipeline",), "float16"),
+    "an unknown layout": _changed(("layout",), "sideways"),
+    "a dimension of 0": _changed(("dims", "num_key_heads"), 0),
+    "value heads not a multiple of key heads": _changed(
+        ("dims",),
+        {
+            "num_key_heads": 2,
+            "key_head_dim": 1,
+            "num_value_heads": 3,
+            "value_head_dim": 1,
+            "conv_kernel": 2,
+        },
+    ),
+    "a conv kernel of 1": _changed(("dims", "conv_kernel"), 1),
+    "a matrix with a row missing": _changed(("conv_weight",), [["0x1p-1", "0x1p+0"]] * 2),
+    "a checkpoint of the wrong shape": _changed(("checkpoint", "h"), [[["0x0p+0", "0x0p+0"]]]),
+    "a decimal float": _changed(("conv_weight", 0), ["0.5", "0x1p+0"]),
+    "a JSON number for a float": _changed(("conv_weight", 0), [0.5, "0x1p+0"]),
+    "an infinite float": _changed(("conv_weight", 0), ["inf", "0x1p+0"]),
+    "a NaN": _changed(("rounds", 0, "rows", 0, "g"), ["nan"]),
+    "a row of the wrong length": _changed(("rounds", 0, "rows", 0, "qkv"), ["0x0p+0"] * 4),
+    "no rounds": _changed(("rounds",), []),
+    "a round with no rows": _changed(("rounds", 0, "rows"), []),
+    "accepted 0": _changed(("rounds", 0, "accepted"), 0),
+    "accepted past the rows": _changed(("rounds", 0, "accepted"), 2),
+    "accepted as a string": _changed(("rounds", 0, "accepted"), "1"),
+}
+
+
+@pytest.mark.clause("RB-PROTO-4")
+@pytest.mark.parametrize("malformed", sorted(_MALFORMED))
+def test_a_malformed_replay_request_is_a_bad_request(impl: Implementation, malformed: str) -> None:
+    _replay(impl, dict(_SMALL))
+    exchange(impl, _MALFORMED[malformed], allowed=[{"error": {"kind": "bad-request"}}])
