@@ -226,11 +226,8 @@ def _argparse_mode_beside(module_name: str, /) -> types.ModuleType | None:
     if not package:
         return None
     sibling = f"{package}.{ARGPARSE_MODULE}"
-    try:
-        found = importlib.util.find_spec(sibling)
-    except (ImportError, ValueError):
-        return None
-    if found is None:
+    # The package itself imported with the module, so looking in it cannot fail.
+    if importlib.util.find_spec(sibling) is None:
         return None
     try:
         return importlib.import_module(sibling)
