@@ -113,7 +113,8 @@ def test_a_wire_mistake_is_rejected_by_check_with_actionable_output(
     _require_actionable(finished.stdout)
     # Nothing is written into the folder check runs in (no .hypothesis/).
     assert list(where.iterdir()) == []
-    # The vectors of the same clauses fail the same clauses.
+    # The vectors of the same clauses fail them too; check, which blames the
+    # clause the wrong part of a reply breaks, names no clause they do not.
     ran = _cli(
         "vectors", "run", "--impl-cmd", _wrong(mistake), "--clause", MISTAKES[mistake],
         "--json", str(tmp_path / "vectors.json"),
@@ -122,7 +123,8 @@ def test_a_wire_mistake_is_rejected_by_check_with_actionable_output(
     by_check = json.loads((tmp_path / "check.json").read_text(encoding="utf-8"))["clauses"]
     by_vectors = json.loads((tmp_path / "vectors.json").read_text(encoding="utf-8"))["clauses"]
     failed_by_check = {clause for clause, outcome in by_check.items() if outcome == "failed"}
-    assert failed_by_check == {c for c, outcome in by_vectors.items() if outcome == "failed"}
+    assert failed_by_check
+    assert failed_by_check <= {c for c, outcome in by_vectors.items() if outcome == "failed"}
 
 
 @pytest.mark.parametrize("mistake", sorted(MISTAKES))
@@ -143,7 +145,8 @@ def test_a_failed_race_over_cells_shows_the_reply_the_adapter_sent() -> None:
     [block] = [b for b in _failures(finished.stdout) if "fresh_cells" in b]
     # The reply as sent, {"ok": [ROUND, ...]} (shortened past 2,000
     # characters), and the round that mixed.
-    assert 'reply:   {"ok": [["' in block, block
+    # The reply as the adapter wrote it, not re-encoded.
+    assert 'reply:   {"ok":[["' in block, block
     assert re.search(r"wrong:   round \d+ \(counting from 0\) returned \[", block), block
 
 
