@@ -121,7 +121,7 @@ def test_vectors_run_sends_only_the_replay_cases_a_describe_offers(tmp_path: Pat
     assert {case["outcome"] for case in report["cases"]} == {"skipped"}
     assert details == expected
     reasons = set(details.values())
-    assert "not offered: the adapter's describe does not list pipeline bf16-rows-fp32-state" in (
+    assert "not offered: the adapter's describe does not list pipeline transformers-bf16" in (
         reasons
     )
     assert "not offered: the adapter's describe does not list layout post-conv" in reasons

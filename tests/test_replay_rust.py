@@ -18,7 +18,7 @@ REPLAY: Final = ROOT / "vectors" / "replay"
 PROTOCOL_PAGE: Final = ROOT / "docs" / "protocol.md"
 #: What the Rust adapter's describe says its replay computes (adapters/rust/src/main.rs).
 RUST_OFFER: Final = corpus.ReplayOffer(
-    pipelines=frozenset({"float64", "bf16-rows-fp32-state"}),
+    pipelines=frozenset({"float64", "transformers-bf16"}),
     layouts=frozenset({"pre-conv", "post-conv"}),
     designs=frozenset({"seed-row", "minimal-pre-conv", "replayssm", "post-conv-with-conv-window"}),
 )
@@ -91,7 +91,7 @@ def test_each_wrong_rust_replay_build_fails_the_replay_cases(
     pattern = (
         r"states\[\d+\]\.(conv|h)(\[\d+\])+: expected \S+, got \S+: relative error \S+ "
         r"\(of max \|expected\| over states\[\d+\]\.(conv|h)\) exceeds \S+, the bound for "
-        r"(float64|bf16-rows-fp32-state) \((RB-REPLAY-\d+(, )?)+\)"
+        r"(float64|transformers-bf16) \((RB-REPLAY-\d+(, )?)+\)"
     )
     assert re.fullmatch(pattern, first), first
 

@@ -47,7 +47,7 @@ _MAX_DIM: Final = 4096
 #: requests also carry the raw gate inputs the kernels take, ``a`` and ``b``
 #: per row and ``a_log`` and ``dt_bias`` per layer.
 ENGINE_PIPELINES: Final = ("vllm-bf16", "sglang-bf16", "fla-bf16")
-_PIPELINES: Final = ("float64", "bf16-rows-fp32-state", *ENGINE_PIPELINES)
+_PIPELINES: Final = ("float64", "transformers-bf16", *ENGINE_PIPELINES)
 
 
 class ReplayLayout(enum.Enum):

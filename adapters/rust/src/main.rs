@@ -189,7 +189,7 @@ fn size(result: Result<u64, Overflow>, call: String) -> Reply {
 /// designs whose states are the model's per-token step (replay.rs ports it).
 const DESCRIBE: &str = concat!(
     r#"{"name":"ssm-rollback-adapter (Rust)","usize_bits":64,"replay":{"#,
-    r#""pipelines":["float64","bf16-rows-fp32-state"],"layouts":["pre-conv","post-conv"],"#,
+    r#""pipelines":["float64","transformers-bf16"],"layouts":["pre-conv","post-conv"],"#,
     r#""designs":["seed-row","minimal-pre-conv","replayssm","post-conv-with-conv-window"]}}"#
 );
 
