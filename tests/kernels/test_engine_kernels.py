@@ -44,9 +44,9 @@ def _command(python: str, engine: str, /, *flags: str) -> str:
 
 def _cli(tmp_path: Path, /, *arguments: str) -> tuple[int, dict[str, Any]]:
     report = tmp_path / "report.json"
-    finished = run_module(
-        "ssm_rollback_spec.tools.cli", *arguments, "--json", str(report), timeout=1800
-    )
+    # A first replay imports torch and interprets the kernels: seconds, not the default 10.
+    waits = ("--impl-timeout", "600", "--json", str(report))
+    finished = run_module("ssm_rollback_spec.tools.cli", *arguments, *waits, timeout=1800)
     assert "Traceback" not in finished.stdout + finished.stderr, finished.stderr
     assert report.exists(), finished.stderr
     return finished.returncode, json.loads(report.read_text(encoding="utf-8"))
