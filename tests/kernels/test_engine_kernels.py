@@ -118,3 +118,28 @@ def test_the_engine_adapters_off_by_one_control_fails(
     assert status == 1
     assert failed
     assert failed <= mine
+
+
+#: How far FLA's chunk rule may be from the model's fla-bf16 (docs/engines.md: its
+#: k, w and u tiles are BF16, so it is further than the fused recurrent rule).
+FLA_CHUNK_BOUND: Final = 1.2e-2
+
+
+def test_flas_chunk_rule_is_within_its_measured_distance_of_the_model(
+    tmp_path: Path, kernels_python: str
+) -> None:
+    command = _command(kernels_python, "fla", "--rule", "chunk")
+    _, report = _cli(tmp_path, "vectors", "run", "--impl-cmd", command, "--clause", "RB-REPLAY")
+    mine = {case.case_id for case in _cases("fla-bf16")}
+    errors = {}
+    for case in report["cases"]:
+        if case["id"] not in mine:
+            assert case["outcome"] == "skipped"
+            continue
+        # "exact: ...", "within B, not exact: largest relative error E", or a failure's
+        # first line "...: relative error E (of max |expected| ...".
+        first = case["detail"].splitlines()[0]
+        shown = first.split("relative error ")[1].split()[0] if "relative error" in first else "0"
+        errors[case["id"]] = float(shown)
+    assert set(errors) == mine
+    assert max(errors.values()) <= FLA_CHUNK_BOUND, errors
