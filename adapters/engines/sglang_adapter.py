@@ -21,7 +21,7 @@ about lines 1441-1527; ``srt/speculative/spec_utils.py``,
 3. The conv state's rollback: SGLang copies the accepted token's window from
    ``intermediate_conv_window`` with ``fused_conv_window_scatter_with_mask``,
    whose wrapper refuses tensors that are not on a CUDA or XPU device
-   (``kernels/ops/mamba/mamba_state_scatter_triton.py``, about lines 520-524).
+   (``kernels/ops/mamba/mamba_state_scatter_triton.py``, about lines 507-511).
    EMULATED here, on every device: the same copy, as a torch slice.
 
 The state reported after a round. The ring is SGLang's state: a checkpoint
