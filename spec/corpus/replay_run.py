@@ -129,6 +129,9 @@ class ReplayCase:
     layout: str = "pre-conv"
     #: The design whose lifecycle the case's rounds follow, when the case names one.
     design: str | None = None
+    #: The bound for an implementation compared with itself (check's replay
+    #: properties), when the case file states one apart ("self"); else ``tolerance``.
+    self_tolerance: float | None = None
 
 
 _GATE_INPUTS: Final = ("a", "b")
@@ -188,9 +191,13 @@ def _replay_case(
         request = _request(case, "pre-conv", [{"rows": ring, "accepted": case["accepted"]}])
         expected = [cast("dict[str, object]", case["expected"])]
     pipeline = str(case["pipeline"])
-    bound = cast("dict[str, object]", tolerances[pipeline])["kernel"]
-    if not isinstance(bound, float | int) or isinstance(bound, bool) or not 0 <= bound < 1:
-        raise TypeError("the kernel bound must be a number in [0, 1)")
+    bounds = cast("dict[str, object]", tolerances[pipeline])
+    numbers: list[float] = []
+    for value in (bounds["kernel"], bounds.get("self", bounds["kernel"])):
+        if not isinstance(value, float | int) or isinstance(value, bool) or not 0 <= value < 1:
+            raise TypeError("the kernel and self bounds must be numbers in [0, 1)")
+        numbers.append(float(value))
+    bound, itself = numbers
     # The request must be one the protocol decodes: shapes, dims, hex floats.
     decode_replay(request)
     encode_line(request)
@@ -210,6 +217,7 @@ def _replay_case(
         tolerance=float(bound),
         layout=str(request["layout"]),
         design=design,
+        self_tolerance=itself,
     )
 
 

@@ -143,3 +143,40 @@ def test_flas_chunk_rule_is_within_its_measured_distance_of_the_model(
         errors[case["id"]] = float(shown)
     assert set(errors) == mine
     assert max(errors.values()) <= FLA_CHUNK_BOUND, errors
+
+
+# Run in the kernels venv: BF16 under the patched interpreter is what torch's
+# correctly rounded BF16 gives; unpatched, it is not (so the patch is needed).
+_BF16_PROBE: Final = """
+import os, sys
+os.environ["TRITON_INTERPRET"] = "1"
+sys.path.insert(0, sys.argv[1])
+import torch, triton, triton.language as tl
+@triton.jit
+def product(x, y, out, cast, n: tl.constexpr):
+    i = tl.arange(0, n)
+    a, b = tl.load(x + i), tl.load(y + i)
+    tl.store(out + i, a * b)
+    tl.store(cast + i, (a.to(tl.float32) * 1.25).to(tl.bfloat16))
+def right():
+    torch.manual_seed(0)
+    x, y = torch.randn(1024).bfloat16(), torch.randn(1024).bfloat16()
+    out, cast = torch.empty_like(x), torch.empty_like(x)
+    product[(1,)](x, y, out, cast, n=1024)
+    return bool((out == x * y).all()) and bool((cast == (x.float() * 1.25).bfloat16()).all())
+before = right()
+import interpreter_patches
+interpreter_patches.apply()
+print(before, right())
+"""
+
+
+def test_the_interpreter_needs_and_gets_its_bf16_change(kernels_python: str) -> None:
+    finished = subprocess.run(
+        [kernels_python, "-c", _BF16_PROBE, str(ENGINES_DIR)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=True,
+    )
+    assert finished.stdout.split() == ["False", "True"]

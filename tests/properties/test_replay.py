@@ -32,8 +32,9 @@ if TYPE_CHECKING:
     from ssm_rollback_spec.harness.driver import Implementation
 
 _CASES: Final = load_replay_cases(replay_corpus_directory())
-#: The kernel bound per pipeline, as the corpus states it.
-_BOUND: Final = {case.pipeline: case.tolerance for case in _CASES}
+#: The bound per pipeline for an implementation compared with itself, as the
+#: corpus states it ("self", or else "kernel").
+_BOUND: Final = {case.pipeline: case.self_tolerance or case.tolerance for case in _CASES}
 _NOT_OFFERED: Final = "replay is opt-in, and this implementation does not offer it"
 _NONE_OFFERED: Final = (
     "the implementation's describe offers no pipeline of the replay corpus for pre-conv rows"
