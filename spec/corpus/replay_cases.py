@@ -83,11 +83,14 @@ class Tolerance(TypedDict):
     last bits depend on") rebuilds every bit. ``kernel`` bounds the relative
     error ``max |actual - expected| / max |expected|`` of each of conv and h
     for a kernel that sums in another order (docs/replay.md, "Judging a
-    runtime's replay").
+    runtime's replay"). ``self``, where stated, bounds an implementation
+    against itself over other windowings of the same tokens (``check``'s
+    replay properties); ``kernel`` does otherwise.
     """
 
     port: int
     kernel: float
+    self: NotRequired[float]
 
 
 #: Grounded in the measured drift (BENCHMARKS.md, "Replay drift across
@@ -97,14 +100,16 @@ class Tolerance(TypedDict):
 #: room for libm's last-bit exp: 1e-12. The engine pipelines' are measured
 #: against the engines' released kernels through their adapters
 #: (BENCHMARKS.md, "The engine pipelines' tolerances, measured against the
-#: kernels"): vLLM's cases bit for bit, but a round of A rows against A
-#: one-row rounds (check's property) 5.4e-3, since each round stores h in
-#: BF16, so 1e-2; SGLang's cases within 3.6e-6, its ReplaySSM over other
-#: windowings 7.1e-4, so 2e-3; FLA's fused recurrent rule 2.5e-7, so 1e-6.
+#: kernels"): vLLM's cases bit for bit, and h stored in BF16, so one BF16
+#: step of max |h| (2**-8, 3.9e-3): 4e-3; but a round of A rows against A
+#: one-row rounds (check's properties) rounds h once against A times: 8.6e-3
+#: over 150 draws, so its self bound 2e-2; SGLang's cases within 3.6e-6, its
+#: ReplaySSM over other windowings 7.1e-4, so 2e-3; FLA's fused recurrent
+#: rule 2.5e-7, so 1e-6.
 TOLERANCES: Final[Mapping[Pipeline, Tolerance]] = {
     Pipeline.FLOAT64: Tolerance(port=0, kernel=1e-12),
     Pipeline.TRANSFORMERS_BF16: Tolerance(port=0, kernel=1e-6),
-    Pipeline.VLLM_BF16: Tolerance(port=0, kernel=1e-2),
+    Pipeline.VLLM_BF16: Tolerance(port=0, kernel=4e-3, self=2e-2),
     Pipeline.SGLANG_BF16: Tolerance(port=0, kernel=2e-3),
     Pipeline.FLA_BF16: Tolerance(port=0, kernel=1e-6),
 }

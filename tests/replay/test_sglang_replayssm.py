@@ -12,13 +12,16 @@ wrong lifecycle, a fold that reads its history from slot 0 rather than from
 
 from __future__ import annotations
 
+import json
 import random
+from pathlib import Path
 from typing import TYPE_CHECKING, Final, cast
 
 import numpy as np
 import pytest
 from hypothesis import given
 
+from ssm_rollback_spec.corpus.replay_cases import ROUNDS_FILE, TOLERANCES, RoundsCase, decode_case
 from ssm_rollback_spec.replay.cases import make_case, make_layer
 from ssm_rollback_spec.replay.layer import LayerState, Pipeline, conv_step, delta_rule_update
 from ssm_rollback_spec.replay.rounds import SglangGdnReplaySsm, SplitRecord, sglang_ring_length
@@ -72,6 +75,26 @@ def test_sglang_s_gdn_replayssm_stays_within_its_bound_of_plain_decoding_over_ma
 def test_a_fold_that_ignores_cache_base_is_rejected() -> None:
     with pytest.raises(AssertionError):
         run_decode_machine(_wrong, pipelines=_PIPELINE, bound=BOUND, find_only=True)
+
+
+def _shipped_decode() -> RoundsCase:
+    path = Path(__file__).resolve().parents[2] / "vectors" / "replay" / ROUNDS_FILE
+    cases: list[RoundsCase] = json.loads(path.read_text(encoding="ascii"))["cases"]
+    (case,) = [c for c in cases if c.get("design") == "sglang-gdn-replayssm"]
+    return case
+
+
+@pytest.mark.clause("RB-REPLAY-11")
+def test_the_shipped_sglang_decode_folds_and_a_fold_from_slot_zero_misses_its_rounds() -> None:
+    case = _shipped_decode()
+    bound = TOLERANCES[Pipeline.SGLANG_BF16]["kernel"]
+    wrong = [
+        float(np.max(np.abs(rebuilt.h - expected.h)) / np.max(np.abs(expected.h)))
+        for rebuilt, expected in decode_case(case, _wrong)
+    ]
+    assert max(wrong) > bound
+    right = decode_case(case, _sglang)
+    assert all(rebuilt.equals(expected) for rebuilt, expected in right)
 
 
 def _numbers(rng: random.Random, /) -> Draw:
