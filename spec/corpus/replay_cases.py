@@ -598,7 +598,7 @@ def _document(
 def generate_replay_vectors() -> dict[str, str]:
     """Every file of ``vectors/replay/``, by name, as its exact text.
 
-    RB-REPLAY-1 to RB-REPLAY-5.
+    RB-REPLAY-1 to RB-REPLAY-11.
     """
     # Reproducible draws, not secrets: Random's stream is fixed for a seed.
     rng = random.Random(_SEED)  # noqa: S311
