@@ -15,16 +15,44 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ssm_rollback_spec.corpus.replay_run import ReplayCase, judge_replay, load_replay_cases
+from ssm_rollback_spec.corpus.replay_run import (
+    ReplayCase,
+    ReplayOffer,
+    judge_replay,
+    load_replay_cases,
+    not_offered,
+    replay_offer,
+)
+from ssm_rollback_spec.harness.replay_wire import ENGINE_PIPELINES
 from ssm_rollback_spec.tools.shipped import replay_corpus_directory
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from ssm_rollback_spec.harness.driver import Implementation
 
 _CASES: Final = load_replay_cases(replay_corpus_directory())
-#: The kernel bound per pipeline, as the corpus states it.
-_BOUND: Final = {case.pipeline: case.tolerance for case in _CASES}
+#: The bound per pipeline for an implementation compared with itself, as the
+#: corpus states it ("self", or else "kernel").
+_BOUND: Final = {case.pipeline: case.self_tolerance or case.tolerance for case in _CASES}
 _NOT_OFFERED: Final = "replay is opt-in, and this implementation does not offer it"
+_NONE_OFFERED: Final = (
+    "the implementation's describe offers no pipeline of the replay corpus for pre-conv rows"
+)
+
+
+def _offer(impl: Implementation, /) -> ReplayOffer | None:
+    # What the implementation's describe says its replay computes (docs/protocol.md).
+    return replay_offer(impl.request({"op": "describe"}))
+
+
+def _pipelines(impl: Implementation, /) -> list[str]:
+    offer = _offer(impl)
+    if offer is None:
+        return sorted(_BOUND)
+    if "pre-conv" not in offer.layouts:
+        return []
+    return sorted(set(_BOUND) & offer.pipelines)
 
 
 def _replay(impl: Implementation, request: dict[str, object], /) -> list[dict[str, object]]:
@@ -56,7 +84,11 @@ def _same(
 
 @pytest.mark.clause("RB-REPLAY-1", "RB-REPLAY-4", "RB-REPLAY-6", "RB-REPLAY-10")
 def test_every_shipped_replay_case_is_rebuilt_within_its_bound(impl: Implementation) -> None:
-    for case in _CASES:
+    offer = _offer(impl)
+    offered = [case for case in _CASES if not_offered(case, offer) is None]
+    if not offered:
+        pytest.skip("the implementation's describe offers none of the shipped replay cases")
+    for case in offered:
         states = _replay(impl, case.request)
         result = judge_replay(case, {"ok": {"states": states}})
         assert result.outcome == "passed", f"{case.case_id}: {result.detail}"
@@ -91,7 +123,6 @@ def _layers(draw: st.DrawFn) -> dict[str, object]:
     heads = dims["num_value_heads"]
     return {
         "op": "replay",
-        "pipeline": draw(st.sampled_from(sorted(_BOUND))),
         "layout": "pre-conv",
         "dims": dims,
         "conv_weight": matrix(conv_dim, dims["conv_kernel"]),
@@ -104,13 +135,35 @@ def _layers(draw: st.DrawFn) -> dict[str, object]:
                 "qkv": [value(-64, 64, 64) for _ in range(conv_dim)],
                 "g": [value(-128, 0, 64) for _ in range(heads)],
                 "beta": [value(0, 128, 128) for _ in range(heads)],
+                # The raw gate inputs, for an engine pipeline's kernels.
+                "a": [value(-64, 64, 64) for _ in range(heads)],
+                "b": [value(-64, 64, 64) for _ in range(heads)],
             }
             for _ in range(draw(st.integers(2, 6)))
         ],
+        "a_log": [value(-64, 64, 64) for _ in range(heads)],
+        "dt_bias": [value(-64, 64, 64) for _ in range(heads)],
     }
 
 
-def _request(layer: dict[str, object], rounds: list[dict[str, object]], /) -> dict[str, object]:
+def _with_pipeline(
+    impl: Implementation, layer: dict[str, object], data: st.DataObject, /
+) -> dict[str, object]:
+    """The layer with a pipeline the implementation offers; gate inputs kept for an engine's."""
+    pipelines = _pipelines(impl)
+    if not pipelines:
+        pytest.skip(_NONE_OFFERED)
+    pipeline = data.draw(st.sampled_from(pipelines), label="pipeline")
+    if pipeline in ENGINE_PIPELINES:
+        return layer | {"pipeline": pipeline}
+    rows = [
+        {key: value for key, value in row.items() if key not in {"a", "b"}} for row in _rows(layer)
+    ]
+    kept = {key: value for key, value in layer.items() if key not in {"a_log", "dt_bias"}}
+    return kept | {"pipeline": pipeline, "rows": rows}
+
+
+def _request(layer: dict[str, object], rounds: Sequence[object], /) -> dict[str, object]:
     return {key: value for key, value in layer.items() if key != "rows"} | {"rounds": rounds}
 
 
@@ -120,11 +173,17 @@ def _rows(layer: dict[str, object], /) -> list[dict[str, object]]:
     return rows
 
 
+def _other_gates(row: dict[str, object], /) -> dict[str, object]:
+    # The same row with other gates: g for the model's pipelines, a and b for an engine's.
+    return row | {name: [_hex(-1, 2)] * len(row["g"]) for name in ("g", "a", "b") if name in row}  # type: ignore[arg-type]
+
+
 @pytest.mark.clause("RB-REPLAY-1", "RB-REPLAY-6")
 @given(layer=_layers(), data=st.data())
 def test_a_round_of_accepted_rows_is_those_rows_decoded_one_round_each(
     impl: Implementation, layer: dict[str, object], data: st.DataObject
 ) -> None:
+    layer = _with_pipeline(impl, layer, data)
     rows = _rows(layer)
     accepted = data.draw(st.integers(1, len(rows)), label="accepted")
     whole = _request(layer, [{"rows": rows, "accepted": accepted}])
@@ -137,9 +196,10 @@ def test_a_round_of_accepted_rows_is_those_rows_decoded_one_round_each(
 def test_the_rows_past_the_accepted_ones_change_nothing(
     impl: Implementation, layer: dict[str, object], data: st.DataObject
 ) -> None:
+    layer = _with_pipeline(impl, layer, data)
     rows = _rows(layer)
     accepted = data.draw(st.integers(1, len(rows) - 1), label="accepted")
-    other = [dict(row, g=[_hex(-1, 2)] * len(row["g"])) for row in rows[accepted:]]  # type: ignore[arg-type]
+    other = [_other_gates(row) for row in rows[accepted:]]
     first = _request(layer, [{"rows": rows, "accepted": accepted}])
     second = _request(layer, [{"rows": rows[:accepted] + other, "accepted": accepted}])
     _same(first, _replay(impl, second), _replay(impl, first), ["RB-REPLAY-1"])
@@ -150,6 +210,7 @@ def test_the_rows_past_the_accepted_ones_change_nothing(
 def test_a_trace_resumed_from_a_state_it_reported_goes_on_the_same(
     impl: Implementation, layer: dict[str, object], data: st.DataObject
 ) -> None:
+    layer = _with_pipeline(impl, layer, data)
     rows = _rows(layer)
     # Windows of varying length, with rows of earlier windows still in a ring.
     cuts = sorted(data.draw(st.sets(st.integers(1, len(rows) - 1), max_size=3), label="cuts"))
