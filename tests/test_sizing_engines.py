@@ -543,3 +543,60 @@ def test_an_unknown_config_dtype_gets_one_clear_line(tmp_path: Path) -> None:
         f"ssm-rollback-spec: error: --config {path}: the config's 'torch_dtype' is 'float64', "
         "not one of 'float32', 'bfloat16', 'float16', 'float8_e4m3fn'\n"
     )
+
+
+# SGLang's own readings of a config.
+
+
+def test_sglang_counts_gdn_layers_from_the_interval_alone() -> None:
+    # sglang/srt/configs/qwen3_next.py:260-277: layers_block_type ignores layer_types.
+    config = _load(QWEN3_NEXT)
+    config["layer_types"] = ["linear_attention"] * 46 + ["full_attention"] * 2
+    assert dims.dimensions_from_config(config).num_gdn_layers == 46
+    assert dims.interval_gdn_layers_from_config(config) == 36
+    model = Model(
+        dimensions=dims.dimensions_from_config(config),
+        sglang_gdn_layers=dims.interval_gdn_layers_from_config(config),
+    )
+    sized = size_view(View.SGLANG, model, num_drafts=3, requests=1)
+    assert sized.base_bytes_per_request == 5 * 2_146_304 * 36
+
+
+def test_replayssm_keeps_h_in_fp32_unless_told() -> None:
+    # attention_hook.py:506-515: --enable-linear-replayssm-spec sets
+    # --mamba-ssm-dtype float32 when unset, over the config's bfloat16.
+    model = Model(dimensions=_model().dimensions, dtypes=ConfigDtypes(ssm=Dtype.BF16))
+    assert size_view(View.SGLANG, model, num_drafts=3, requests=1).dtypes.recurrent is Dtype.BF16
+    replay = size_view(View.SGLANG_REPLAYSSM, model, num_drafts=3, requests=1)
+    assert replay.dtypes.recurrent is Dtype.FP32
+
+
+def test_sglang_replaces_an_fp8_config_dtype_by_fp32() -> None:
+    # configs/mamba_utils.py:85-92: a config dtype it does not take is warned about.
+    assert sglang.sglang_dtypes(ConfigDtypes(ssm=Dtype.FP8)).recurrent is Dtype.FP32
+
+
+def test_a_qwen3_5_config_without_text_config_is_refused() -> None:
+    config = _load(QWEN3_5_27B)
+    text = config.pop("text_config")
+    assert isinstance(text, dict)
+    config.update(text)
+    config["model_type"] = "qwen3_5"
+    with pytest.raises(dims.ConfigError) as raised:
+        dims.dimensions_from_config(config)
+    assert str(raised.value) == (
+        "the config's model_type is 'qwen3_5' but it has no 'text_config': both engines"
+        " would size the text model from transformers' class defaults, not from these fields"
+    )
+
+
+def test_value_heads_that_are_not_a_multiple_of_the_key_heads_are_refused() -> None:
+    config = _load(QWEN3_NEXT)
+    config["linear_num_value_heads"] = 24
+    config["linear_num_key_heads"] = 16
+    with pytest.raises(dims.ConfigError) as raised:
+        dims.dimensions_from_config(config)
+    assert str(raised.value) == (
+        "the config's 'linear_num_value_heads' (24) is not a multiple of its"
+        " 'linear_num_key_heads' (16)"
+    )

@@ -30,6 +30,7 @@ __all__ = [
     "attention_layers_from_config",
     "dimensions_from_config",
     "drafter_layers_from_config",
+    "interval_gdn_layers_from_config",
     "text_config",
 ]
 
@@ -324,6 +325,23 @@ def attention_layers_from_config(config: Mapping[str, object], /) -> int:
     if total is None:
         total = _positive_int(config, "num_hidden_layers")
     return total - _gdn_layer_count(config)
+
+
+def interval_gdn_layers_from_config(config: Mapping[str, object], /) -> int | None:
+    """The GDN layers SGLang 0.5.23 counts: from ``full_attention_interval`` alone.
+
+    SGLang's ``Qwen3NextConfig.layers_block_type`` (``sglang/srt/configs/qwen3_next.py``
+    lines 260-277, inherited by its Qwen3.5 config) ignores ``layer_types``; None when
+    the config has no interval.
+
+    Raises:
+        ConfigError: ``num_hidden_layers`` or the interval is not a positive integer.
+    """
+    config = text_config(config)
+    if "full_attention_interval" not in config:
+        return None
+    layers = _positive_int(config, "num_hidden_layers")
+    return layers - layers // _positive_int(config, "full_attention_interval")
 
 
 def drafter_layers_from_config(config: Mapping[str, object], /) -> int:

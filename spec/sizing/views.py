@@ -89,6 +89,8 @@ class Model:
     attention_layers: int = 0
     #: The MTP drafter's full-attention layers.
     drafter_layers: int = 1
+    #: The GDN layers SGLang counts from ``full_attention_interval`` (None: as ``dimensions``).
+    sglang_gdn_layers: int | None = None
 
 
 @dataclass(frozen=True)
@@ -125,7 +127,13 @@ def view_dtypes(view: View, model: Model, setup: Setup, /) -> StateDtypes:
         return vllm.vllm_dtypes(
             model.dtypes, model.architecture, recurrent=setup.recurrent, conv=setup.conv
         )
-    if view in {View.SGLANG, View.SGLANG_REPLAYSSM}:
+    if view is View.SGLANG_REPLAYSSM:
+        # --enable-linear-replayssm-spec sets --mamba-ssm-dtype float32 when it is
+        # unset, whatever the config says (sglang/srt/arg_groups/attention_hook.py:506-515).
+        return sglang.sglang_dtypes(
+            model.dtypes, recurrent=setup.recurrent or Dtype.FP32, conv=setup.conv
+        )
+    if view is View.SGLANG:
         return sglang.sglang_dtypes(model.dtypes, recurrent=setup.recurrent, conv=setup.conv)
     return StateDtypes(recurrent=setup.recurrent or Dtype.FP32, conv=setup.conv or Dtype.BF16)
 
@@ -317,6 +325,8 @@ def size_view(  # noqa: PLR0913 - each is a separate dimension of the review
             recurrent_bytes_per_layer=h,
             conv_column_bytes_per_layer=column,
         )
+    if model.sglang_gdn_layers is not None:
+        layers = model.sglang_gdn_layers
     drafts = s + 1
     windows = (drafts + kernel - 2) * column
     record, length = None, None
@@ -430,7 +440,8 @@ def sweep(  # noqa: PLR0913 - each is a separate dimension of the review
         # refuse: its ring then keeps SGLang's own conv dtype.
         ring_dtype = sglang.sglang_dtypes(model.dtypes).conv
     record = replayssm.replayssm_record_bytes(d, ring_dtype)
-    replay_ring = setup.replayssm_cache_len * record * d.num_gdn_layers
+    sglang_layers = model.sglang_gdn_layers or d.num_gdn_layers
+    replay_ring = setup.replayssm_cache_len * record * sglang_layers
     rows = []
     for drafts in num_drafts:
         k = drafts + 1

@@ -341,7 +341,7 @@ def _model(arguments: argparse.Namespace, config: dict[str, object] | None, /) -
     attention = None
     found = None
     architecture = None
-    attention_layers, drafter_layers = 0, 1
+    attention_layers, drafter_layers, sglang_layers = 0, 1, None
     if config is not None:
         if any(value is not None for value in given.values()):
             raise CliError("give either --config or the explicit dimensions, not both")
@@ -351,6 +351,7 @@ def _model(arguments: argparse.Namespace, config: dict[str, object] | None, /) -
             found = dtypes_from_config(config)
             attention_layers = dims.attention_layers_from_config(config)
             drafter_layers = dims.drafter_layers_from_config(config)
+            sglang_layers = dims.interval_gdn_layers_from_config(config)
         except dims.ConfigError as error:
             raise CliError(f"--config {arguments.config}: {error}") from None
         architecture = dims.architecture_from_config(config)
@@ -372,6 +373,7 @@ def _model(arguments: argparse.Namespace, config: dict[str, object] | None, /) -
         architecture=architecture,
         attention_layers=attention_layers,
         drafter_layers=drafter_layers,
+        sglang_gdn_layers=sglang_layers,
         **({} if found is None else {"dtypes": found}),
     )
 
