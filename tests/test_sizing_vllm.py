@@ -171,3 +171,17 @@ def test_the_memory_flag_needs_a_model_length() -> None:
     assert finished.stderr == (
         "ssm-rollback-spec: error: --kv-cache-memory-bytes needs --max-model-len\n"
     )
+
+
+def test_the_headline_ratio_does_not_change_with_the_batch() -> None:
+    ratios = []
+    for extra in ([], ["--batch", "1"], ["--batch", "8"]):
+        finished = run_module(
+            "ssm_rollback_spec.tools.cli", "size", "--config", str(QWEN3_NEXT),
+            "--num-drafts", "3", "--mtp-slots", "1", "--engine", "vllm", "--json", "-", *extra,
+            timeout=120,
+        )  # fmt: skip
+        assert finished.returncode == 0, finished.stderr
+        ratios.append(json.loads(finished.stdout)["snapshot_to_replay"])
+    # 145,096,704 B of speculative state over one slot's ring, 3 x 36 x 24,832 B.
+    assert ratios == [145_096_704 / 2_681_856] * 3

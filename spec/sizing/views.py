@@ -386,11 +386,14 @@ class SweepRow:
     replayssm_ring: tuple[int, int]
     speculative: Mapping[View, tuple[int, int]]
 
-    def ratio(self, view: View, /, *, per_request: bool = False) -> float | None:
-        """Speculative state over the seed's ring; None when there is no ring (no drafts)."""
-        index = 0 if per_request else 1
-        ring = self.seed_ring[index]
-        return None if ring == 0 else self.speculative[view][index] / ring
+    def ratio(self, view: View, /) -> float | None:
+        """The headline ratio: speculative state over the seed's ring, both per request.
+
+        Per request, so that neither ``--batch`` nor ``--mtp-slots`` changes it;
+        None when there is no ring (no drafts).
+        """
+        ring = self.seed_ring[0]
+        return None if ring == 0 else self.speculative[view][0] / ring
 
     def as_dict(self) -> SweepFigures:
         """The row as a JSON-ready mapping."""

@@ -99,6 +99,9 @@ _SPECULATIVE_FORMULA: Final = {
     View.SGLANG_REPLAYSSM: "((D+K-2) conv columns + L ReplaySSM records), D = num_drafts + 1",
 }
 
+#: The headline ratio, said once wherever it is shown.
+_RATIO_DEFINITION: Final = "one request's speculative state over one slot's seed ring"
+
 #: Old view names that still work, and the view each now names.
 _VIEW_ALIASES: Final = {"vllm-align": View.VLLM}
 
@@ -470,8 +473,11 @@ def _size(arguments: argparse.Namespace, /) -> int:
         )
     except UnsupportedDtypeError as error:
         raise _unsupported(error, arguments) from None
-    ring = replay.batch_ring_bytes if arguments.batch else replay.pool_ring_bytes
-    ratio = snapshot.speculative_bytes / ring if ring else None
+    # The headline ratio, per request on both sides so that no count of
+    # requests or slots changes it: what one request's drafting holds over
+    # one slot's ring.
+    ring = replay.pool_ring_bytes // replay.pool_slots
+    ratio = snapshot.speculative_bytes_per_request / ring if ring else None
     fits = _fits(arguments, model, setup)
     # Drawn first, so that a plot that cannot be written leaves no report behind.
     if arguments.plot is not None:
@@ -716,8 +722,7 @@ def _sections(
     ]
     if s.view is not View.MODULE:
         snapshot.append(("of which pool padding", _human(padding)))
-    over = "the batch's ring" if arguments.batch else "the pool allocation"
-    snapshot.append(("speculative / ring", f"{_ratio(ratio)}  (over {over})"))
+    snapshot.append(("speculative / ring", f"{_ratio(ratio)}  (per request: {_RATIO_DEFINITION})"))
     heading = (
         "Estimate, not part of the module's contract: "
         f"snapshot state, {s.view.value} view, {s.view.engine} (docs/sizing.md)"
@@ -798,7 +803,7 @@ def _sweep(
     else:
         markdown = output is OutputFormat.MARKDOWN
         tables = [
-            _sweep_table(rows, arguments, setup, markdown=markdown, per_request=per_request)
+            _sweep_table(rows, arguments, markdown=markdown, per_request=per_request)
             for per_request in (False, True)
         ]
         print("\n\n".join(tables))
@@ -839,7 +844,6 @@ def _sweep_rows(
 def _sweep_table(
     rows: Sequence[SweepRow],
     arguments: argparse.Namespace,
-    setup: Setup,
     /,
     *,
     markdown: bool,
@@ -860,31 +864,20 @@ def _sweep_table(
             _short(row.seed_ring[index]),
             _short(row.minimal_ring[index]),
             _short(row.replayssm_ring[index]),
-            *(
-                f"{_short(row.speculative[v][index])}"
-                f" ({_ratio(row.ratio(v, per_request=per_request))})"
-                for v in views
-            ),
+            *(f"{_short(row.speculative[v][index])} ({_ratio(row.ratio(v))})" for v in views),
         ]
         for row in rows
     ]
     if per_request:
-        scope = "Per request"
+        caption = "Per request; (x) as above."
     else:
         who = f"--batch {arguments.batch}" if arguments.batch else "--mtp-slots"
-        scope = (
-            f"Per GPU (--tp {arguments.tp}): the seed's rings over {_slots(arguments)} slots,"
-            f" the engines' {_count(_requests(arguments), 'request')} ({who}) with their pool"
-            " padding"
+        caption = (
+            f"Per GPU (--tp {arguments.tp}): rings over {_slots(arguments)} seed slots, views"
+            f" over {_count(_requests(arguments), 'request')} ({who}) and their pools' padding."
+            f" (x): {_RATIO_DEFINITION}. Designs: docs/replay.md; views: docs/sizing.md;"
+            " exact bytes: --format json."
         )
-    follows = "; ".join(f"{v.value}: {v.engine}, {setup.describe(v)}" for v in views)
-    caption = (
-        f"{scope}. Rings (docs/replay.md's designs): the seed's replay ring, design"
-        f" {ReplayDesign.SEED_ROW.value}; the minimal ring, {rings.MINIMAL_RING_SCOPE};"
-        f" SGLang {sglang.VERSION}'s ReplaySSM ring, design {ReplayDesign.REPLAYSSM.value}."
-        " Views (estimates, docs/sizing.md), each with its ratio to the seed's ring:"
-        f" {follows}. Exact bytes with --format json"
-    )
     if markdown:
         lines = [caption, "", "| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
         lines += ["| " + " | ".join(cells) + " |" for cells in body]

@@ -57,7 +57,8 @@ def _cases(directory: Path) -> list[dict[str, Any]]:
         cases.append({"config": str(config), "tp": 1, "drafts": 3, "method": "ngram"})
         cases.append({"config": str(config), "tp": 8, "drafts": 8})
     cases.append({"config": str(_defaults_config(directory)), "tp": 1, "drafts": 3})
-    lengths = (32_768, 4_096, 262_144)
+    # The example configs leave max_position_embeddings at its class default, 32,768.
+    lengths = (32_768, 4_096, 20_000)
     for index, case in enumerate(cases):
         case["kv_cache_memory_bytes"] = (40 + index) * GIB
         case["max_model_len"] = lengths[index % len(lengths)]
