@@ -20,7 +20,8 @@ Then vLLM's own chain: ``EngineArgs.create_engine_config``; the model's mixer
 layers (its GDN and attention layers, and the MTP drafter's attention layers)
 built on the meta device, as the model classes build them;
 ``update_block_size_for_backend``; the runner's ``get_kv_cache_spec``;
-``resolve_kv_cache_layout``; ``get_global_kv_cache_groups``;
+``resolve_kv_cache_layout``; ``get_global_kv_cache_groups``; the worker's
+``reserve_mm_ipc_gpu_memory`` on ``--kv-cache-memory-bytes``;
 ``get_kv_cache_configs``; and ``get_kv_cache_capacity``.
 """
 
@@ -232,6 +233,7 @@ def plan(case: dict[str, Any]) -> dict[str, Any]:
     import vllm.distributed.parallel_state as parallel  # noqa: PLC0415
     from vllm.config import set_current_vllm_config  # noqa: PLC0415
     from vllm.engine.arg_utils import EngineArgs  # noqa: PLC0415
+    from vllm.multimodal.gpu_ipc_memory import reserve_mm_ipc_gpu_memory  # noqa: PLC0415
     from vllm.platforms import current_platform  # noqa: PLC0415
     from vllm.v1.attention.backends.utils import resolve_kv_cache_layout  # noqa: PLC0415
     from vllm.v1.core.kv_cache_planning import (  # noqa: PLC0415
@@ -245,7 +247,6 @@ def plan(case: dict[str, Any]) -> dict[str, Any]:
     from vllm.v1.core.single_type_kv_cache_manager import (  # noqa: PLC0415
         register_all_kvcache_specs,
     )
-    from vllm.v1.kv_cache_interface import FullAttentionSpec, MambaSpec  # noqa: PLC0415
     from vllm.v1.worker.gpu_model_runner import GPUModelRunner  # noqa: PLC0415
     from vllm.v1.worker.worker_base import WorkerBase  # noqa: PLC0415
 
@@ -298,16 +299,30 @@ def plan(case: dict[str, Any]) -> dict[str, Any]:
         )
         resolve_kv_cache_layout(engine, [layouts], list(specs.values()))
         groups = get_global_kv_cache_groups(engine, [specs])
-        (kv_config,) = get_kv_cache_configs(engine, [specs], [memory], groups)
+        # What the worker reports for --kv-cache-memory-bytes (gpu_worker.py:656-681):
+        # the flag's bytes, less any multimodal frontend reservation (none by default).
+        available = reserve_mm_ipc_gpu_memory(memory, engine.model_config.multimodal_config, 1)
+        (kv_config,) = get_kv_cache_configs(engine, [specs], [available], groups)
         tokens, concurrency = get_kv_cache_capacity(
             engine, generate_scheduler_kv_cache_config([kv_config])
         )
+    return {**case, **_figures(engine, specs, kv_config, tokens, concurrency)}
+
+
+def _figures(
+    engine: Any,
+    specs: dict[str, Any],
+    kv_config: Any,
+    tokens: int,
+    concurrency: float,
+) -> dict[str, Any]:
+    from vllm.v1.kv_cache_interface import FullAttentionSpec, MambaSpec  # noqa: PLC0415
+
     mamba = next(spec for spec in specs.values() if isinstance(spec, MambaSpec))
     attention = next(spec for spec in specs.values() if isinstance(spec, FullAttentionSpec))
     (pool,) = {tensor.size for tensor in kv_config.kv_cache_tensors}
     align = engine.cache_config.mamba_cache_mode == "align"
     return {
-        **case,
         "page_bytes": int(mamba.real_page_size_bytes),
         "padded_page_bytes": int(mamba.page_size_bytes),
         "block_size": int(attention.block_size),
