@@ -8,6 +8,7 @@ everyday suite needs no engine. Cited lines are in the released wheel.
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 from typing import Final
@@ -18,6 +19,7 @@ from ssm_rollback_spec.sizing import capacity, vllm
 from ssm_rollback_spec.sizing import dimensions as dims
 from ssm_rollback_spec.sizing.dtypes import dtypes_from_config
 from ssm_rollback_spec.sizing.views import Model, Setup, View, size_view, vllm_plan
+from ssm_rollback_spec.tools.size import add_size_command
 from tests.child import run_module
 
 EXAMPLES: Final = Path(__file__).resolve().parents[1] / "examples"
@@ -185,3 +187,33 @@ def test_the_headline_ratio_does_not_change_with_the_batch() -> None:
         ratios.append(json.loads(finished.stdout)["snapshot_to_replay"])
     # 145,096,704 B of speculative state over one slot's ring, 3 x 36 x 24,832 B.
     assert ratios == [145_096_704 / 2_681_856] * 3
+
+
+def test_every_size_flag_has_help() -> None:
+    parser = argparse.ArgumentParser()
+    add_size_command(parser.add_subparsers())
+    (size,) = (
+        action.choices["size"]
+        for action in parser._actions  # noqa: SLF001 - argparse keeps its subparsers here
+        if isinstance(action, argparse._SubParsersAction)  # noqa: SLF001
+    )
+    missing = [
+        action.option_strings[0]
+        for action in size._actions  # noqa: SLF001
+        if action.option_strings and not action.help
+    ]
+    assert missing == []
+
+
+def test_explicit_dimensions_say_which_dtype_they_assume() -> None:
+    finished = run_module(
+        "ssm_rollback_spec.tools.cli", "size", "--gdn-layers", "36", "--key-heads", "16",
+        "--key-head-dim", "128", "--value-heads", "32", "--value-head-dim", "128",
+        "--conv-kernel", "4", "--num-drafts", "3", "--mtp-slots", "1", "--engine", "sglang",
+        timeout=120,
+    )  # fmt: skip
+    assert finished.returncode == 0, finished.stderr
+    assert (
+        "  dtypes assumed         a bf16 model: explicit dimensions name no dtype"
+        " (--state-dtype and --conv-dtype say otherwise)\n"
+    ) in finished.stdout

@@ -99,6 +99,11 @@ _SPECULATIVE_FORMULA: Final = {
     View.SGLANG_REPLAYSSM: "((D+K-2) conv columns + L ReplaySSM records), D = num_drafts + 1",
 }
 
+#: What explicit dimensions leave each view to assume.
+_ASSUMED_DTYPES: Final = (
+    "a bf16 model: explicit dimensions name no dtype (--state-dtype and --conv-dtype say otherwise)"
+)
+
 #: The headline ratio, said once wherever it is shown.
 _RATIO_DEFINITION: Final = "one request's speculative state over one slot's seed ring"
 
@@ -656,14 +661,16 @@ def _plan_rows(plan: vllm.VllmPlan, /) -> list[tuple[str, str]]:
         (
             "resident per request",
             (
-                f"{_human(plan.resident_bytes_per_request)}  ({plan.gdn_groups} groups x"
+                f"{_human(plan.resident_bytes_per_request)}"
+                f"  ({_count(plan.gdn_groups, 'group')} x"
                 f" {plan.resident_blocks} blocks, what decoding holds)"
             ),
         ),
         (
             "admission per request",
             (
-                f"{_human(plan.admission_bytes_per_request)}  ({plan.gdn_groups} groups x"
+                f"{_human(plan.admission_bytes_per_request)}"
+                f"  ({_count(plan.gdn_groups, 'group')} x"
                 f" {plan.admission_blocks} blocks, what vLLM counts to admit)"
             ),
         ),
@@ -684,6 +691,7 @@ def _sections(
     snapshot = [
         ("follows", s.view.engine),
         ("setup", s.setup),
+        *([] if arguments.config is not None else [("dtypes assumed", _ASSUMED_DTYPES)]),
         (
             "recurrent state h",
             (
