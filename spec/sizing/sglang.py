@@ -52,7 +52,7 @@ MAMBA_DTYPES: Final = frozenset({Dtype.FP32, Dtype.BF16, Dtype.FP16})
 SOURCES: Final = {
     "state shape": Source(
         "sglang/srt/configs/mamba_utils.py",
-        "222-229",
+        "222-236",
         "Mamba2StateShape.create: conv state (conv_dim / tp, conv_kernel - 1); temporal "
         "state (num_heads / tp, head_dim, state_size)",
     ),

@@ -3,9 +3,10 @@
 
 Runs ``tests/planners/vllm_planner.py`` in the planners venv
 (``tests/planners/install.sh``; ``$PLANNERS_PYTHON`` names another
-interpreter), over the example configs and one that leaves its attention
-fields to transformers' defaults, at TP 1, 2 and 8, 1 to 8 drafts, with
-prefix caching on and off and with an MTP or an n-gram drafter.
+interpreter), over the example configs, one that leaves its attention fields
+to transformers' defaults and three other sizes of the same families, at TP
+1, 2 and 8, 1 to 8 drafts, with prefix caching on and off and with an MTP or
+an n-gram drafter.
 """
 
 from __future__ import annotations
@@ -48,6 +49,29 @@ def _defaults_config(directory: Path) -> Path:
     return path
 
 
+def _family_configs(directory: Path) -> list[Path]:
+    # Other sizes of the same families: a Qwen3-Next whose attention and GDN
+    # counts are within 1.5x of each other (the group size is then the larger),
+    # a Qwen3.5 dense with transformers' attention defaults (4 KV heads of 256)
+    # and 64 value heads, and a Qwen3.5 MoE laid out by layer_types alone.
+    next_config = json.loads(QWEN3_NEXT.read_text(encoding="utf-8"))
+    next_config.update({"num_hidden_layers": 24, "full_attention_interval": 2})
+    dense = json.loads(QWEN3_5_27B.read_text(encoding="utf-8"))
+    for field in ("num_key_value_heads", "head_dim", "num_attention_heads"):
+        del dense["text_config"][field]
+    dense["text_config"].update({"num_hidden_layers": 32, "linear_num_value_heads": 64})
+    moe = json.loads(QWEN3_5_35B_A3B.read_text(encoding="utf-8"))
+    layers = ["full_attention" if (i + 1) % 5 == 0 else "linear_attention" for i in range(40)]
+    moe["text_config"]["layer_types"] = layers
+    del moe["text_config"]["full_attention_interval"]
+    paths = []
+    for name, config in (("next-24", next_config), ("dense-32", dense), ("moe-5", moe)):
+        path = directory / f"{name}.config.json"
+        path.write_text(json.dumps(config), encoding="utf-8")
+        paths.append(path)
+    return paths
+
+
 def _cases(directory: Path) -> list[dict[str, Any]]:
     cases: list[dict[str, Any]] = []
     for config in (QWEN3_NEXT, QWEN3_5_27B, QWEN3_5_35B_A3B):
@@ -57,6 +81,8 @@ def _cases(directory: Path) -> list[dict[str, Any]]:
         cases.append({"config": str(config), "tp": 1, "drafts": 3, "method": "ngram"})
         cases.append({"config": str(config), "tp": 8, "drafts": 8})
     cases.append({"config": str(_defaults_config(directory)), "tp": 1, "drafts": 3})
+    for config in _family_configs(directory):
+        cases += [{"config": str(config), "tp": tp, "drafts": 2} for tp in (1, 2)]
     # The example configs leave max_position_embeddings at its class default, 32,768.
     lengths = (32_768, 4_096, 20_000)
     for index, case in enumerate(cases):
@@ -99,10 +125,9 @@ def _size(case: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_every_case_was_planned(planned: list[dict[str, Any]], tmp_path: Path) -> None:
-    assert [case["config"] for case in planned][:-1] == [
-        case["config"] for case in _cases(tmp_path)
-    ][:-1]
-    assert len(planned) == 28
+    names = [Path(case["config"]).name for case in _cases(tmp_path)]
+    assert [Path(case["config"]).name for case in planned] == names
+    assert len(planned) == 34
 
 
 def test_size_prints_vllms_own_figures(planned: list[dict[str, Any]]) -> None:
