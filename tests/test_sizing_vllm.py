@@ -217,3 +217,14 @@ def test_explicit_dimensions_say_which_dtype_they_assume() -> None:
         "  dtypes assumed         a bf16 model: explicit dimensions name no dtype"
         " (--state-dtype and --conv-dtype say otherwise)\n"
     ) in finished.stdout
+
+
+def test_a_ring_counts_against_the_room_for_one_request() -> None:
+    # 66 blocks of 15,335,424 B fit in 67 blocks' memory; the seed's ring on top does not.
+    memory = 67 * 15_335_424 + 1
+    snapshot, seed, _ = capacity.vllm_fit(
+        _model(), Setup(), num_drafts=3, kv_cache_bytes=memory, max_model_len=32_768
+    )
+    assert not snapshot.fits
+    assert seed.capacity.fits
+    assert not seed.fits

@@ -77,6 +77,13 @@ class Fit:
         return self.capacity.kv_cache_bytes / (cost + self.ring_bytes_per_request)
 
     @property
+    def fits(self) -> bool:
+        """Whether one request at max_model_len, ring included, fits beside the null block."""
+        cost = self.capacity.blocks_per_request * self.plan.block_bytes
+        room = self.capacity.kv_cache_bytes - self.plan.block_bytes
+        return cost + self.ring_bytes_per_request <= room
+
+    @property
     def tokens(self) -> int:
         """``concurrency x max_model_len``, truncated as vLLM truncates it."""
         return int(self.concurrency * self.capacity.max_model_len)
@@ -91,7 +98,7 @@ class Fit:
             ring_bytes_per_request=self.ring_bytes_per_request,
             tokens=self.tokens,
             concurrency=self.concurrency,
-            fits=self.capacity.fits,
+            fits=self.fits,
         )
 
 

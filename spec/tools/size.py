@@ -565,7 +565,7 @@ def _fit_section(fits: Sequence[capacity.Fit], arguments: argparse.Namespace, /)
             if not fit.ring_bytes_per_request
             else f", ring {_human(fit.ring_bytes_per_request)} per request"
         )
-        verdict = "" if fit.capacity.fits else "; vLLM refuses to start: one request does not fit"
+        verdict = "" if fit.fits else "; vLLM refuses to start: one request does not fit"
         rows.append(
             (
                 _DESIGN_LABELS[fit.design],
