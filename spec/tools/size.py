@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Final, TypedDict
 from .. import SPEC_VERSION
 from ..harness.files import JsonFileError, read_json_file
 from ..replay.rows import ReplayDesign
+from ..sizing import capacity, replayssm, rings, sglang, vllm
 from ..sizing import dimensions as dims
-from ..sizing import replayssm, rings, sglang, vllm
 from ..sizing.dtypes import Dtype, UnsupportedDtypeError, dtypes_from_config
 from ..sizing.views import (
     Model,
@@ -47,6 +47,16 @@ class OutputFormat(enum.Enum):
     MARKDOWN = "markdown"
 
 
+#: What each dimension flag gives, for --help.
+_DIMENSION_HELP: Final = {
+    "gdn_layers": "GDN layers",
+    "key_heads": "GDN key heads",
+    "key_head_dim": "GDN key head dimension",
+    "value_heads": "GDN value heads",
+    "value_head_dim": "GDN value head dimension",
+    "conv_kernel": "GDN conv kernel width K",
+}
+
 #: Each dimension flag and the GdnDimensions field it sets.
 _DIMENSION_FLAGS: Final = {
     "gdn_layers": "num_gdn_layers",
@@ -76,7 +86,7 @@ _FIGURE_NAMES: Final = {
 #: What each view's base state is, per request and layer.
 _BASE_FORMULA: Final = {
     View.MODULE: "(h + (K-1) conv columns)",
-    View.VLLM: "the blocks with no drafts, each a page of (h + (K-1) columns), padded",
+    View.VLLM: "the resident blocks with no drafts (GDN groups x blocks of the pool)",
     View.SGLANG: "R x (h + (K-1) conv columns), R states per running request",
     View.SGLANG_REPLAYSSM: "R x (h + (K-1) conv columns), R states per running request",
 }
@@ -84,10 +94,18 @@ _BASE_FORMULA: Final = {
 #: What each view adds for speculation, per request and layer.
 _SPECULATIVE_FORMULA: Final = {
     View.MODULE: "k x (h + (K-1) conv columns), the dense layout",
-    View.VLLM: "blocks x pages of (h + (K-1+num_drafts) columns), padded, less the base",
+    View.VLLM: "the resident blocks at these drafts, less the base",
     View.SGLANG: "(D x h + (D+K-2) conv columns), D = num_drafts + 1",
     View.SGLANG_REPLAYSSM: "((D+K-2) conv columns + L ReplaySSM records), D = num_drafts + 1",
 }
+
+#: What explicit dimensions leave each view to assume.
+_ASSUMED_DTYPES: Final = (
+    "a bf16 model: explicit dimensions name no dtype (--state-dtype and --conv-dtype say otherwise)"
+)
+
+#: The headline ratio, said once wherever it is shown.
+_RATIO_DEFINITION: Final = "one request's speculative state over one slot's seed ring"
 
 #: Old view names that still work, and the view each now names.
 _VIEW_ALIASES: Final = {"vllm-align": View.VLLM}
@@ -95,11 +113,19 @@ _VIEW_ALIASES: Final = {"vllm-align": View.VLLM}
 _PLOT_SUFFIXES: Final = (".png", ".svg")
 
 
+class _FitReport(TypedDict):
+    engine: str
+    kv_cache_memory_bytes: int
+    max_model_len: int
+    designs: list[capacity.FitFigures]
+
+
 class _Report(TypedDict):
     spec_version: str
     tp: int
     replay: rings.ReplayFigures
     snapshot: SnapshotFigures
+    fit: _FitReport | None
     snapshot_to_replay: float | None
     preflight_covers_pool: bool
     shortfall_bytes: int
@@ -154,14 +180,31 @@ def _draft_counts(text: str, /) -> tuple[int, ...]:
     return tuple(sorted({value for low, high in spans for value in range(low, high + 1)}))
 
 
+#: Binary units ``--kv-cache-memory-bytes`` takes after a whole number.
+_BYTE_UNITS: Final = {"KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
+
+
+def _bytes(text: str, /) -> int:
+    """An argparse type: a whole number of bytes, or one with a KiB, MiB, GiB or TiB suffix."""
+    for unit, scale in _BYTE_UNITS.items():
+        if text.endswith(unit):
+            return _positive(text.removesuffix(unit)) * scale
+    return _positive(text)
+
+
 def add_size_command(commands: argparse._SubParsersAction[argparse.ArgumentParser], /) -> None:
     """Add ``size`` and its options."""
     size = commands.add_parser(
         "size", help="size the replay ring (and the engines' snapshot state) for a design review"
     )
     size.add_argument("--config", metavar="PATH", help="a Hugging Face style config.json")
-    for flag in _DIMENSION_FLAGS:
-        size.add_argument(f"--{flag.replace('_', '-')}", type=_positive, metavar="N")
+    for flag, help_text in _DIMENSION_HELP.items():
+        size.add_argument(
+            f"--{flag.replace('_', '-')}",
+            type=_positive,
+            metavar="N",
+            help=f"{help_text} (instead of --config; the views then assume a bf16 model)",
+        )
     size.add_argument(
         "--num-drafts",
         type=_draft_counts,
@@ -169,7 +212,13 @@ def add_size_command(commands: argparse._SubParsersAction[argparse.ArgumentParse
         metavar="N|A,B|A-B",
         help="drafts per step; several values (1,3,7) or a range (1-8) print a sweep",
     )
-    size.add_argument("--mtp-slots", type=whole_number, required=True, metavar="N")
+    size.add_argument(
+        "--mtp-slots",
+        type=whole_number,
+        required=True,
+        metavar="N",
+        help="the module's MTP slots (its pool adds a dummy slot); the engines' requests",
+    )
     size.add_argument(
         "--mtp-state-slots",
         type=whole_number,
@@ -212,6 +261,26 @@ def add_size_command(commands: argparse._SubParsersAction[argparse.ArgumentParse
         help="the GPU generation the vllm view runs on (default: sm90)",
     )
     size.add_argument(
+        "--speculative-method",
+        choices=[method.value for method in vllm.SpeculativeMethod],
+        default=vllm.SpeculativeMethod.MTP.value,
+        help="the vllm view's drafter: mtp (default, as the Qwen model cards serve) adds the"
+        " MTP layer's attention to the KV-cache grouping; ngram adds none",
+    )
+    size.add_argument(
+        "--kv-cache-memory-bytes",
+        type=_bytes,
+        metavar="BYTES",
+        help="KV-cache memory per GPU (vLLM's flag; 40GiB or bytes): print what vLLM logs at"
+        " startup, and what each replay ring makes of the same memory (needs --max-model-len)",
+    )
+    size.add_argument(
+        "--max-model-len",
+        type=_positive,
+        metavar="TOKENS",
+        help="tokens per request for --kv-cache-memory-bytes (vLLM's flag)",
+    )
+    size.add_argument(
         "--disable-radix-cache",
         action="store_true",
         help=f"the sglang views without the radix cache ({sglang.ENGINE})",
@@ -226,7 +295,12 @@ def add_size_command(commands: argparse._SubParsersAction[argparse.ArgumentParse
     size.add_argument("--tp", type=_positive, default=1, metavar="N", help="tensor-parallel GPUs")
     size.add_argument("--batch", type=_positive, metavar="N", help="concurrent requests")
     output = size.add_mutually_exclusive_group()
-    output.add_argument("--format", choices=[f.value for f in OutputFormat], default="text")
+    output.add_argument(
+        "--format",
+        choices=[f.value for f in OutputFormat],
+        default="text",
+        help="text (default), json (exact integers) or markdown tables",
+    )
     output.add_argument("--json", metavar="PATH", help="write the figures as JSON (- for stdout)")
     size.add_argument("--plot", metavar="PATH", help="draw bytes against num_drafts (.png, .svg)")
     size.set_defaults(run=_size)
@@ -275,6 +349,7 @@ def _model(arguments: argparse.Namespace, config: dict[str, object] | None, /) -
     attention = None
     found = None
     architecture = None
+    attention_layers, drafter_layers, sglang_layers = 0, 1, None
     if config is not None:
         if any(value is not None for value in given.values()):
             raise CliError("give either --config or the explicit dimensions, not both")
@@ -282,6 +357,9 @@ def _model(arguments: argparse.Namespace, config: dict[str, object] | None, /) -
             dimensions = dims.dimensions_from_config(config)
             attention = dims.attention_from_config(config)
             found = dtypes_from_config(config)
+            attention_layers = dims.attention_layers_from_config(config)
+            drafter_layers = dims.drafter_layers_from_config(config)
+            sglang_layers = dims.interval_gdn_layers_from_config(config)
         except dims.ConfigError as error:
             raise CliError(f"--config {arguments.config}: {error}") from None
         architecture = dims.architecture_from_config(config)
@@ -301,6 +379,9 @@ def _model(arguments: argparse.Namespace, config: dict[str, object] | None, /) -
         dimensions=dimensions,
         attention=None if attention is None else attention.per_gpu(arguments.tp),
         architecture=architecture,
+        attention_layers=attention_layers,
+        drafter_layers=drafter_layers,
+        sglang_gdn_layers=sglang_layers,
         **({} if found is None else {"dtypes": found}),
     )
 
@@ -308,7 +389,11 @@ def _model(arguments: argparse.Namespace, config: dict[str, object] | None, /) -
 def _setup(arguments: argparse.Namespace, /) -> Setup:
     length = arguments.linear_replayssm_cache_len
     return Setup(
-        vllm=vllm.VllmSetup(prefix_caching=arguments.prefix_caching, gpu=vllm.Gpu(arguments.gpu)),
+        vllm=vllm.VllmSetup(
+            prefix_caching=arguments.prefix_caching,
+            gpu=vllm.Gpu(arguments.gpu),
+            method=vllm.SpeculativeMethod(arguments.speculative_method),
+        ),
         sglang=sglang.SglangSetup(radix_cache=not arguments.disable_radix_cache),
         replayssm_cache_len=length or replayssm.DEFAULT_CACHE_LEN,
         recurrent=None if arguments.state_dtype is None else Dtype(arguments.state_dtype),
@@ -355,6 +440,8 @@ def _requests(arguments: argparse.Namespace, /) -> int:
 
 def _size(arguments: argparse.Namespace, /) -> int:
     _check_plot_path(arguments)
+    if len(arguments.num_drafts) > 1 and _check_fit_flags(arguments):
+        raise CliError("--kv-cache-memory-bytes sizes one review; leave it out of a sweep")
     config = _config(arguments)
     model = _model(arguments, config)
     setup = _setup(arguments)
@@ -391,8 +478,12 @@ def _size(arguments: argparse.Namespace, /) -> int:
         )
     except UnsupportedDtypeError as error:
         raise _unsupported(error, arguments) from None
-    ring = replay.batch_ring_bytes if arguments.batch else replay.pool_ring_bytes
-    ratio = snapshot.speculative_bytes / ring if ring else None
+    # The headline ratio, per request on both sides so that no count of
+    # requests or slots changes it: what one request's drafting holds over
+    # one slot's ring.
+    ring = replay.pool_ring_bytes // replay.pool_slots
+    ratio = snapshot.speculative_bytes_per_request / ring if ring else None
+    fits = _fits(arguments, model, setup)
     # Drawn first, so that a plot that cannot be written leaves no report behind.
     if arguments.plot is not None:
         _plot(arguments, model, setup, counts)
@@ -403,6 +494,14 @@ def _size(arguments: argparse.Namespace, /) -> int:
             tp=arguments.tp,
             replay=replay.as_dict(),
             snapshot=snapshot.as_dict(),
+            fit=None
+            if fits is None
+            else _FitReport(
+                engine=vllm.ENGINE,
+                kv_cache_memory_bytes=arguments.kv_cache_memory_bytes,
+                max_model_len=arguments.max_model_len,
+                designs=[fit.as_dict() for fit in fits],
+            ),
             snapshot_to_replay=ratio,
             preflight_covers_pool=replay.preflight_covers_pool,
             shortfall_bytes=replay.shortfall_bytes,
@@ -410,11 +509,80 @@ def _size(arguments: argparse.Namespace, /) -> int:
         write_json(arguments.json or "-", report)
     else:
         sections = _sections(model.dimensions, replay, snapshot, ratio, arguments)
+        if fits is not None:
+            sections.append(_fit_section(fits, arguments))
         print(_markdown(sections) if output is OutputFormat.MARKDOWN else _text(sections))
     return ExitStatus.OK
 
 
 _Section = tuple[str, list[tuple[str, str]]]
+
+
+def _check_fit_flags(arguments: argparse.Namespace, /) -> bool:
+    memory, length = arguments.kv_cache_memory_bytes, arguments.max_model_len
+    if memory is None and length is None:
+        return False
+    if memory is None or length is None:
+        given = "--kv-cache-memory-bytes" if length is None else "--max-model-len"
+        other = "--max-model-len" if length is None else "--kv-cache-memory-bytes"
+        raise CliError(f"{given} needs {other}")
+    return True
+
+
+def _fits(
+    arguments: argparse.Namespace, model: Model, setup: Setup, /
+) -> list[capacity.Fit] | None:
+    if not _check_fit_flags(arguments):
+        return None
+    try:
+        return capacity.vllm_fit(
+            model,
+            setup,
+            num_drafts=arguments.num_drafts,
+            kv_cache_bytes=arguments.kv_cache_memory_bytes,
+            max_model_len=arguments.max_model_len,
+        )
+    except rings.SizingOverflowError as error:
+        raise _overflow(error, arguments) from None
+    except UnsupportedDtypeError as error:
+        raise _unsupported(error, arguments) from None
+
+
+#: How each design is named in the fit section.
+_DESIGN_LABELS: Final = {
+    capacity.Design.SNAPSHOT: f"{vllm.ENGINE} as it runs",
+    capacity.Design.SEED_ROW: "with the seed's replay ring",
+    capacity.Design.REPLAYSSM: "with ReplaySSM's ring",
+}
+
+
+def _fit_section(fits: Sequence[capacity.Fit], arguments: argparse.Namespace, /) -> _Section:
+    length = arguments.max_model_len
+    rows = []
+    for fit in fits:
+        ring = (
+            ""
+            if not fit.ring_bytes_per_request
+            else f", ring {_human(fit.ring_bytes_per_request)} per request"
+        )
+        verdict = "" if fit.fits else "; vLLM refuses to start: one request does not fit"
+        rows.append(
+            (
+                _DESIGN_LABELS[fit.design],
+                (
+                    f"GPU KV cache size: {fit.tokens:,} tokens, Maximum concurrency for"
+                    f" {length:,} tokens per request: {fit.concurrency:.2f}x"
+                    f"  ({fit.capacity.num_blocks:,} blocks of {_human(fit.plan.block_bytes)},"
+                    f" {fit.capacity.blocks_per_request} per request{ring}){verdict}"
+                ),
+            )
+        )
+    heading = (
+        f"How many requests fit in --kv-cache-memory-bytes {arguments.kv_cache_memory_bytes:,}"
+        f" per GPU at --max-model-len {length:,} ({vllm.ENGINE}; the replay lines are"
+        " estimates)"
+    )
+    return heading, rows
 
 
 def _replay_section(
@@ -468,6 +636,47 @@ def _replay_section(
     return replay
 
 
+def _plan_rows(plan: vllm.VllmPlan, /) -> list[tuple[str, str]]:
+    page = plan.layout
+    padded = (
+        "not padded: no attention layers (explicit dimensions)"
+        if page.padded_page_bytes is None
+        else f"padded to {_human(page.padded_page_bytes)} (attention block of"
+        f" {page.block_size} tokens)"
+    )
+    return [
+        ("page", f"{_human(page.page_bytes)} per layer, {padded}"),
+        (
+            "grouping",
+            (
+                f"{plan.gdn_layers} GDN and {plan.attention_layers} attention layers in groups"
+                f" of {plan.group_size}: {plan.gdn_groups} GDN and"
+                f" {plan.attention_groups} attention groups"
+            ),
+        ),
+        (
+            "pool block",
+            f"{_human(plan.block_bytes)}  ({plan.group_size} pages); the null block is one",
+        ),
+        (
+            "resident per request",
+            (
+                f"{_human(plan.resident_bytes_per_request)}"
+                f"  ({_count(plan.gdn_groups, 'group')} x"
+                f" {plan.resident_blocks} blocks, what decoding holds)"
+            ),
+        ),
+        (
+            "admission per request",
+            (
+                f"{_human(plan.admission_bytes_per_request)}"
+                f"  ({_count(plan.gdn_groups, 'group')} x"
+                f" {plan.admission_blocks} blocks, what vLLM counts to admit)"
+            ),
+        ),
+    ]
+
+
 def _sections(
     d: dims.GdnDimensions,
     f: rings.ReplaySizing,
@@ -477,10 +686,12 @@ def _sections(
     /,
 ) -> list[_Section]:
     layers = f"{_count(s.requests, 'slot' if s.view is View.MODULE else 'request')} x"
-    layers += f" {f.num_gdn_layers} layers"
+    if s.view is not View.VLLM:
+        layers += f" {f.num_gdn_layers} layers x"
     snapshot = [
         ("follows", s.view.engine),
         ("setup", s.setup),
+        *([] if arguments.config is not None else [("dtypes assumed", _ASSUMED_DTYPES)]),
         (
             "recurrent state h",
             (
@@ -496,22 +707,8 @@ def _sections(
             ),
         ),
     ]
-    if s.page is not None:
-        padded = (
-            "not padded: the config names no attention fields"
-            if s.page.padded_page_bytes is None
-            else f"padded to {_human(s.page.padded_page_bytes)} (attention block of"
-            f" {s.page.block_size} tokens)"
-        )
-        snapshot.append(
-            (
-                "page",
-                (
-                    f"{_human(s.page.page_bytes)} per layer, {padded};"
-                    f" {s.page.blocks_per_request} blocks per request"
-                ),
-            )
-        )
+    if s.plan is not None:
+        snapshot += _plan_rows(s.plan)
     if s.replayssm_record_bytes is not None:
         snapshot.append(
             (
@@ -524,17 +721,16 @@ def _sections(
         )
     padding = s.base_padding_bytes + s.speculative_padding_bytes
     snapshot += [
-        ("base state", f"{_human(s.base_bytes)}  ({layers} x {_BASE_FORMULA[s.view]})"),
+        ("base state", f"{_human(s.base_bytes)}  ({layers} {_BASE_FORMULA[s.view]})"),
         (
             "speculative state",
-            f"{_human(s.speculative_bytes)}  ({layers} x {_SPECULATIVE_FORMULA[s.view]})",
+            f"{_human(s.speculative_bytes)}  ({layers} {_SPECULATIVE_FORMULA[s.view]})",
         ),
         ("base + speculative", _human(s.total_bytes)),
     ]
     if s.view is not View.MODULE:
         snapshot.append(("of which pool padding", _human(padding)))
-    over = "the batch's ring" if arguments.batch else "the pool allocation"
-    snapshot.append(("speculative / ring", f"{_ratio(ratio)}  (over {over})"))
+    snapshot.append(("speculative / ring", f"{_ratio(ratio)}  (per request: {_RATIO_DEFINITION})"))
     heading = (
         "Estimate, not part of the module's contract: "
         f"snapshot state, {s.view.value} view, {s.view.engine} (docs/sizing.md)"
@@ -544,11 +740,12 @@ def _sections(
 
 def _text(sections: Sequence[_Section], /) -> str:
     lines: list[str] = []
+    width = max(25, *(len(label) + 3 for _, rows in sections[1:] for label, _ in rows))
     for index, (heading, rows) in enumerate(sections):
         indent = "" if index == 0 else "  "
         if index:
             lines += ["", heading]
-        lines += [f"{indent}{label:<{25 - len(indent)}}{value}" for label, value in rows]
+        lines += [f"{indent}{label:<{width - len(indent)}}{value}" for label, value in rows]
     return "\n".join(lines)
 
 
@@ -614,7 +811,7 @@ def _sweep(
     else:
         markdown = output is OutputFormat.MARKDOWN
         tables = [
-            _sweep_table(rows, arguments, setup, markdown=markdown, per_request=per_request)
+            _sweep_table(rows, arguments, markdown=markdown, per_request=per_request)
             for per_request in (False, True)
         ]
         print("\n\n".join(tables))
@@ -655,7 +852,6 @@ def _sweep_rows(
 def _sweep_table(
     rows: Sequence[SweepRow],
     arguments: argparse.Namespace,
-    setup: Setup,
     /,
     *,
     markdown: bool,
@@ -676,31 +872,20 @@ def _sweep_table(
             _short(row.seed_ring[index]),
             _short(row.minimal_ring[index]),
             _short(row.replayssm_ring[index]),
-            *(
-                f"{_short(row.speculative[v][index])}"
-                f" ({_ratio(row.ratio(v, per_request=per_request))})"
-                for v in views
-            ),
+            *(f"{_short(row.speculative[v][index])} ({_ratio(row.ratio(v))})" for v in views),
         ]
         for row in rows
     ]
     if per_request:
-        scope = "Per request"
+        caption = "Per request; (x) as above."
     else:
         who = f"--batch {arguments.batch}" if arguments.batch else "--mtp-slots"
-        scope = (
-            f"Per GPU (--tp {arguments.tp}): the seed's rings over {_slots(arguments)} slots,"
-            f" the engines' {_count(_requests(arguments), 'request')} ({who}) with their pool"
-            " padding"
+        caption = (
+            f"Per GPU (--tp {arguments.tp}): rings over {_slots(arguments)} seed slots, views"
+            f" over {_count(_requests(arguments), 'request')} ({who}) and their pools' padding."
+            f" (x): {_RATIO_DEFINITION}. Designs: docs/replay.md; views: docs/sizing.md;"
+            " exact bytes: --format json."
         )
-    follows = "; ".join(f"{v.value}: {v.engine}, {setup.describe(v)}" for v in views)
-    caption = (
-        f"{scope}. Rings (docs/replay.md's designs): the seed's replay ring, design"
-        f" {ReplayDesign.SEED_ROW.value}; the minimal ring, {rings.MINIMAL_RING_SCOPE};"
-        f" SGLang {sglang.VERSION}'s ReplaySSM ring, design {ReplayDesign.REPLAYSSM.value}."
-        " Views (estimates, docs/sizing.md), each with its ratio to the seed's ring:"
-        f" {follows}. Exact bytes with --format json"
-    )
     if markdown:
         lines = [caption, "", "| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
         lines += ["| " + " | ".join(cells) + " |" for cells in body]
