@@ -8,6 +8,7 @@ import shutil
 import pytest
 
 from tests.child import RACY_TARGET, RUST_CRATE, run_cargo, wrong_target
+from tests.installed import Installed, install_wheel
 
 # The plugin the installed suite runs under: profiles, the implementation
 # under test, clause markers and selection.
@@ -43,3 +44,9 @@ def wrong_replay_rust_adapter(request: pytest.FixtureRequest, cargo: str) -> tup
     built = run_cargo(cargo, "build", feature=feature)
     assert built.returncode == 0, built.stderr
     return feature, str(wrong_target(feature) / "release" / "ssm-rollback-adapter")
+
+
+@pytest.fixture(scope="session")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
+    """The built wheel in a fresh venv (tests using it carry the ``installed-wheel`` group)."""
+    return install_wheel(tmp_path_factory)

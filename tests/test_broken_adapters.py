@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import re
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -181,16 +182,17 @@ def test_check_against_an_adapter_that_hangs_on_one_op_finishes_and_fails() -> N
     assert _processes_running(f"{BROKEN} hang ring_bytes") == [], "check left adapters running"
 
 
-def test_check_against_an_adapter_that_crashes_at_once_fails_once() -> None:
+def test_check_against_an_adapter_that_crashes_at_once_is_one_usage_error() -> None:
     finished = _check("--impl-cmd", f"{sys.executable} {BROKEN} crash")
-    assert finished.returncode == 1
-    lines = finished.stdout.splitlines()
-    # One failure, on the first request, instead of one per property.
-    assert [line for line in lines if line.startswith("FAIL  ")] == [
-        "FAIL  the adapter's first request (describe)  [RB-PROTO-1]",
-        "FAIL  RB-PROTO-1",
-    ]
-    assert _said(Breakage.EXITED_WITHOUT_REPLY, code=3) in finished.stdout
+    assert finished.returncode == 2
+    # Said once, before the run, instead of once per property.
+    assert finished.stdout == ""
+    command = shlex.quote(f"{sys.executable} {BROKEN} crash")
+    assert finished.stderr.startswith(
+        f"ssm-rollback-spec: error: --impl-cmd {command}: the adapter broke on its first "
+        "request (describe), so nothing was checked:\n"
+    )
+    assert _said(Breakage.EXITED_WITHOUT_REPLY, code=3) in finished.stderr
     assert "Traceback" not in finished.stdout + finished.stderr
 
 

@@ -4,19 +4,21 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
+import sys
+from pathlib import Path
+from typing import Final
 
+import junitparser
 import pytest
 
 from ssm_rollback_spec import SPEC_VERSION, __version__
 from ssm_rollback_spec.harness.clauses import DRAFT_CLAUSES
+from ssm_rollback_spec.tools.report import Row, clause_summary
 from ssm_rollback_spec.tools.shipped import corpus_directory
-from tests.child import run_module
+from tests.child import ROOT, run_module
 from tests.traceability import spec_clauses
 
-if TYPE_CHECKING:
-    from pathlib import Path
-
+WRONG_ADAPTER: Final = str(Path(__file__).with_name("wrong_adapter.py"))
 CORPUS = corpus_directory()
 
 
@@ -104,7 +106,8 @@ def test_the_version_names_the_spec_version() -> None:
             ["check", "--impl-module", "no_such_module_here"],
             (
                 "--impl-module: cannot import no_such_module_here: "
-                "ModuleNotFoundError: No module named 'no_such_module_here'"
+                "ModuleNotFoundError: No module named 'no_such_module_here' "
+                f"(searched the current folder, {ROOT}, then this Python's installed packages)"
             ),
         ),
         (
@@ -168,3 +171,51 @@ def test_bad_input_gets_one_clear_line_and_status_2(arguments: list[str], line: 
     assert last.startswith("ssm-rollback-spec")
     assert last.partition(": error: ")[2] == line
     assert "Traceback" not in finished.stdout + finished.stderr
+
+
+@pytest.mark.parametrize(("command", "item"), [("check", "property"), ("vectors run", "case")])
+def test_the_junit_option_is_worded_for_each_commands_items(command: str, item: str) -> None:
+    finished = run_module("ssm_rollback_spec.tools.cli", *command.split(), "--help")
+    assert finished.returncode == 0
+    flat = " ".join(finished.stdout.split())
+    assert f"one testcase per {item}, skips and deviations" in flat
+    assert "propertie," not in flat
+
+
+def test_clauses_sort_by_family_then_number() -> None:
+    rows = [Row(f"p{number}", [clause], "passed") for number, clause in enumerate(_SHUFFLED)]
+    assert list(clause_summary(rows)) == [
+        "RB-PUB-1",
+        "RB-REPLAY-1",
+        "RB-REPLAY-2",
+        "RB-REPLAY-10",
+        "RB-SIZE-3",
+    ]
+
+
+_SHUFFLED: Final = ("RB-REPLAY-10", "RB-SIZE-3", "RB-REPLAY-2", "RB-PUB-1", "RB-REPLAY-1")
+
+
+def test_a_vectors_failure_in_junit_has_a_reproduce_line_and_no_made_up_times(
+    tmp_path: Path,
+) -> None:
+    report = tmp_path / "reports" / "vectors.xml"
+    command = f"{sys.executable} {WRONG_ADAPTER} lenient-integers"
+    finished = run_module(
+        "ssm_rollback_spec.tools.cli", "vectors", "run", "--impl-cmd", command,
+        "--clause", "RB-PROTO-4", "--junit-xml", str(report),
+    )  # fmt: skip
+    assert finished.returncode == 1, finished.stdout[-3000:] + finished.stderr
+    [suite] = list(junitparser.JUnitXml.fromfile(str(report)))
+    assert suite.time > 0
+    # A case of a pipelined batch has no time of its own, so none is written.
+    text = report.read_text(encoding="utf-8")
+    assert text.count(" time=") == 1
+    assert '<testsuite name="ssm-rollback-spec vectors run"' in text
+    failures = [result for case in suite for result in case.result]
+    assert failures
+    for failure in failures:
+        assert isinstance(failure, junitparser.Failure)
+        last = (failure.text or "").splitlines()[-1]
+        assert last.startswith("reproduce: printf '%s\\n' ")
+        assert last.endswith(f" | {command}")

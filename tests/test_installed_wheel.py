@@ -4,74 +4,24 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
-import venv
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import pytest
 
 from tests.child import ROOT, run_module
+from tests.installed import GROUP
+
+if TYPE_CHECKING:
+    from tests.installed import Installed
 
 # One worker builds the wheel (python -m build writes build/ in the clone) and
 # installs it once for the module's tests.
-pytestmark = pytest.mark.xdist_group("installed-wheel")
+pytestmark = pytest.mark.xdist_group(GROUP)
 
 SUITE: Final = ROOT / "tests" / "properties"
 CORPUS: Final = ROOT / "vectors"
-
-
-class Installed:
-    """A fresh virtual environment holding only the built wheel and its ``check`` extra."""
-
-    def __init__(self, root: Path, wheel: Path, elsewhere: Path) -> None:
-        self.root = root
-        self.wheel = wheel
-        self.elsewhere = elsewhere
-        self.python = root / "bin" / "python"
-        self.command = root / "bin" / "ssm-rollback-spec"
-
-    def run(self, *arguments: str) -> subprocess.CompletedProcess[str]:
-        """The installed command, run from a folder that is not a clone."""
-        env = {
-            name: value
-            for name, value in os.environ.items()
-            if not name.startswith(("PYTHON", "SSM_ROLLBACK_", "VIRTUAL_ENV", "HYPOTHESIS_"))
-        }
-        return subprocess.run(
-            [str(self.command), *arguments],
-            cwd=self.elsewhere,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=900,
-            check=False,
-        )
-
-    def adapter(self) -> str:
-        """The installed Python adapter's command."""
-        return f"{self.python} -m ssm_rollback_spec.harness.adapter"
-
-
-def _checked(command: list[str], /, cwd: Path = ROOT) -> None:
-    finished = subprocess.run(
-        command, cwd=cwd, capture_output=True, text=True, timeout=900, check=False
-    )
-    assert finished.returncode == 0, finished.stdout[-3000:] + finished.stderr[-3000:]
-
-
-@pytest.fixture(scope="module")
-def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
-    dist = tmp_path_factory.mktemp("dist")
-    _checked([sys.executable, "-m", "build", "--wheel", "--outdir", str(dist), str(ROOT)])
-    [wheel] = dist.glob("ssm_rollback_spec-*.whl")
-    root = tmp_path_factory.mktemp("venv")
-    venv.EnvBuilder(with_pip=True, clear=True).create(root)
-    pip = [str(root / "bin" / "python"), "-m", "pip", "install", "-q"]
-    _checked([*pip, f"{wheel}[check]"])
-    return Installed(root, wheel, tmp_path_factory.mktemp("elsewhere"))
 
 
 def _json(path: Path, /) -> dict[str, Any]:
@@ -146,9 +96,13 @@ def test_check_passes_installed_with_the_same_results_as_from_the_clone(
     assert _outcomes(installed_report) == _outcomes(_json(tmp_path / "clone.json"))
 
 
-def test_check_over_the_protocol_passes_installed(installed: Installed, tmp_path: Path) -> None:
+def test_check_over_the_protocol_passes_installed(
+    installed: Installed, tmp_path: Path, rust_adapter: str
+) -> None:
+    # A compiled adapter: the installed command's protocol path, at a compiled
+    # adapter's speed (tests/test_adapters.py runs the Python adapter's).
     report = tmp_path / "report.json"
-    finished = installed.run("check", "--impl-cmd", installed.adapter(), "--json", str(report))
+    finished = installed.run("check", "--impl-cmd", rust_adapter, "--json", str(report))
     assert finished.returncode == 0, finished.stdout[-3000:] + finished.stderr
     outcomes = set(_outcomes(_json(report)).values())
     # The Python-API properties skip over the protocol; the rest pass.

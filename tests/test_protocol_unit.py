@@ -16,7 +16,7 @@ from ssm_rollback_spec.first_write_wins import FirstWriteWins
 from ssm_rollback_spec.harness import protocol
 from ssm_rollback_spec.harness.adapter import main, respond, serve
 from ssm_rollback_spec.harness.driver import InProcessDriver
-from ssm_rollback_spec.harness.oracle import allowed_replies
+from ssm_rollback_spec.harness.oracle import allowed_replies, blamed_clauses
 from ssm_rollback_spec.harness.protocol import (
     ErrorKind,
     MalformedReplyError,
@@ -477,3 +477,38 @@ def test_the_in_process_driver_sends_the_exact_line_it_is_given() -> None:
     refused = driver.request(request, line=line)["error"]
     assert isinstance(refused, dict)
     assert refused["kind"] == "bad-request"
+
+
+@pytest.mark.parametrize("ending", ["\n", "\r\n", ""])
+def test_a_decoded_reply_keeps_the_line_the_adapter_wrote(ending: str) -> None:
+    reply = protocol.decode_reply(f'{{"ok" : [1,2]}}{ending}')
+    assert reply == {"ok": [1, 2]}
+    assert getattr(reply, "line", None) == '{"ok" : [1,2]}'
+
+
+@pytest.mark.parametrize(
+    ("request_", "reply", "clauses"),
+    [
+        # The right kind of refusal with another text: the text's clause alone.
+        (
+            {"op": "parse", "text": "x"},
+            {"error": {"kind": "unknown-mode", "message": "bad mode x"}},
+            ("RB-PARSE-2",),
+        ),
+        # A text accepted that must be refused, or refused that must be accepted.
+        ({"op": "parse", "text": "x"}, {"ok": "replay"}, ("RB-PARSE-1",)),
+        (
+            {"op": "parse", "text": "replay"},
+            {"error": {"kind": "unknown-mode", "message": "unknown ssm-rollback-mode 'replay'"}},
+            ("RB-PARSE-1",),
+        ),
+        ({"op": "parse", "text": "replay"}, {"ok": "snapshot"}, ("RB-PARSE-1",)),
+        # Another op, or a request the protocol refuses: the property's own clauses.
+        ({"op": "row_bytes", "qkvz_elems": 1, "nv": 1}, {"ok": 0}, ()),
+        ({"op": "parse"}, {"ok": "replay"}, ()),
+    ],
+)
+def test_a_wrong_reply_is_blamed_on_the_clause_its_wrong_part_breaks(
+    request_: dict[str, object], reply: dict[str, object], clauses: tuple[str, ...]
+) -> None:
+    assert blamed_clauses(request_, reply) == clauses

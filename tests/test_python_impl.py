@@ -4,12 +4,16 @@
 from __future__ import annotations
 
 import io
+import shlex
+import subprocess
+import sys
 import types
+from pathlib import Path
 from typing import Final
 
 import pytest
 
-from ssm_rollback_spec import rollback
+from ssm_rollback_spec import argparse_mode, rollback
 from ssm_rollback_spec.harness.adapter import main
 from ssm_rollback_spec.harness.clauses import (
     CLAUSES,
@@ -20,11 +24,14 @@ from ssm_rollback_spec.harness.clauses import (
 )
 from ssm_rollback_spec.harness.driver import InProcessDriver
 from ssm_rollback_spec.harness.python_impl import (
+    REFERENCE,
     REQUIRED_NAMES,
     ImplementationModuleError,
+    PythonImplementation,
     fresh_module,
     load_python_implementation,
 )
+from tests.child import ROOT
 from tests.selftest.wrong import WrongImplementation
 
 MODULE: Final = "tests.test_python_impl"
@@ -64,11 +71,30 @@ def test_a_malformed_import_path_is_named(path: str) -> None:
     assert _refusal(path) == f"{path!r} is not MODULE or MODULE:ATTR"
 
 
-def test_a_module_that_cannot_be_imported_is_named_with_the_reason() -> None:
+def test_a_module_that_cannot_be_found_is_named_with_where_it_was_looked_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", ["", *sys.path])
     assert _refusal("no_such_module_at_all") == (
         "cannot import no_such_module_at_all: "
-        "ModuleNotFoundError: No module named 'no_such_module_at_all'"
+        "ModuleNotFoundError: No module named 'no_such_module_at_all' "
+        f"(searched the current folder, {tmp_path}, then this Python's installed packages)"
     )
+    monkeypatch.setattr(sys, "path", sys.path[1:])
+    assert _refusal("no_such_module_at_all") == (
+        "cannot import no_such_module_at_all: "
+        "ModuleNotFoundError: No module named 'no_such_module_at_all' "
+        f"(searched this Python's import path, which does not hold the current folder, {tmp_path})"
+    )
+
+
+def test_a_module_that_fails_to_import_is_named_with_the_reason(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "broken_on_import.py").write_text("raise RuntimeError('no')\n", encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert _refusal("broken_on_import") == ("cannot import broken_on_import: RuntimeError: no")
 
 
 def test_a_missing_attribute_is_named() -> None:
@@ -202,3 +228,78 @@ def test_anything_else_is_an_unknown_clause(given: str) -> None:
         f"unknown clause {given!r}: give an ID such as RB-SIZE-3 or a family "
         "(RB-MODE, RB-PARSE, RB-PUB, RB-CELL, RB-SIZE, RB-VERIFY, RB-PY, RB-PROTO, RB-REPLAY)"
     )
+
+
+def test_the_argparse_mode_beside_the_implementation_is_found() -> None:
+    loaded = load_python_implementation(REFERENCE)
+    assert loaded.argparse_mode is argparse_mode
+
+
+def test_a_module_with_nothing_beside_it_has_no_argparse_mode(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    package = tmp_path / "lonely_runtime"
+    package.mkdir()
+    (package / "__init__.py").write_text("", encoding="utf-8")
+    rollback_source = Path(rollback.__file__).read_text(encoding="utf-8")
+    # The vendored copy, alone: its imports of its siblings made absolute.
+    (package / "rollback.py").write_text(
+        rollback_source.replace("from .", "from ssm_rollback_spec."), encoding="utf-8"
+    )
+    (tmp_path / "toplevel_rollback.py").write_text(
+        rollback_source.replace("from .", "from ssm_rollback_spec."), encoding="utf-8"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert load_python_implementation("lonely_runtime.rollback").argparse_mode is None
+    assert load_python_implementation("toplevel_rollback").argparse_mode is None
+
+
+def test_an_argparse_mode_that_cannot_be_imported_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    package = tmp_path / "broken_option_runtime"
+    package.mkdir()
+    (package / "__init__.py").write_text("", encoding="utf-8")
+    (package / "rollback.py").write_text(
+        Path(rollback.__file__)
+        .read_text(encoding="utf-8")
+        .replace("from .", "from ssm_rollback_spec."),
+        encoding="utf-8",
+    )
+    (package / "argparse_mode.py").write_text("raise RuntimeError('no')\n", encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert _refusal("broken_option_runtime.rollback") == (
+        "cannot import broken_option_runtime.argparse_mode, beside broken_option_runtime.rollback: "
+        "RuntimeError: no"
+    )
+
+
+@pytest.mark.parametrize(
+    ("import_path", "expression", "printed"),
+    [
+        (REFERENCE, 'm.parse_ssm_rollback_mode("replay")', "<SsmRollbackMode.REPLAY: 'replay'>"),
+        (f"{REFERENCE}:USIZE_MAX", "m", "18446744073709551615"),
+        (
+            "tests.selftest.wrong:WrongImplementation",
+            "type(m).__name__",
+            "'WrongImplementation'",
+        ),
+    ],
+)
+def test_a_reproduction_runs_and_prints_what_the_call_returns(
+    import_path: str, expression: str, printed: str
+) -> None:
+    implementation = PythonImplementation(
+        api=rollback,
+        import_path=import_path,
+        fresh=lambda: rollback,
+        new_cell=None,
+    )
+    command = implementation.reproduction(expression)
+    assert command.startswith("python -c '")
+    finished = subprocess.run(
+        [sys.executable, *shlex.split(command)[1:]],
+        cwd=ROOT, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert finished.returncode == 0, finished.stderr
+    assert finished.stdout == f"{printed}\n"

@@ -289,8 +289,44 @@ def _protocol_cases() -> Iterator[Case]:
         ["RB-PROTO-3"],
         {"op": "parse", "text": "replay", "id": 7},
     )
+    yield from _unused_field_cases()
     yield from _written_cases()
     yield from _depth_cases()
+
+
+#: A field no op reads, holding each kind of JSON value an adapter might
+#: choke on: what check's drawn requests reach, pinned for vectors run.
+_UNUSED_VALUES: Final = {
+    "null": None,
+    "false": False,
+    "negative": -1,
+    "negative-float": -0.5,
+    "past-u64": _MAX + 1,
+    "string": "snapshot",
+    "array": [-1, "x", None, [True]],
+    "object": {"op": "reset", "nv": -1},
+}
+
+
+def _unused_field_cases() -> Iterator[Case]:
+    # On an op with numbers (row_bytes), with text (parse), and on an event
+    # inside a trace, whose fields are read one event at a time.
+    for name, value in _UNUSED_VALUES.items():
+        yield _case(
+            f"protocol-unused-{name}-row-bytes",
+            ["RB-PROTO-3"],
+            {"op": "row_bytes", "qkvz_elems": 2, "nv": 1, "unused": value},
+        )
+        yield _case(
+            f"protocol-unused-{name}-parse",
+            ["RB-PROTO-3"],
+            {"op": "parse", "text": "Replay", "unused": value},
+        )
+        yield _case(
+            f"protocol-unused-{name}-get-event",
+            ["RB-PROTO-3", "RB-PUB-1"],
+            {"op": "trace", "events": [{"op": "get", "unused": value}]},
+        )
 
 
 def _written_cases() -> Iterator[Case]:

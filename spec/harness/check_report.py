@@ -65,6 +65,8 @@ class _Failure(TypedDict):
     detail: str
     requests: list[Exchange]
     hung: bool
+    #: The clauses the failure itself names, narrower than the property's; empty if none.
+    clauses: list[str]
 
 
 _results: list[PropertyResult] = []
@@ -86,7 +88,13 @@ NO_EXCHANGE: Final = (
 
 def _clauses(report: pytest.TestReport, /) -> list[str]:
     found = [str(value) for key, value in report.user_properties if key == "clause"]
-    return sorted(set(found))
+    return sorted(set(found), key=_clause_key)
+
+
+def _clause_key(clause: str, /) -> tuple[str, int]:
+    # By family, then by number: RB-REPLAY-2 before RB-REPLAY-10.
+    family, _, number = clause.rpartition("-")
+    return (family, int(number)) if number.isdigit() else (clause, -1)
 
 
 def _leaves(error: BaseException, /) -> list[BaseException]:
@@ -95,20 +103,17 @@ def _leaves(error: BaseException, /) -> list[BaseException]:
     return [error]
 
 
-def _describe(error: BaseException, /, *, notes: bool) -> str:
-    # The message (and, in-process, Hypothesis's notes: the falsifying
-    # example) say what failed; the traceback would only say where in the
-    # suite it was noticed. Over the protocol only the protocol's own
-    # failures speak: they show the line sent and the reply in JSON.
-    if hasattr(error, "request"):
-        lines = [str(error)]
-    elif notes:
-        lines = [f"{type(error).__name__}: {error}"]
-    else:
-        lines = [NO_EXCHANGE]
-    if notes:
-        lines.extend(str(note) for note in getattr(error, "__notes__", ()))
-    return "\n".join(lines)
+def _describe(error: BaseException, /, *, in_process: bool) -> str:
+    # A failure of the protocol or of a Python call says what was sent or
+    # called, what came back and what the model allows; the traceback, and
+    # pytest's and Hypothesis's own text (the diff of an assert, the
+    # falsifying example, how to rerun it under Hypothesis) only say where in
+    # the suite it was noticed, which the implementation's authors cannot act on.
+    if hasattr(error, "request") or hasattr(error, "clauses"):
+        return str(error)
+    if in_process:
+        return f"{type(error).__name__}: {_first_line(str(error))}"
+    return NO_EXCHANGE
 
 
 def _exchange(error: BaseException, /) -> Exchange | None:
@@ -144,10 +149,14 @@ def pytest_runtest_makereport(
     over_protocol = bool(item.config.getoption("--impl-cmd"))
     leaves = _leaves(call.excinfo.value)
     exchanges = [found for leaf in leaves if (found := _exchange(leaf)) is not None]
+    named = [str(c) for leaf in leaves for c in getattr(leaf, "clauses", ())]
     _failures[item.nodeid] = {
-        "detail": "\n".join(dict.fromkeys(_describe(x, notes=not over_protocol) for x in leaves)),
+        "detail": "\n".join(
+            dict.fromkeys(_describe(x, in_process=not over_protocol) for x in leaves)
+        ),
         "requests": list({e["line"]: e for e in exchanges}.values()),
         "hung": any(getattr(leaf, "hung", False) for leaf in leaves),
+        "clauses": sorted(set(named), key=_clause_key),
     }
 
 
@@ -181,7 +190,8 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         {
             "property": report.nodeid,
             "outcome": "failed" if report.failed else report.outcome,
-            "clauses": _clauses(report),
+            # A failure that names the clauses it breaks is blamed on those alone.
+            "clauses": failure["clauses"] if failure and failure["clauses"] else _clauses(report),
             "detail": detail,
             "seconds": round(report.duration, 3),
             "requests": failure["requests"] if failure and report.failed else [],

@@ -13,12 +13,21 @@ from .protocol import encode, encode_value
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-__all__ = ["AdapterFailure", "Breakage", "NonConformingReply", "adapter_failure", "show_output"]
+__all__ = [
+    "AdapterFailure",
+    "Breakage",
+    "NonConformingReply",
+    "PythonCallMismatch",
+    "ReplayMismatch",
+    "adapter_failure",
+    "show_output",
+]
 
 # Long enough for any request the properties send, so the counterexample can
 # be replayed from the message alone.
 _REQUEST_SHOWN_CHARACTERS: Final = 2000
 _OUTPUT_SHOWN_CHARACTERS: Final = 300
+_REPLY_SHOWN: Final = 2000
 
 
 class Breakage(enum.Enum):
@@ -68,10 +77,12 @@ class NonConformingReply(AssertionError):  # noqa: N818 - it reads as what happe
 
     ``line`` is the exact request line sent, when it was not ``request``
     encoded (a number written ``1e2``, a duplicate key); ``note`` says which
-    part of the reply is wrong, when the reply is long.
+    part of the reply is wrong, when the reply is long; ``clauses``, when
+    given, are the clauses the wrong part breaks, narrower than the
+    property's. The reply shows as the adapter wrote it, when it kept its line.
     """
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 - the exchange, and what narrows its reading
         self,
         request: Mapping[str, object],
         reply: Mapping[str, object],
@@ -80,19 +91,89 @@ class NonConformingReply(AssertionError):  # noqa: N818 - it reads as what happe
         *,
         line: str | None = None,
         note: str | None = None,
+        clauses: Sequence[str] = (),
     ) -> None:
         if not isinstance(allowed, str):
             allowed = " or ".join(encode(expected) for expected in allowed)
         sent = encode(request) if line is None else line
         noted = "" if note is None else f"\n  wrong:   {note}"
+        written = getattr(reply, "line", "")
+        shown = _shortened(written) if written else encode_value(dict(reply), limit=_REPLY_SHOWN)
         super().__init__(
             "the reply is not one the model allows\n"
             f"  request: {sent}\n"
-            f"  reply:   {encode_value(dict(reply), limit=2000)}{noted}\n"
+            f"  reply:   {shown}{noted}\n"
             f"  allowed: {allowed}"
         )
         self.request: Final = dict(request)
         self.line: Final = sent
+        self.clauses: Final = tuple(clauses)
+
+
+class PythonCallMismatch(AssertionError):  # noqa: N818 - it reads as what happened
+    """A call of a Python implementation that did not do what the model allows.
+
+    Worded as a protocol failure is: the call, what came back, what the model
+    allows, and a line to paste that makes the call again; ``clauses`` are the
+    clauses the wrong part breaks.
+    """
+
+    def __init__(
+        self,
+        call: str,
+        came_back: str,
+        allowed: str,
+        /,
+        *,
+        clauses: Sequence[str],
+        reproduction: str,
+    ) -> None:
+        super().__init__(
+            "the call did not do what the model allows\n"
+            f"  call:      {call}\n"
+            f"  came back: {came_back}\n"
+            f"  allowed:   {allowed}\n"
+            f"reproduce: {reproduction}"
+        )
+        self.clauses: Final = tuple(clauses)
+
+
+class ReplayMismatch(AssertionError):  # noqa: N818 - it reads as what happened
+    """A ``replay`` reply whose states are not the model's within the pipeline's bound.
+
+    ``wrong`` names the round, field and index, both values and the bound;
+    ``clauses`` are the clauses the request checks (with those of ``more``,
+    the names of other requests that failed alike, shown in one line).
+    """
+
+    def __init__(  # noqa: PLR0913 - the exchange, what is wrong, and what is blamed
+        self,
+        request: Mapping[str, object],
+        reply: Mapping[str, object],
+        wrong: str,
+        /,
+        *,
+        allowed: str,
+        clauses: Sequence[str],
+        more: Sequence[str] = (),
+    ) -> None:
+        sent = encode(request)
+        written = getattr(reply, "line", "") or encode(dict(reply))
+        also = f"\n  more:    {len(more)} more failed too: {', '.join(more)}" if more else ""
+        super().__init__(
+            "the replayed states are not the model's within the bound\n"
+            f"  request: {_shortened(sent)}\n"
+            f"  reply:   {_shortened(written)}\n"
+            f"  wrong:   {wrong}\n"
+            f"  allowed: {allowed}{also}"
+        )
+        self.request: Final = dict(request)
+        self.line: Final = sent
+        self.clauses: Final = tuple(clauses)
+
+
+def _shortened(text: str, /) -> str:
+    return text if len(text) <= _REPLY_SHOWN else f"{text[: _REPLY_SHOWN - 3]}..."
 
 
 def show_output(data: bytes, /) -> str:

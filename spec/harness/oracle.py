@@ -15,7 +15,7 @@ from .protocol import ErrorKind, Op, ProtocolError, decode_request, encode
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-__all__ = ["allowed_replies"]
+__all__ = ["allowed_replies", "blamed_clauses"]
 
 
 def _overflow_or(value: int, /) -> dict[str, object]:
@@ -94,3 +94,30 @@ def allowed_replies(request: Mapping[str, object], /) -> list[dict[str, object]]
     if op is Op.TRACE:
         return [{"ok": model.trace_outcomes(calls)}]
     return [{"ok": list(outcome)} for outcome in sorted(model.allowed_race_outcomes(calls))]
+
+
+def _error_kind(reply: Mapping[str, object], /) -> object:
+    error = reply.get("error")
+    return error.get("kind") if isinstance(error, dict) else None
+
+
+def blamed_clauses(
+    request: Mapping[str, object], reply: Mapping[str, object], /
+) -> tuple[str, ...]:
+    """The clauses a reply the model does not allow breaks, when narrower than its property's.
+
+    A parse answered with the right kind of error but another text breaks
+    RB-PARSE-2 alone (the text); one that accepts what it must refuse, or
+    refuses what it must accept, breaks RB-PARSE-1. Otherwise none is named
+    here: the property's own clauses stand.
+    """
+    try:
+        checked = decode_request(encode(request))
+    except ProtocolError:
+        return ()
+    if Op(checked["op"]) is not Op.PARSE:
+        return ()
+    [allowed] = allowed_replies(checked)
+    if _error_kind(allowed) == _error_kind(reply) == ErrorKind.UNKNOWN_MODE.value:
+        return ("RB-PARSE-2",)
+    return ("RB-PARSE-1",)

@@ -26,6 +26,7 @@ __all__ = [
     "MalformedReplyError",
     "Op",
     "ProtocolError",
+    "Reply",
     "TooDeepError",
     "UnencodableMessageError",
     "bad_request",
@@ -335,8 +336,14 @@ def decode_request(line: str, /) -> dict[str, object]:
     return checked
 
 
+class Reply(dict[str, object]):
+    """A decoded reply that keeps the line the adapter wrote (``line``), to show as written."""
+
+    line: str = ""
+
+
 def decode_reply(line: str, /) -> dict[str, object]:
-    """Check one reply line's shape and return it.
+    """Check one reply line's shape and return it, as a :class:`Reply` holding the line.
 
     Raises:
         MalformedReplyError: the line is not JSON, or not ``{"ok": VALUE}`` or
@@ -360,7 +367,9 @@ def decode_reply(line: str, /) -> dict[str, object]:
         if body["kind"] not in kinds:
             got = encode_value(body["kind"])
             raise MalformedReplyError(f"error kind {got} is not one of {kinds}")
-    return reply
+    kept = Reply(reply)
+    kept.line = line.removesuffix("\n").removesuffix("\r")
+    return kept
 
 
 def reply_matches(actual: Mapping[str, object], expected: Mapping[str, object], /) -> bool:

@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, Phase, Verbosity, settings
 
 from .clauses import CLAUSES, UnknownClauseError, select_clauses
 from .driver import Implementation, InProcessDriver
-from .python_impl import ImplementationModuleError
+from .python_impl import ARGPARSE_MODULE, ImplementationModuleError
 from .subprocess_driver import (
     DEFAULT_RACE_BUDGET,
     DEFAULT_TIMEOUT,
@@ -32,6 +32,7 @@ from .subprocess_driver import (
 )
 
 if TYPE_CHECKING:
+    import types
     from collections.abc import Callable, Iterator
 
     from .python_impl import Cell, PythonImplementation
@@ -40,6 +41,7 @@ __all__ = [
     "IMPL_CMD_ENV",
     "IMPL_MODULE_ENV",
     "PROFILES",
+    "argparse_option",
     "impl",
     "new_cell",
     "pytest_addoption",
@@ -207,6 +209,14 @@ def python_api(impl: Implementation) -> PythonImplementation:
 
 
 @pytest.fixture(scope="session")
+def argparse_option(python_api: PythonImplementation) -> types.ModuleType:
+    """The ``argparse_mode`` module beside the implementation; the property skips without one."""
+    if python_api.argparse_mode is None:
+        pytest.skip(f"no {ARGPARSE_MODULE} module beside the implementation")
+    return python_api.argparse_mode
+
+
+@pytest.fixture(scope="session")
 def new_cell(python_api: PythonImplementation) -> Callable[[], Cell[object]]:
     """The implementation's first-write-wins cell type; the property skips without one."""
     if python_api.new_cell is None:
@@ -228,7 +238,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if unknown:
             raise pytest.UsageError(f"{item.nodeid} cites unknown clauses {unknown}; see SPEC.md")
         fixtures = set(getattr(item, "fixturenames", ()))
-        if not clauses and fixtures & {"impl", "python_api", "new_cell"}:
+        if not clauses and fixtures & {"impl", "python_api", "new_cell", "argparse_option"}:
             raise pytest.UsageError(f"{item.nodeid} is a property but cites no SPEC.md clause")
         item.user_properties.extend(("clause", clause) for clause in clauses)
         item.extra_keyword_matches.update(clauses)

@@ -12,7 +12,11 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import json
+import shlex
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Final, Generic, Protocol, TypeVar
 
 from .. import rollback
@@ -22,6 +26,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
 __all__ = [
+    "ARGPARSE_MODULE",
     "CELL_NAME",
     "REFERENCE",
     "REQUIRED_NAMES",
@@ -106,6 +111,23 @@ class PythonImplementation:
     import_path: str
     fresh: Callable[[], RollbackApi]
     new_cell: Callable[[], Cell[object]] | None
+    #: The ``argparse_mode`` module beside the implementation's, when there is one.
+    argparse_mode: types.ModuleType | None = None
+
+    def reproduction(self, expression: str, /) -> str:
+        """A command that loads the implementation as ``m`` and prints ``expression``'s value.
+
+        Run from the folder ``check`` ran in; an exception shows as Python's traceback.
+        Strings are written as JSON, which Python reads the same, so that the
+        command's own quoting stays plain.
+        """
+        module, _, attribute = self.import_path.partition(":")
+        code = f"import importlib; m = importlib.import_module({json.dumps(module)})"
+        if attribute:
+            code += (
+                f"; m = getattr(m, {json.dumps(attribute)}); m = m() if isinstance(m, type) else m"
+            )
+        return f"python -c {shlex.quote(f'{code}; print(repr({expression}))')}"
 
 
 def fresh_module(name: str, /) -> types.ModuleType:
@@ -123,6 +145,14 @@ def fresh_module(name: str, /) -> types.ModuleType:
     module = importlib.util.module_from_spec(found)
     found.loader.exec_module(module)
     return module
+
+
+def _where_searched() -> str:
+    here = str(Path.cwd())
+    first = sys.path[0] if sys.path else ""
+    if first in {"", here}:
+        return f"(searched the current folder, {here}, then this Python's installed packages)"
+    return f"(searched this Python's import path, which does not hold the current folder, {here})"
 
 
 def _missing(candidate: object, /) -> list[str]:
@@ -145,6 +175,10 @@ def load_python_implementation(import_path: str, /) -> PythonImplementation:
         raise ImplementationModuleError(f"{import_path!r} is not MODULE or MODULE:ATTR")
     try:
         module = importlib.import_module(module_name)
+    except ModuleNotFoundError as error:
+        raise ImplementationModuleError(
+            f"cannot import {module_name}: {type(error).__name__}: {error} {_where_searched()}"
+        ) from None
     except Exception as error:  # noqa: BLE001 - any import failure is the user's to see
         raise ImplementationModuleError(
             f"cannot import {module_name}: {type(error).__name__}: {error}"
@@ -179,4 +213,25 @@ def load_python_implementation(import_path: str, /) -> PythonImplementation:
         import_path=import_path,
         fresh=fresh,  # type: ignore[arg-type]
         new_cell=new_cell,
+        argparse_mode=_argparse_mode_beside(module_name),
     )
+
+
+#: The module beside a vendored ``rollback`` that adds the command-line option.
+ARGPARSE_MODULE: Final = "argparse_mode"
+
+
+def _argparse_mode_beside(module_name: str, /) -> types.ModuleType | None:
+    package = module_name.rpartition(".")[0]
+    if not package:
+        return None
+    sibling = f"{package}.{ARGPARSE_MODULE}"
+    # The package itself imported with the module, so looking in it cannot fail.
+    if importlib.util.find_spec(sibling) is None:
+        return None
+    try:
+        return importlib.import_module(sibling)
+    except Exception as error:  # noqa: BLE001 - any import failure is the user's to see
+        raise ImplementationModuleError(
+            f"cannot import {sibling}, beside {module_name}: {type(error).__name__}: {error}"
+        ) from None

@@ -210,6 +210,13 @@ class SubprocessDriver(Implementation):
             finally:
                 adapter.kill()
 
+    def abandon(self) -> None:
+        """End the shared adapter, its process group killed, without judging how it ends."""
+        with self._lock:
+            adapter, self._shared = self._shared, None
+        if adapter is not None:
+            adapter.kill()
+
     def _note(self, failure: AdapterFailure, /) -> None:
         # The shared adapter is dead now; the next request starts a new one,
         # so one bad reply cannot poison the replies to every request after.

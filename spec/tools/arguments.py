@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 
+from ..harness.preflight import PreflightError, first_reply, prepare_directory, prepare_file
 from ..harness.subprocess_driver import (
     DEFAULT_TIMEOUT,
     parse_race_budget,
@@ -13,7 +14,13 @@ from ..harness.subprocess_driver import (
 )
 from .errors import CliError
 
-__all__ = ["adapter_argv", "add_impl_arguments", "race_budget", "whole_number"]
+__all__ = [
+    "adapter_argv",
+    "add_impl_arguments",
+    "before_the_run",
+    "race_budget",
+    "whole_number",
+]
 
 
 def _timeout(text: str, /) -> float:
@@ -68,9 +75,9 @@ def add_impl_arguments(parser: argparse.ArgumentParser, /, *, python: bool) -> N
 
 
 def add_selection_arguments(
-    parser: argparse.ArgumentParser, /, *, items: str, entries: str
+    parser: argparse.ArgumentParser, /, *, item: str, items: str, entries: str
 ) -> None:
-    """Add ``--clause``, ``--deviations`` and ``--json``, worded for ``items``."""
+    """Add ``--clause``, ``--deviations`` and ``--json``, worded for ``item`` and ``items``."""
     parser.add_argument(
         "--clause",
         action="append",
@@ -86,13 +93,15 @@ def add_selection_arguments(
         "not failures; an entry that conforms or matches nothing fails the run",
     )
     parser.add_argument(
-        "--json", metavar="PATH", help="also write a machine-readable report (- for stdout)"
+        "--json",
+        metavar="PATH",
+        help="also write a machine-readable report (- for stdout; missing folders are made)",
     )
     parser.add_argument(
         "--junit-xml",
         metavar="PATH",
-        help=f"also write a JUnit XML report for CI: one testcase per {items[:-1]}, "
-        "skips and deviations as skipped with their reason",
+        help=f"also write a JUnit XML report for CI: one testcase per {item}, "
+        "skips and deviations as skipped with their reason (missing folders are made)",
     )
 
 
@@ -106,3 +115,21 @@ def adapter_argv(command: str, /) -> list[str]:
         return split_command(command)
     except ValueError as error:
         raise CliError(f"--impl-cmd: {error}") from None
+
+
+def before_the_run(arguments: argparse.Namespace, /, *, export: str | None = None) -> None:
+    """Check every output path (``--json``, ``--junit-xml``, ``export``) and the adapter's start.
+
+    Raises:
+        CliError: an output cannot be written, or the adapter cannot be started
+            or does not answer its first request.
+    """
+    try:
+        prepare_file("--json", arguments.json)
+        prepare_file("--junit-xml", arguments.junit_xml)
+        prepare_directory("--export-failures", export)
+        if arguments.impl_cmd is not None:
+            argv = adapter_argv(arguments.impl_cmd)
+            first_reply(arguments.impl_cmd, argv, arguments.impl_timeout)
+    except PreflightError as error:
+        raise CliError(str(error)) from None

@@ -17,16 +17,16 @@ from typing import TYPE_CHECKING, Final
 from .. import SPEC_VERSION
 from ..corpus import Case, exported_case, render_corpus, write_corpus
 from ..harness.clauses import CLAUSES, DRAFT_CLAUSES, UnknownClauseError, select_clauses
-from ..harness.failures import AdapterFailure
 from ..harness.oracle import allowed_replies
+from ..harness.preflight import FLUSH_HINT
 from ..harness.protocol import encode
 from ..harness.python_impl import (
     REFERENCE,
     ImplementationModuleError,
     load_python_implementation,
 )
-from ..harness.subprocess_driver import DEFAULT_RACE_BUDGET, SubprocessDriver
-from .arguments import adapter_argv, add_impl_arguments, add_selection_arguments, race_budget
+from ..harness.subprocess_driver import DEFAULT_RACE_BUDGET
+from .arguments import add_impl_arguments, add_selection_arguments, before_the_run, race_budget
 from .deviations import Deviation, DeviationList, Target
 from .errors import CliError, ExitStatus
 from .report import Row, clause_summary, counts, print_report, write_json, write_junit
@@ -47,10 +47,7 @@ REPLAY_PROPERTY_CLAUSES: Final = frozenset(
 
 _PROFILES: Final = ("dev", "ci", "thorough", "crosshair", "interpreter")
 
-_FLUSH_HINT: Final = (
-    "check: did the adapter flush stdout after each reply? A reply left in a buffer "
-    "looks like a hang."
-)
+_FLUSH_HINT: Final = f"check: {FLUSH_HINT}"
 
 # The suite's own configuration, so that no pytest configuration or plugin
 # of the folder or environment it runs in changes its results.
@@ -91,7 +88,9 @@ def add_check_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
         help="seconds spent on races in fresh processes, one after another until they are "
         f"spent (default {DEFAULT_RACE_BUDGET:g}; 0 skips them)",
     )
-    add_selection_arguments(check, items="properties", entries="clauses or properties")
+    add_selection_arguments(
+        check, item="property", items="properties", entries="clauses or properties"
+    )
     check.add_argument(
         "--export-failures",
         metavar="DIR",
@@ -103,23 +102,26 @@ def add_check_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
 
 
 def _preflight(arguments: argparse.Namespace, /) -> None:
-    """One describe first, so a broken adapter fails once, clearly, not once per property.
+    """Check the outputs and the implementation before the suite runs.
 
-    A module that cannot load fails the same way, as a usage error.
+    Every report path can be written (its folders made), the module loads,
+    the adapter answers its first request alone: a broken one is said once.
 
     Raises:
-        AdapterFailure: the adapter broke on its first request.
-        CliError: the module cannot be loaded.
+        CliError: an output cannot be written, the module cannot be loaded, or
+            the adapter cannot be started or does not answer.
     """
+    before_the_run(arguments, export=arguments.export_failures)
     if arguments.impl_module is not None:
+        # As `python -m` does: the current folder first, so a package beside
+        # the user's shell is found without installing it.
+        here = str(Path.cwd())
+        if here not in sys.path[:1]:
+            sys.path.insert(0, here)
         try:
             load_python_implementation(arguments.impl_module)
         except ImplementationModuleError as error:
             raise CliError(f"--impl-module: {error}") from None
-    if arguments.impl_cmd is not None:
-        argv = adapter_argv(arguments.impl_cmd)
-        with SubprocessDriver(argv, timeout=arguments.impl_timeout) as driver:
-            driver.request({"op": "describe"})
 
 
 def _require_test_stack(profile: str, /) -> None:
@@ -171,7 +173,7 @@ def _pytest_command(arguments: argparse.Namespace, scratch: Path, /) -> list[str
     return command
 
 
-def _run_suite(arguments: argparse.Namespace, /) -> SuiteReport:
+def _before_the_run(arguments: argparse.Namespace, /) -> None:
     _require_test_stack(arguments.profile)
     try:
         selected = select_clauses(arguments.clause)
@@ -183,6 +185,9 @@ def _run_suite(arguments: argparse.Namespace, /) -> SuiteReport:
             " the replay model in the repository (tests/replay), not by check"
         )
     _preflight(arguments)
+
+
+def _run_suite(arguments: argparse.Namespace, /) -> SuiteReport:
     with tempfile.TemporaryDirectory() as scratch:
         command = _pytest_command(arguments, Path(scratch))
         env = {**os.environ, "HYPOTHESIS_PROFILE": arguments.profile}
@@ -267,8 +272,8 @@ def _export(arguments: argparse.Namespace, results: list[PropertyResult], /) -> 
                     # A race_cells exchange has no list of allowed replies.
                     continue
                 cases.setdefault(case["id"], case)
-    if not cases:
-        return []
+    # Written even when nothing failed: an empty corpus, which `vectors run
+    # --vectors DIR` passes, so a CI step that replays DIR works from day one.
     directory = Path(arguments.export_failures)
     texts = render_corpus({"exported.json": list(cases.values())})
     try:
@@ -279,38 +284,20 @@ def _export(arguments: argparse.Namespace, results: list[PropertyResult], /) -> 
     return list(cases)
 
 
-def _preflight_failure(arguments: argparse.Namespace, failure: AdapterFailure, /) -> Row:
-    detail = str(failure)
-    if failure.line is not None:
-        detail += f"\nreproduce: {_reproduction(arguments, failure.line)}"
-    if failure.hung:
-        detail += f"\n{_FLUSH_HINT}"
-    return Row("the adapter's first request (describe)", ["RB-PROTO-1"], "failed", detail)
-
-
 def _check(arguments: argparse.Namespace, /) -> int:
     if arguments.impl_cmd is not None:
         target = arguments.impl_cmd
     else:
         target = f"{arguments.impl_module or REFERENCE} (in-process)"
+    deviations = DeviationList.from_option(arguments.deviations)
+    _before_the_run(arguments)
     print(f"ssm-rollback-spec check: {target}, profile {arguments.profile}, spec {SPEC_VERSION}")
     document: dict[str, object] = {
         "implementation": target,
         "profile": arguments.profile,
         "spec_version": SPEC_VERSION,
     }
-    deviations = DeviationList.from_option(arguments.deviations)
-    try:
-        report = _run_suite(arguments)
-    except AdapterFailure as failure:
-        # A hang or crash on the very first request still gets its report.
-        rows = [_preflight_failure(arguments, failure)]
-        print_report(rows, show_passes=True)
-        if arguments.json:
-            write_json(arguments.json, document | _summary(rows, []))
-        if arguments.junit_xml:
-            write_junit(arguments.junit_xml, "ssm-rollback-spec check", rows)
-        return ExitStatus.FAILED
+    report = _run_suite(arguments)
     results = report["results"]
     rows, conforming = deviations.mark(
         _rows(arguments, results),
@@ -322,7 +309,7 @@ def _check(arguments: argparse.Namespace, /) -> int:
     if arguments.export_failures:
         where = arguments.export_failures
         print(f"exported {len(exported)} failing exchanges to {where}" if exported else
-              "no failing exchange to export")  # fmt: skip
+              f"no failing exchange to export: {where} holds an empty corpus")  # fmt: skip
     if arguments.json:
         write_json(arguments.json, document | _summary(rows, conforming) | {"exported": exported})
     if arguments.junit_xml:

@@ -46,6 +46,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CliError as error:
         print(f"ssm-rollback-spec: error: {error}", file=sys.stderr)
         return error.status
+    except BrokenPipeError:
+        # The reader went away (`| head`): nothing more to say, and nobody to say it to.
+        sys.stderr.close()
+        return ExitStatus.OK
     except KeyboardInterrupt:
         print("ssm-rollback-spec: interrupted", file=sys.stderr)
         return ExitStatus.INTERRUPTED

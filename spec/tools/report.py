@@ -21,6 +21,7 @@ __all__ = [
     "LABELS",
     "OUTCOMES",
     "Row",
+    "clause_key",
     "clause_summary",
     "counts",
     "print_report",
@@ -68,8 +69,14 @@ def clause_summary(rows: Iterable[Row], /) -> dict[str, str]:
             by_clause.setdefault(clause, set()).add(row.outcome)
     return {
         clause: next((o for o in OUTCOMES if o in outcomes and o != "skipped"), "skipped")
-        for clause, outcomes in sorted(by_clause.items())
+        for clause, outcomes in sorted(by_clause.items(), key=lambda item: clause_key(item[0]))
     }
+
+
+def clause_key(clause: str, /) -> tuple[str, int]:
+    """How clauses sort: by family, then by number (RB-REPLAY-2 before RB-REPLAY-10)."""
+    family, _, number = clause.rpartition("-")
+    return (family, int(number)) if number.isdigit() else (clause, -1)
 
 
 def counts(rows: Iterable[Row], /) -> dict[str, int]:
@@ -80,6 +87,19 @@ def counts(rows: Iterable[Row], /) -> dict[str, int]:
 
 def _indented(text: str, /) -> list[str]:
     return [f"      {line}" for line in text.splitlines()]
+
+
+def _not_run(rows: Sequence[Row], /) -> list[str]:
+    # The items left unrun after an adapter broke are summed up, one line for
+    # each place it broke, not listed one by one (the JSON report lists them).
+    by_detail: dict[str, int] = {}
+    for row in rows:
+        if row.outcome == "not-run":
+            by_detail[row.detail] = by_detail.get(row.detail, 0) + 1
+    return [
+        f"{LABELS['not-run']}  {number} {'item' if number == 1 else 'items'}: {detail}"
+        for detail, number in by_detail.items()
+    ]
 
 
 def print_report(
@@ -94,6 +114,9 @@ def print_report(
     shown_reasons: set[str] = set()
     for outcome in OUTCOMES:
         if outcome == "passed" and not show_passes:
+            continue
+        if outcome == "not-run":
+            lines += _not_run(rows)
             continue
         for row in (row for row in rows if row.outcome == outcome):
             lines.append(f"{LABELS[outcome]}  {row.name}  [{', '.join(row.clauses)}]")
@@ -134,12 +157,16 @@ def _first_line(text: str, /) -> str:
     return (text.splitlines() or [""])[0]
 
 
-def write_junit(target: str, suite: str, rows: Sequence[Row], /) -> None:
+def write_junit(
+    target: str, suite: str, rows: Sequence[Row], /, seconds: float | None = None
+) -> None:
     """Write ``rows`` as a JUnit XML report to the path ``target``.
 
     One testcase per property or case, named with its clauses; a failure
     carries its whole detail, a skip and a deviation their reason, and a case
-    not run is an error.
+    not run is an error. A row with no time of its own (a case of a pipelined
+    batch) has no ``time``; the suite's is ``seconds`` when given, else the
+    rows' sum.
 
     Raises:
         CliError: the file cannot be written.
@@ -154,16 +181,14 @@ def write_junit(target: str, suite: str, rows: Sequence[Row], /) -> None:
         failures=str(tally["failed"]),
         errors=str(tally["not-run"]),
         skipped=str(tally["skipped"] + tally["deviation"]),
-        time=f"{sum(row.seconds or 0.0 for row in rows):.3f}",
+        time=f"{sum(row.seconds or 0.0 for row in rows) if seconds is None else seconds:.3f}",
     )
     for row in rows:
         case = ET.SubElement(
-            element,
-            "testcase",
-            name=f"{row.name} [{', '.join(row.clauses)}]",
-            classname=suite,
-            time=f"{row.seconds or 0.0:.3f}",
+            element, "testcase", name=f"{row.name} [{', '.join(row.clauses)}]", classname=suite
         )
+        if row.seconds is not None:
+            case.set("time", f"{row.seconds:.3f}")
         properties = ET.SubElement(case, "properties")
         for clause in row.clauses:
             ET.SubElement(properties, "property", name="clause", value=clause)

@@ -29,6 +29,7 @@ from ..sizing.views import (
 from .arguments import whole_number
 from .errors import CliError, ExitStatus
 from .report import write_json
+from .shipped import EXAMPLE_SUFFIX, example_config, examples_directory
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -197,7 +198,14 @@ def add_size_command(commands: argparse._SubParsersAction[argparse.ArgumentParse
     size = commands.add_parser(
         "size", help="size the replay ring (and the engines' snapshot state) for a design review"
     )
-    size.add_argument("--config", metavar="PATH", help="a Hugging Face style config.json")
+    size.add_argument(
+        "--config",
+        metavar="PATH",
+        help="a Hugging Face style config.json, or the name of a shipped example: "
+        + ", ".join(
+            sorted(p.name.removesuffix(EXAMPLE_SUFFIX) for p in examples_directory().glob("*.json"))
+        ),
+    )
     for flag, help_text in _DIMENSION_HELP.items():
         size.add_argument(
             f"--{flag.replace('_', '-')}",
@@ -335,8 +343,12 @@ def _ratio(value: float | None, /) -> str:
 def _config(arguments: argparse.Namespace, /) -> dict[str, object] | None:
     if arguments.config is None:
         return None
+    path = Path(arguments.config)
+    if not path.exists():
+        # A shipped example by its name, from anywhere the package is installed.
+        path = example_config(arguments.config) or path
     try:
-        config = read_json_file(Path(arguments.config))
+        config = read_json_file(path)
     except JsonFileError as error:
         raise CliError(f"--config {arguments.config}: {error}") from None
     if not isinstance(config, dict):

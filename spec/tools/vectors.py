@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import shlex
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .. import SPEC_VERSION, corpus
 from ..harness.clauses import UnknownClauseError, select_clauses
 from ..harness.failures import AdapterFailure
-from ..harness.protocol import UnencodableMessageError
+from ..harness.protocol import UnencodableMessageError, encode
 from ..harness.subprocess_driver import SubprocessDriver
-from .arguments import adapter_argv, add_impl_arguments, add_selection_arguments
+from .arguments import adapter_argv, add_impl_arguments, add_selection_arguments, before_the_run
 from .deviations import DeviationList, Target
 from .errors import CliError, ExitStatus
 from .report import Row, clause_summary, counts, print_report, write_json, write_junit
@@ -62,7 +63,7 @@ def add_vectors_command(commands: argparse._SubParsersAction[argparse.ArgumentPa
         help="the corpus directory, whose replay/ folder, when there, is the replay corpus "
         "(default: the shipped corpus)",
     )
-    add_selection_arguments(run, items="cases", entries="clauses or cases")
+    add_selection_arguments(run, item="case", items="cases", entries="clauses or cases")
     run.set_defaults(run=_run)
 
 
@@ -120,6 +121,10 @@ def _replay_offer(driver: SubprocessDriver, /) -> corpus.ReplayOffer | None:
         return corpus.replay_offer(driver.request({"op": "describe"}))
     except corpus.ReplayOfferError as error:
         raise CliError(f"the adapter's describe: {error}", ExitStatus.FAILED) from None
+def _with_reproduction(result: corpus.CaseResult, line: str, command: str, /) -> str:
+    if result.outcome != "failed":
+        return result.detail
+    return f"{result.detail}\nreproduce: printf '%s\\n' {shlex.quote(line)} | {command}"
 
 
 def _run(arguments: argparse.Namespace, /) -> int:
@@ -134,6 +139,11 @@ def _run(arguments: argparse.Namespace, /) -> int:
         replay_cases = corpus.load_replay_cases(replay) if replay.is_dir() else []
         as_cases, judges = corpus.as_cases(replay_cases)
         cases = _selected(arguments, [*corpus.load_cases(directory), *as_cases])
+    except (corpus.VectorError, UnencodableMessageError) as error:
+        raise CliError(f"--vectors {arguments.vectors}: {error}") from None
+    before_the_run(arguments)
+    started = time.monotonic()
+    try:
         with SubprocessDriver(argv, timeout=arguments.impl_timeout) as driver:
             # Replay cases of a pipeline, layout or design the adapter's
             # describe does not offer are skipped, not sent (docs/protocol.md).
@@ -142,8 +152,8 @@ def _run(arguments: argparse.Namespace, /) -> int:
             offer = _replay_offer(driver) if replay_chosen else None
             _, skipped = corpus.split_offered(replay_chosen, offer)
             left_out = {result.case_id for result in skipped}
-            sent = [case for case in cases if case["id"] not in left_out]
-            ran = {r.case_id: r for r in [*corpus.run_cases(driver, sent, judges), *skipped]}
+            offered = [case for case in cases if case["id"] not in left_out]
+            ran = {r.case_id: r for r in [*corpus.run_cases(driver, offered, judges), *skipped]}
             results = [ran[case["id"]] for case in cases]
     except (corpus.VectorError, UnencodableMessageError) as error:
         raise CliError(f"--vectors {arguments.vectors}: {error}") from None
@@ -153,7 +163,12 @@ def _run(arguments: argparse.Namespace, /) -> int:
             f"the adapter failed at end of input:\n{failure}", ExitStatus.FAILED
         ) from None
     print(f"ssm-rollback-spec vectors run: {command}, {len(cases)} cases, spec {SPEC_VERSION}")
-    rows = [Row(r.case_id, r.clauses, r.outcome, r.detail) for r in results]
+    seconds = time.monotonic() - started
+    sent = {case["id"]: case.get("line", encode(case["request"])) for case in cases}
+    rows = [
+        Row(r.case_id, r.clauses, r.outcome, _with_reproduction(r, sent[r.case_id], command))
+        for r in results
+    ]
     rows, conforming = deviations.mark(
         rows, reads={Target.CLAUSE, Target.CASE}, selected=arguments.clause
     )
@@ -172,6 +187,6 @@ def _run(arguments: argparse.Namespace, /) -> int:
         }
         write_json(arguments.json, document)
     if arguments.junit_xml:
-        write_junit(arguments.junit_xml, "ssm-rollback-spec vectors run", rows)
+        write_junit(arguments.junit_xml, "ssm-rollback-spec vectors run", rows, seconds)
     broken = any(row.outcome in {"failed", "not-run"} for row in rows)
     return ExitStatus.FAILED if broken or conforming else ExitStatus.OK

@@ -10,10 +10,11 @@ from hypothesis import example, given
 
 from ssm_rollback_spec import model
 
-from .conformance import exchange
+from .conformance import exchange, option_parsed, parsed
 from .strategies import MODE_NAMES, mode_texts, near_miss_texts
 
 if TYPE_CHECKING:
+    import types
     from collections.abc import Callable
 
     from ssm_rollback_spec.harness.driver import Implementation
@@ -79,19 +80,22 @@ def test_every_near_miss_is_rejected_with_its_text_verbatim(
 @pytest.mark.clause("RB-MODE-1", "RB-PARSE-1")
 @given(text=mode_texts)
 def test_parse_and_str_round_trip_both_ways(python_api: PythonImplementation, text: str) -> None:
-    parse = python_api.api.parse_ssm_rollback_mode
     for name in MODE_NAMES:
-        assert str(parse(name)) == name
-        assert parse(name).value == name
-    expected = model.parse(text)
-    if isinstance(expected, model.Rejected):
-        with pytest.raises(python_api.api.UnknownSsmRollbackModeError) as raised:
-            parse(text)
-        assert str(raised.value) == expected.message
-    else:
-        mode = parse(text)
-        assert str(mode) == text
-        assert parse(str(mode)) is mode
+        parsed(python_api, name)
+    mode = parsed(python_api, text)
+    if mode is not None:
+        parsed(python_api, text, str(mode))
+
+
+@pytest.mark.clause("RB-PARSE-1", "RB-PARSE-2")
+@given(text=mode_texts)
+@example(text="garbage")
+@example(text="replay")
+@example(text="-x")
+def test_the_command_line_option_beside_the_implementation_takes_what_the_parse_takes(
+    python_api: PythonImplementation, argparse_option: types.ModuleType, text: str
+) -> None:
+    option_parsed(argparse_option, python_api.import_path, text)
 
 
 @pytest.mark.clause("RB-MODE-1", "RB-PARSE-2")

@@ -8,8 +8,10 @@ the pipeline (docs/replay.md, "Judging a runtime's replay").
 
 from __future__ import annotations
 
+import copy
 import random
-from typing import TYPE_CHECKING, Final
+import re
+from typing import TYPE_CHECKING, Any, Final
 
 import pytest
 from hypothesis import given
@@ -23,8 +25,12 @@ from ssm_rollback_spec.corpus.replay_run import (
     not_offered,
     replay_offer,
 )
+from ssm_rollback_spec.harness.failures import NonConformingReply, ReplayMismatch
 from ssm_rollback_spec.harness.replay_wire import ENGINE_PIPELINES
 from ssm_rollback_spec.tools.shipped import replay_corpus_directory
+
+from .conformance import exchange
+from .replay_reference import replay_float64
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -55,7 +61,10 @@ def _pipelines(impl: Implementation, /) -> list[str]:
     return sorted(set(_BOUND) & offer.pipelines)
 
 
-def _replay(impl: Implementation, request: dict[str, object], /) -> list[dict[str, object]]:
+def _replay(
+    impl: Implementation, request: dict[str, object], /
+) -> tuple[list[dict[str, object]], dict[str, object]]:
+    """The states an implementation replies, and its reply; skips when replay is not offered."""
     reply = impl.request(request)
     error = reply.get("error")
     if isinstance(error, dict) and error.get("kind") == "unknown-op":
@@ -64,34 +73,83 @@ def _replay(impl: Implementation, request: dict[str, object], /) -> list[dict[st
     states = value.get("states") if isinstance(value, dict) else None
     rounds = request["rounds"]
     assert isinstance(rounds, list)
-    assert isinstance(states, list), f"replied {reply} to a replay request"
-    assert len(states) == len(rounds), f"{len(states)} states for {len(rounds)} rounds"
-    return states
+    if not isinstance(states, list) or len(states) != len(rounds):
+        shape = f'{{"ok":{{"states":[...]}}}} with one state for each of its {len(rounds)} rounds'
+        raise NonConformingReply(request, reply, shape)
+    return states, reply
+
+
+def _judged(
+    request: dict[str, object],
+    reply: dict[str, object],
+    expected: list[dict[str, object]],
+    clauses: Sequence[str],
+    source: str,
+    more: Sequence[str] = (),
+    /,
+) -> ReplayMismatch | None:
+    """The mismatch of the states in ``reply`` with ``expected``, or None within the bound."""
+    pipeline = str(request["pipeline"])
+    bound = _BOUND[pipeline]
+    case = ReplayCase("property", list(clauses), pipeline, request, expected, bound)
+    value = reply.get("ok")
+    assert isinstance(value, dict)
+    result = judge_replay(case, {"ok": {"states": value["states"]}})
+    if result.outcome == "passed":
+        return None
+    return ReplayMismatch(
+        request,
+        reply,
+        # The clauses are the report's to show, once.
+        re.sub(r" \(RB-[^)]*\)$", "", result.detail.splitlines()[0]),
+        allowed=f"the states of {source}, each field within {bound:g} of them relative to "
+        f"its largest value (the bound for {pipeline})",
+        clauses=clauses,
+        more=more,
+    )
 
 
 def _same(
     request: dict[str, object],
-    got: list[dict[str, object]],
+    reply: dict[str, object],
     expected: list[dict[str, object]],
-    clauses: list[str],
+    clauses: Sequence[str],
+    source: str,
     /,
 ) -> None:
-    pipeline = str(request["pipeline"])
-    case = ReplayCase("property", clauses, pipeline, request, expected, _BOUND[pipeline])
-    result = judge_replay(case, {"ok": {"states": got}})
-    assert result.outcome == "passed", result.detail
+    mismatch = _judged(request, reply, expected, clauses, source)
+    if mismatch is not None:
+        raise mismatch
 
 
 @pytest.mark.clause("RB-REPLAY-1", "RB-REPLAY-4", "RB-REPLAY-6", "RB-REPLAY-10")
 def test_every_shipped_replay_case_is_rebuilt_within_its_bound(impl: Implementation) -> None:
+    # Every case the implementation offers runs; the run is blamed on the
+    # failing cases' own clauses alone. The first failure is shown whole, the
+    # others named in one line.
     offer = _offer(impl)
     offered = [case for case in _CASES if not_offered(case, offer) is None]
     if not offered:
         pytest.skip("the implementation's describe offers none of the shipped replay cases")
+    failed: list[tuple[ReplayCase, dict[str, object]]] = []
     for case in offered:
-        states = _replay(impl, case.request)
-        result = judge_replay(case, {"ok": {"states": states}})
-        assert result.outcome == "passed", f"{case.case_id}: {result.detail}"
+        _, reply = _replay(impl, case.request)
+        if _judged(case.request, reply, case.expected, case.clauses, "") is not None:
+            failed.append((case, reply))
+    if not failed:
+        return
+    (first, reply), others = failed[0], [case for case, _ in failed[1:]]
+    clauses = {clause for case, _ in failed for clause in case.clauses}
+    mismatch = _judged(
+        first.request,
+        reply,
+        first.expected,
+        sorted(clauses),
+        f"the model, shipped as case {first.case_id}",
+        [case.case_id for case in others],
+    )
+    assert mismatch is not None
+    raise mismatch
 
 
 def _hex(numerator: int, denominator: int, /) -> str:
@@ -153,7 +211,10 @@ def _with_pipeline(
     pipelines = _pipelines(impl)
     if not pipelines:
         pytest.skip(_NONE_OFFERED)
-    pipeline = data.draw(st.sampled_from(pipelines), label="pipeline")
+    return _as_pipeline(layer, data.draw(st.sampled_from(pipelines), label="pipeline"))
+
+
+def _as_pipeline(layer: dict[str, object], pipeline: str, /) -> dict[str, object]:
     if pipeline in ENGINE_PIPELINES:
         return layer | {"pipeline": pipeline}
     rows = [
@@ -188,7 +249,9 @@ def test_a_round_of_accepted_rows_is_those_rows_decoded_one_round_each(
     accepted = data.draw(st.integers(1, len(rows)), label="accepted")
     whole = _request(layer, [{"rows": rows, "accepted": accepted}])
     one_by_one = _request(layer, [{"rows": [row], "accepted": 1} for row in rows[:accepted]])
-    _same(whole, _replay(impl, whole), _replay(impl, one_by_one)[-1:], ["RB-REPLAY-6"])
+    _, reply = _replay(impl, whole)
+    source = "its own replay of the same rows one round each"
+    _same(whole, reply, _replay(impl, one_by_one)[0][-1:], ["RB-REPLAY-6"], source)
 
 
 @pytest.mark.clause("RB-REPLAY-1", "RB-REPLAY-2")
@@ -202,7 +265,9 @@ def test_the_rows_past_the_accepted_ones_change_nothing(
     other = [_other_gates(row) for row in rows[accepted:]]
     first = _request(layer, [{"rows": rows, "accepted": accepted}])
     second = _request(layer, [{"rows": rows[:accepted] + other, "accepted": accepted}])
-    _same(first, _replay(impl, second), _replay(impl, first), ["RB-REPLAY-1"])
+    _, reply = _replay(impl, second)
+    source = "its own replay of the same accepted rows with other rows after them"
+    _same(second, reply, _replay(impl, first)[0], ["RB-REPLAY-2"], source)
 
 
 @pytest.mark.clause("RB-REPLAY-6", "RB-REPLAY-7")
@@ -220,9 +285,115 @@ def test_a_trace_resumed_from_a_state_it_reported_goes_on_the_same(
         for window in windows
     ]
     whole = _request(layer, rounds)
-    states = _replay(impl, whole)
+    states, _ = _replay(impl, whole)
     resume = data.draw(st.integers(1, len(rounds)), label="resume after")
     if resume == len(rounds):
         return
     resumed = _request(layer, rounds[resume:]) | {"checkpoint": states[resume - 1]}
-    _same(resumed, _replay(impl, resumed), states[resume:], ["RB-REPLAY-7"])
+    _, reply = _replay(impl, resumed)
+    source = "its own replay of the rounds run whole, from the start"
+    _same(resumed, reply, states[resume:], ["RB-REPLAY-7"], source)
+
+
+def _windows(rows: list[dict[str, object]], data: st.DataObject, /) -> list[dict[str, object]]:
+    """Rounds of varying window length, each with its drawn accepted count."""
+    cuts = sorted(data.draw(st.sets(st.integers(1, len(rows) - 1), max_size=3), label="cuts"))
+    windows = [rows[start:end] for start, end in zip([0, *cuts], [*cuts, len(rows)], strict=True)]
+    return [
+        {"rows": window, "accepted": data.draw(st.integers(1, len(window)), label="accepted")}
+        for window in windows
+    ]
+
+
+@pytest.mark.clause("RB-REPLAY-1", "RB-REPLAY-6")
+@given(layer=_layers(), data=st.data())
+def test_a_drawn_float64_replay_gives_the_models_states_within_the_bound(
+    impl: Implementation, layer: dict[str, object], data: st.DataObject
+) -> None:
+    # Judged by the model itself (its float64 step, replay_reference.py), not
+    # by the implementation against itself: wrong arithmetic fails here.
+    if "float64" not in _pipelines(impl):
+        pytest.skip("the implementation's describe does not offer the float64 pipeline")
+    layer = _as_pipeline(layer, "float64")
+    request = _request(layer, _windows(_rows(layer), data))
+    _, reply = _replay(impl, request)
+    rounds = request["rounds"]
+    assert isinstance(rounds, list)
+    clauses = ["RB-REPLAY-1"] if len(rounds) == 1 else ["RB-REPLAY-1", "RB-REPLAY-6"]
+    _same(request, reply, replay_float64(request), clauses, "the model's float64 step")
+
+
+#: A replay every adapter that offers the operation answers.
+_SMALL: Final[dict[str, Any]] = {
+    "op": "replay",
+    "pipeline": "float64",
+    "layout": "pre-conv",
+    "dims": {
+        "num_key_heads": 1,
+        "key_head_dim": 1,
+        "num_value_heads": 1,
+        "value_head_dim": 1,
+        "conv_kernel": 2,
+    },
+    "conv_weight": [["0x1p-1", "0x1p+0"]] * 3,
+    "checkpoint": {"conv": [["0x0p+0"]] * 3, "h": [[["0x0p+0"]]]},
+    "rounds": [
+        {
+            "rows": [{"qkv": ["0x1p-2", "0x1p-1", "0x1p+0"], "g": ["-0x1p-3"], "beta": ["0x1p-1"]}],
+            "accepted": 1,
+        }
+    ],
+}
+
+
+def _changed(path: tuple[object, ...], value: object, /) -> dict[str, object]:
+    """``_SMALL`` with the field at ``path`` set to ``value`` (removed when it is ``...``)."""
+    request = copy.deepcopy(_SMALL)
+    parent: Any = request
+    for key in path[:-1]:
+        parent = parent[key]
+    if value is ...:
+        del parent[path[-1]]
+    else:
+        parent[path[-1]] = value
+    return request
+
+
+#: One request for each way docs/protocol.md says a replay is malformed.
+_MALFORMED: Final = {
+    "a field missing": _changed(("dims",), ...),
+    "a row's field missing": _changed(("rounds", 0, "rows", 0, "beta"), ...),
+    "an unknown pipeline": _changed(("pipeline",), "float16"),
+    "an unknown layout": _changed(("layout",), "sideways"),
+    "a dimension of 0": _changed(("dims", "num_key_heads"), 0),
+    "value heads not a multiple of key heads": _changed(
+        ("dims",),
+        {
+            "num_key_heads": 2,
+            "key_head_dim": 1,
+            "num_value_heads": 3,
+            "value_head_dim": 1,
+            "conv_kernel": 2,
+        },
+    ),
+    "a conv kernel of 1": _changed(("dims", "conv_kernel"), 1),
+    "a matrix with a row missing": _changed(("conv_weight",), [["0x1p-1", "0x1p+0"]] * 2),
+    "a checkpoint of the wrong shape": _changed(("checkpoint", "h"), [[["0x0p+0", "0x0p+0"]]]),
+    "a decimal float": _changed(("conv_weight", 0), ["0.5", "0x1p+0"]),
+    "a JSON number for a float": _changed(("conv_weight", 0), [0.5, "0x1p+0"]),
+    "an infinite float": _changed(("conv_weight", 0), ["inf", "0x1p+0"]),
+    "a NaN": _changed(("rounds", 0, "rows", 0, "g"), ["nan"]),
+    "a row of the wrong length": _changed(("rounds", 0, "rows", 0, "qkv"), ["0x0p+0"] * 4),
+    "no rounds": _changed(("rounds",), []),
+    "a round with no rows": _changed(("rounds", 0, "rows"), []),
+    "accepted 0": _changed(("rounds", 0, "accepted"), 0),
+    "accepted past the rows": _changed(("rounds", 0, "accepted"), 2),
+    "accepted as a string": _changed(("rounds", 0, "accepted"), "1"),
+}
+
+
+@pytest.mark.clause("RB-PROTO-4")
+@pytest.mark.parametrize("malformed", sorted(_MALFORMED))
+def test_a_malformed_replay_request_is_a_bad_request(impl: Implementation, malformed: str) -> None:
+    _replay(impl, dict(_SMALL))
+    exchange(impl, _MALFORMED[malformed], allowed=[{"error": {"kind": "bad-request"}}])

@@ -1,0 +1,64 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
+"""The random replay properties judge a runtime's states by the model, not by itself."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any, Final
+
+import pytest
+
+from tests.child import run_module
+
+ADAPTER: Final = str(Path(__file__).with_name("replay_adapter.py"))
+DRAWN: Final = (
+    "test_replay.py::test_a_drawn_float64_replay_gives_the_models_states_within_the_bound"
+)
+SHIPPED: Final = "test_replay.py::test_every_shipped_replay_case_is_rebuilt_within_its_bound"
+
+
+def _check(tmp_path: Path, *arguments: str) -> tuple[dict[str, Any], str]:
+    report = tmp_path / "report.json"
+    finished = run_module(
+        "ssm_rollback_spec.tools.cli", "check", "--clause", "RB-REPLAY", "--json", str(report),
+        *arguments, timeout=600,
+    )  # fmt: skip
+    assert finished.returncode in {0, 1}, finished.stdout[-3000:] + finished.stderr
+    document: dict[str, Any] = json.loads(report.read_text(encoding="utf-8"))
+    return document, finished.stdout
+
+
+def _outcomes(document: dict[str, Any], /) -> dict[str, str]:
+    return {row["property"]: row["outcome"] for row in document["properties"]}
+
+
+def test_a_right_float64_replay_passes_the_drawn_float64_property(tmp_path: Path) -> None:
+    document, _ = _check(tmp_path, "--impl-cmd", f"{sys.executable} {ADAPTER}")
+    outcomes = _outcomes(document)
+    # The control: this adapter's float64 replay is right, so the property
+    # passes; its BF16 replays are refused, so the shipped cases fail.
+    assert outcomes[DRAWN] == "passed"
+    assert outcomes[SHIPPED] == "failed"
+
+
+@pytest.mark.parametrize("wrong", ["g-after-delta", "head-modulo"])
+def test_wrong_replay_arithmetic_fails_a_random_replay_property(tmp_path: Path, wrong: str) -> None:
+    command = f"{sys.executable} {ADAPTER} {wrong}"
+    document, stdout = _check(tmp_path, "--impl-cmd", command)
+    assert _outcomes(document)[DRAWN] == "failed"
+    [row] = [row for row in document["properties"] if row["property"] == DRAWN]
+    assert row["clauses"] in (["RB-REPLAY-1"], ["RB-REPLAY-1", "RB-REPLAY-6"])
+    lines = row["detail"].splitlines()
+    assert lines[0] == "the replayed states are not the model's within the bound"
+    assert lines[1].startswith('  request: {"op":"replay","pipeline":"float64"')
+    assert lines[2].startswith('  reply:   {"ok":{"states":[')
+    assert lines[3].startswith("  wrong:   states[")
+    assert lines[4].startswith(
+        "  allowed: the states of the model's float64 step, each field within "
+    )
+    assert lines[-1].startswith('reproduce: printf \'%s\\n\' \'{"op":"replay"')
+    assert lines[-1].endswith(f" | {command}")
+    assert "Traceback" not in stdout
+    assert "please report" not in stdout
