@@ -121,6 +121,8 @@ def _replay_offer(driver: SubprocessDriver, /) -> corpus.ReplayOffer | None:
         return corpus.replay_offer(driver.request({"op": "describe"}))
     except corpus.ReplayOfferError as error:
         raise CliError(f"the adapter's describe: {error}", ExitStatus.FAILED) from None
+
+
 def _with_reproduction(result: corpus.CaseResult, line: str, command: str, /) -> str:
     if result.outcome != "failed":
         return result.detail
