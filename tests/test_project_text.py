@@ -9,7 +9,7 @@ from typing import Final
 
 from tests.child import ROOT
 
-#: "issue 18", "issues 17 to 20", "issue #5": a tracker number with no project named.
+#: The word issue (or issues) and a number: a tracker number with no project named.
 _ISSUE_NUMBER: Final = re.compile(r"\bissues? #?\d", re.IGNORECASE)
 #: A line that names a public project may cite that project's own issue.
 _PUBLIC_PROJECTS: Final = re.compile(
