@@ -228,3 +228,23 @@ def test_a_ring_counts_against_the_room_for_one_request() -> None:
     assert not snapshot.fits
     assert seed.capacity.fits
     assert not seed.fits
+
+
+def test_counts_within_half_of_each_other_take_the_larger_as_the_group() -> None:
+    # kv_cache_planning.py:521-533: 12 GDN and 12 + 1 attention layers are within
+    # 1.5x, so the group size is 13 and the 12 GDN layers make one group (the
+    # planners tier checks this Qwen3-Next of 24 layers against vLLM).
+    config = json.loads(QWEN3_NEXT.read_text(encoding="utf-8"))
+    config.update({"num_hidden_layers": 24, "full_attention_interval": 2})
+    model = Model(
+        dimensions=dims.dimensions_from_config(config),
+        attention=dims.attention_from_config(config),
+        dtypes=dtypes_from_config(config),
+        architecture=dims.architecture_from_config(config),
+        attention_layers=dims.attention_layers_from_config(config),
+        drafter_layers=dims.drafter_layers_from_config(config),
+    )
+    plan = vllm_plan(model, Setup(), 2)
+    assert (plan.gdn_layers, plan.attention_layers, plan.group_size) == (12, 13, 13)
+    assert (plan.gdn_groups, plan.attention_groups) == (1, 1)
+    assert plan.block_bytes == 13 * plan.layout.allocated_page_bytes

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, TypedDict
+from typing import Final, TypedDict
 
 from .. import SPEC_VERSION
 from ..harness.files import JsonFileError, read_json_file
@@ -14,6 +14,21 @@ from ..replay.rows import ReplayDesign
 from ..sizing import capacity, replayssm, rings, sglang, vllm
 from ..sizing import dimensions as dims
 from ..sizing.dtypes import Dtype, UnsupportedDtypeError, dtypes_from_config
+from ..sizing.presentation import (
+    ASSUMED_DTYPES,
+    BASE_FORMULA,
+    RATIO_DEFINITION,
+    SPECULATIVE_FORMULA,
+    Section,
+    count,
+    fit_section,
+    human,
+    markdown_sections,
+    plan_rows,
+    sweep_table,
+    text_sections,
+)
+from ..sizing.presentation import ratio as ratio_text
 from ..sizing.views import (
     Model,
     Setup,
@@ -30,9 +45,6 @@ from .arguments import whole_number
 from .errors import CliError, ExitStatus
 from .report import write_json
 from .shipped import EXAMPLE_SUFFIX, example_config, examples_directory
-
-if TYPE_CHECKING:
-    from collections.abc import Sequence
 
 __all__ = ["MAX_SWEEP_VALUES", "OutputFormat", "add_size_command"]
 
@@ -83,30 +95,6 @@ _FIGURE_NAMES: Final = {
     "batch": "batch's replay ring",
     "ring": "replay ring",
 }
-
-#: What each view's base state is, per request and layer.
-_BASE_FORMULA: Final = {
-    View.MODULE: "(h + (K-1) conv columns)",
-    View.VLLM: "the resident blocks with no drafts (GDN groups x blocks of the pool)",
-    View.SGLANG: "R x (h + (K-1) conv columns), R states per running request",
-    View.SGLANG_REPLAYSSM: "R x (h + (K-1) conv columns), R states per running request",
-}
-
-#: What each view adds for speculation, per request and layer.
-_SPECULATIVE_FORMULA: Final = {
-    View.MODULE: "k x (h + (K-1) conv columns), the dense layout",
-    View.VLLM: "the resident blocks at these drafts, less the base",
-    View.SGLANG: "(D x h + (D+K-2) conv columns), D = num_drafts + 1",
-    View.SGLANG_REPLAYSSM: "((D+K-2) conv columns + L ReplaySSM records), D = num_drafts + 1",
-}
-
-#: What explicit dimensions leave each view to assume.
-_ASSUMED_DTYPES: Final = (
-    "a bf16 model: explicit dimensions name no dtype (--state-dtype and --conv-dtype say otherwise)"
-)
-
-#: The headline ratio, said once wherever it is shown.
-_RATIO_DEFINITION: Final = "one request's speculative state over one slot's seed ring"
 
 #: Old view names that still work, and the view each now names.
 _VIEW_ALIASES: Final = {"vllm-align": View.VLLM}
@@ -314,32 +302,6 @@ def add_size_command(commands: argparse._SubParsersAction[argparse.ArgumentParse
     size.set_defaults(run=_size)
 
 
-def _human(size: int, /) -> str:
-    value = float(size)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if value < 1024 or unit == "TiB":
-            return f"{size:,} B" if unit == "B" else f"{size:,} B ({value:.1f} {unit})"
-        value /= 1024
-    raise AssertionError  # pragma: no cover - the loop always returns
-
-
-def _short(size: int, /) -> str:
-    value = float(size)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if value < 1024:
-            return f"{size} B" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{value:,.1f} TiB"
-
-
-def _count(number: int, noun: str, /) -> str:
-    return f"{number:,} {noun}" if number == 1 else f"{number:,} {noun}s"
-
-
-def _ratio(value: float | None, /) -> str:
-    return "-" if value is None else f"{value:,.1f}x"
-
-
 def _config(arguments: argparse.Namespace, /) -> dict[str, object] | None:
     if arguments.config is None:
         return None
@@ -522,12 +484,13 @@ def _size(arguments: argparse.Namespace, /) -> int:
     else:
         sections = _sections(model.dimensions, replay, snapshot, ratio, arguments)
         if fits is not None:
-            sections.append(_fit_section(fits, arguments))
-        print(_markdown(sections) if output is OutputFormat.MARKDOWN else _text(sections))
+            sections.append(fit_section(fits))
+        print(
+            markdown_sections(sections)
+            if output is OutputFormat.MARKDOWN
+            else text_sections(sections)
+        )
     return ExitStatus.OK
-
-
-_Section = tuple[str, list[tuple[str, str]]]
 
 
 def _check_fit_flags(arguments: argparse.Namespace, /) -> bool:
@@ -560,47 +523,10 @@ def _fits(
         raise _unsupported(error, arguments) from None
 
 
-#: How each design is named in the fit section.
-_DESIGN_LABELS: Final = {
-    capacity.Design.SNAPSHOT: f"{vllm.ENGINE} as it runs",
-    capacity.Design.SEED_ROW: "with the seed's replay ring",
-    capacity.Design.REPLAYSSM: "with ReplaySSM's ring",
-}
-
-
-def _fit_section(fits: Sequence[capacity.Fit], arguments: argparse.Namespace, /) -> _Section:
-    length = arguments.max_model_len
-    rows = []
-    for fit in fits:
-        ring = (
-            ""
-            if not fit.ring_bytes_per_request
-            else f", ring {_human(fit.ring_bytes_per_request)} per request"
-        )
-        verdict = "" if fit.fits else "; vLLM refuses to start: one request does not fit"
-        rows.append(
-            (
-                _DESIGN_LABELS[fit.design],
-                (
-                    f"GPU KV cache size: {fit.tokens:,} tokens, Maximum concurrency for"
-                    f" {length:,} tokens per request: {fit.concurrency:.2f}x"
-                    f"  ({fit.capacity.num_blocks:,} blocks of {_human(fit.plan.block_bytes)},"
-                    f" {fit.capacity.blocks_per_request} per request{ring}){verdict}"
-                ),
-            )
-        )
-    heading = (
-        f"How many requests fit in --kv-cache-memory-bytes {arguments.kv_cache_memory_bytes:,}"
-        f" per GPU at --max-model-len {length:,} ({vllm.ENGINE}; the replay lines are"
-        " estimates)"
-    )
-    return heading, rows
-
-
 def _replay_section(
     d: dims.GdnDimensions, f: rings.ReplaySizing, arguments: argparse.Namespace, /
 ) -> list[tuple[str, str]]:
-    covers = "yes" if f.preflight_covers_pool else f"no: short by {_human(f.shortfall_bytes)}"
+    covers = "yes" if f.preflight_covers_pool else f"no: short by {human(f.shortfall_bytes)}"
     qkvz = (
         f"2 x {d.num_key_heads} x {d.key_head_dim} + 2 x {d.num_value_heads} x {d.value_head_dim}"
     )
@@ -611,7 +537,7 @@ def _replay_section(
         (
             "replay row",
             (
-                f"{_human(f.row_bytes)} per token per layer"
+                f"{human(f.row_bytes)} per token per layer"
                 f"  ({f.qkvz_elems:,} BF16 + {d.num_value_heads} x 2 FP32),"
                 f" design {ReplayDesign.SEED_ROW.value}"
             ),
@@ -619,74 +545,33 @@ def _replay_section(
         (
             "preflight reservation",
             (
-                f"{_human(f.preflight_ring_bytes)}"
+                f"{human(f.preflight_ring_bytes)}"
                 f"  (k = num_drafts + 1 = {f.preflight_k}, mtp_state_slots = {f.preflight_slots})"
             ),
         ),
         (
             "pool allocation",
             (
-                f"{_human(f.pool_ring_bytes)}"
+                f"{human(f.pool_ring_bytes)}"
                 f"  (k = num_intermediates = {f.pool_k}, mtp_slots + 1 = {f.pool_slots})"
             ),
         ),
         ("preflight covers pool", covers),
     ]
     if f.batch is not None and f.batch_ring_bytes is not None:
-        replay.append((f"batch of {f.batch} requests", f"{_human(f.batch_ring_bytes)} ring"))
+        replay.append((f"batch of {f.batch} requests", f"{human(f.batch_ring_bytes)} ring"))
     replay.append(
         (
             "review note: minimal row",
             (
-                f"{_human(f.minimal_replay_row_bytes)} per token per layer without z"
+                f"{human(f.minimal_replay_row_bytes)} per token per layer without z"
                 f" ({d.conv_dim:,} BF16 + {d.num_value_heads} x 2 FP32), pool ring"
-                f" {_human(f.minimal_pool_ring_bytes)}; {rings.MINIMAL_RING_SCOPE}"
+                f" {human(f.minimal_pool_ring_bytes)}; {rings.MINIMAL_RING_SCOPE}"
                 " (docs/replay.md)"
             ),
         )
     )
     return replay
-
-
-def _plan_rows(plan: vllm.VllmPlan, /) -> list[tuple[str, str]]:
-    page = plan.layout
-    padded = (
-        "not padded: no attention layers (explicit dimensions)"
-        if page.padded_page_bytes is None
-        else f"padded to {_human(page.padded_page_bytes)} (attention block of"
-        f" {page.block_size} tokens)"
-    )
-    return [
-        ("page", f"{_human(page.page_bytes)} per layer, {padded}"),
-        (
-            "grouping",
-            (
-                f"{plan.gdn_layers} GDN and {plan.attention_layers} attention layers in groups"
-                f" of {plan.group_size}: {plan.gdn_groups} GDN and"
-                f" {plan.attention_groups} attention groups"
-            ),
-        ),
-        (
-            "pool block",
-            f"{_human(plan.block_bytes)}  ({plan.group_size} pages); the null block is one",
-        ),
-        (
-            "resident per request",
-            (
-                f"{_human(plan.resident_bytes_per_request)}"
-                f"  ({_count(plan.gdn_groups, 'group')} x"
-                f" {plan.resident_blocks} blocks, what decoding holds)"
-            ),
-        ),
-        (
-            "admission per request",
-            (
-                f"{_human(plan.admission_bytes_per_request)}"
-                f"  ({_count(plan.gdn_groups, 'group')} x"
-                f" {plan.admission_blocks} blocks, what vLLM counts to admit)"
-            ),
-        ),
-    ]
 
 
 def _sections(
@@ -696,84 +581,66 @@ def _sections(
     ratio: float | None,
     arguments: argparse.Namespace,
     /,
-) -> list[_Section]:
-    layers = f"{_count(s.requests, 'slot' if s.view is View.MODULE else 'request')} x"
+) -> list[Section]:
+    layers = f"{count(s.requests, 'slot' if s.view is View.MODULE else 'request')} x"
     if s.view is not View.VLLM:
         layers += f" {f.num_gdn_layers} layers x"
     snapshot = [
         ("follows", s.view.engine),
         ("setup", s.setup),
-        *([] if arguments.config is not None else [("dtypes assumed", _ASSUMED_DTYPES)]),
+        *([] if arguments.config is not None else [("dtypes assumed", ASSUMED_DTYPES)]),
         (
             "recurrent state h",
             (
-                f"{_human(s.recurrent_bytes_per_layer)} per layer"
+                f"{human(s.recurrent_bytes_per_layer)} per layer"
                 f" ({d.recurrent_state_values:,} x {s.dtypes.recurrent.value})"
             ),
         ),
         (
             "conv column",
             (
-                f"{_human(s.conv_column_bytes_per_layer)} per layer"
+                f"{human(s.conv_column_bytes_per_layer)} per layer"
                 f" ({d.conv_dim:,} x {s.dtypes.conv.value}), K = {d.conv_kernel}"
             ),
         ),
     ]
     if s.plan is not None:
-        snapshot += _plan_rows(s.plan)
+        snapshot += plan_rows(s.plan)
     if s.replayssm_record_bytes is not None:
         snapshot.append(
             (
                 "ReplaySSM record",
                 (
-                    f"{_human(s.replayssm_record_bytes)} per record per layer,"
+                    f"{human(s.replayssm_record_bytes)} per record per layer,"
                     f" {s.replayssm_cache_len} records per slot"
                 ),
             )
         )
     padding = s.base_padding_bytes + s.speculative_padding_bytes
     snapshot += [
-        ("base state", f"{_human(s.base_bytes)}  ({layers} {_BASE_FORMULA[s.view]})"),
+        (
+            "base state",
+            f"{human(s.base_bytes)}  ({layers} {BASE_FORMULA[s.view]})",
+        ),
         (
             "speculative state",
-            f"{_human(s.speculative_bytes)}  ({layers} {_SPECULATIVE_FORMULA[s.view]})",
+            f"{human(s.speculative_bytes)}  ({layers} {SPECULATIVE_FORMULA[s.view]})",
         ),
-        ("base + speculative", _human(s.total_bytes)),
+        ("base + speculative", human(s.total_bytes)),
     ]
     if s.view is not View.MODULE:
-        snapshot.append(("of which pool padding", _human(padding)))
-    snapshot.append(("speculative / ring", f"{_ratio(ratio)}  (per request: {_RATIO_DEFINITION})"))
+        snapshot.append(("of which pool padding", human(padding)))
+    snapshot.append(
+        (
+            "speculative / ring",
+            f"{ratio_text(ratio)}  (per request: {RATIO_DEFINITION})",
+        )
+    )
     heading = (
         "Estimate, not part of the module's contract: "
         f"snapshot state, {s.view.value} view, {s.view.engine} (docs/sizing.md)"
     )
     return [("Replay ring (the contract)", _replay_section(d, f, arguments)), (heading, snapshot)]
-
-
-def _text(sections: Sequence[_Section], /) -> str:
-    lines: list[str] = []
-    width = max(25, *(len(label) + 3 for _, rows in sections[1:] for label, _ in rows))
-    for index, (heading, rows) in enumerate(sections):
-        indent = "" if index == 0 else "  "
-        if index:
-            lines += ["", heading]
-        lines += [f"{indent}{label:<{width - len(indent)}}{value}" for label, value in rows]
-    return "\n".join(lines)
-
-
-def _cell(text: str, /) -> str:
-    # A bare | would end the Markdown table cell.
-    return text.replace("|", "\\|")
-
-
-def _markdown(sections: Sequence[_Section], /) -> str:
-    lines: list[str] = []
-    for heading, rows in sections:
-        if lines:
-            lines.append("")
-        lines += [f"**{heading}**", "", "| figure | value |", "| --- | --- |"]
-        lines += [f"| {label} | {_cell(value)} |" for label, value in rows]
-    return "\n".join(lines)
 
 
 def _views(arguments: argparse.Namespace, /) -> list[View]:
@@ -823,11 +690,20 @@ def _sweep(
     else:
         markdown = output is OutputFormat.MARKDOWN
         tables = [
-            _sweep_table(rows, arguments, markdown=markdown, per_request=per_request)
+            sweep_table(rows, scope=_scope(arguments), markdown=markdown, per_request=per_request)
             for per_request in (False, True)
         ]
         print("\n\n".join(tables))
     return ExitStatus.OK
+
+
+def _scope(arguments: argparse.Namespace, /) -> str:
+    who = f"--batch {arguments.batch}" if arguments.batch else "--mtp-slots"
+    requests = count(_requests(arguments), "request")
+    return (
+        f"Per GPU (--tp {arguments.tp}): rings over {_slots(arguments)} seed slots, views"
+        f" over {requests} ({who}) and their pools' padding"
+    )
 
 
 def _slots(arguments: argparse.Namespace, /) -> int:
@@ -861,56 +737,6 @@ def _sweep_rows(
     return rows
 
 
-def _sweep_table(
-    rows: Sequence[SweepRow],
-    arguments: argparse.Namespace,
-    /,
-    *,
-    markdown: bool,
-    per_request: bool,
-) -> str:
-    views = list(rows[0].speculative)
-    index = 0 if per_request else 1
-    header = [
-        "num_drafts",
-        f"{ReplayDesign.SEED_ROW.value} ring",
-        f"{ReplayDesign.MINIMAL_PRE_CONV.value} ring",
-        f"{ReplayDesign.REPLAYSSM.value} ring",
-        *(f"{view.value} speculative" for view in views),
-    ]
-    body = [
-        [
-            str(row.num_drafts),
-            _short(row.seed_ring[index]),
-            _short(row.minimal_ring[index]),
-            _short(row.replayssm_ring[index]),
-            *(f"{_short(row.speculative[v][index])} ({_ratio(row.ratio(v))})" for v in views),
-        ]
-        for row in rows
-    ]
-    if per_request:
-        caption = "Per request; (x) as above."
-    else:
-        who = f"--batch {arguments.batch}" if arguments.batch else "--mtp-slots"
-        caption = (
-            f"Per GPU (--tp {arguments.tp}): rings over {_slots(arguments)} seed slots, views"
-            f" over {_count(_requests(arguments), 'request')} ({who}) and their pools' padding."
-            f" (x): {_RATIO_DEFINITION}. Designs: docs/replay.md; views: docs/sizing.md;"
-            " exact bytes: --format json."
-        )
-    if markdown:
-        lines = [caption, "", "| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
-        lines += ["| " + " | ".join(cells) + " |" for cells in body]
-        return "\n".join(lines)
-    widths = [max(len(cells[i]) for cells in [header, *body]) for i in range(len(header))]
-    lines = [caption, ""]
-    lines += [
-        "  ".join(cell.rjust(width) for cell, width in zip(cells, widths, strict=True))
-        for cells in [header, *body]
-    ]
-    return "\n".join(lines)
-
-
 def _plot(
     arguments: argparse.Namespace,
     model: Model,
@@ -930,6 +756,6 @@ def _plot(
         arguments.plot,
         title=(
             f"Speculative state per GPU (TP {arguments.tp}),"
-            f" {_count(_requests(arguments), 'request')} ({_slots(arguments)} seed slots)"
+            f" {count(_requests(arguments), 'request')} ({_slots(arguments)} seed slots)"
         ),
     )
