@@ -40,7 +40,8 @@ def test_check_against_the_reference_reports_every_property_and_clause(tmp_path:
     }
     assert document["counts"]["passed"] == len(document["properties"]) - len(skipped)
     normative = [clause for clause in spec_clauses() if clause not in DRAFT_CLAUSES]
-    replay = {clause for p in skipped for clause in p["clauses"]}
+    # The malformed replay requests cite RB-PROTO-4, which other properties pass.
+    replay = {clause for p in skipped for clause in p["clauses"]} - set(normative)
     assert replay <= set(DRAFT_CLAUSES)
     assert sorted(document["clauses"]) == sorted([*normative, *replay])
     assert {document["clauses"][clause] for clause in normative} == {"passed"}
