@@ -459,7 +459,7 @@ def test_a_plot_without_matplotlib_says_what_to_install(tmp_path: Path) -> None:
     )
     assert finished.returncode == 2
     assert finished.stderr == (
-        "ssm-rollback-spec: error: --plot needs matplotlib: install ssm-rollback-spec[plot]\n"
+        "ssm-rollback-spec: error: --plot needs matplotlib: pip install 'ssm-rollback-spec[plot]'\n"
     )
 
 

@@ -747,15 +747,18 @@ def _plot(
     rows: list[SweepRow] | None = None,
 ) -> None:
     # Imported here so that nothing but --plot ever loads matplotlib.
-    from .plot import plot_sweep  # noqa: PLC0415
+    from ..sizing.plot import PlotError, plot_sweep  # noqa: PLC0415
 
     if rows is None:
         rows = _sweep_rows(arguments, model, setup, counts)
-    plot_sweep(
-        rows,
-        arguments.plot,
-        title=(
-            f"Speculative state per GPU (TP {arguments.tp}),"
-            f" {count(_requests(arguments), 'request')} ({_slots(arguments)} seed slots)"
-        ),
-    )
+    try:
+        plot_sweep(
+            rows,
+            arguments.plot,
+            title=(
+                f"Speculative state per GPU (TP {arguments.tp}),"
+                f" {count(_requests(arguments), 'request')} ({_slots(arguments)} seed slots)"
+            ),
+        )
+    except PlotError as error:
+        raise CliError(str(error)) from None

@@ -10,14 +10,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
-from .errors import CliError
-
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from ..sizing.views import SweepRow
+    from .views import SweepRow
 
-__all__ = ["plot_sweep"]
+__all__ = ["PlotError", "plot_sweep"]
+
+
+class PlotError(RuntimeError):
+    """A plot that cannot be drawn: matplotlib is missing, or the file cannot be written."""
+
 
 #: How the legend names each view's speculative state: engine and version said once.
 _VIEW_LABELS: Final = {
@@ -53,7 +56,7 @@ def plot_sweep(rows: Sequence[SweepRow], target: str, /, *, title: str) -> None:
     The format follows the suffix of ``target``: ``.png`` or ``.svg``.
 
     Raises:
-        CliError: matplotlib is not installed, or the file cannot be written.
+        PlotError: matplotlib is not installed, or the file cannot be written.
     """
     try:
         # Agg draws without a display; the Figure API keeps no global state.
@@ -61,7 +64,7 @@ def plot_sweep(rows: Sequence[SweepRow], target: str, /, *, title: str) -> None:
         from matplotlib.figure import Figure  # noqa: PLC0415
         from matplotlib.ticker import MaxNLocator  # noqa: PLC0415
     except ImportError:
-        raise CliError("--plot needs matplotlib: install ssm-rollback-spec[plot]") from None
+        raise PlotError("--plot needs matplotlib: pip install 'ssm-rollback-spec[plot]'") from None
     figure = Figure(figsize=(9, 6.5), layout="constrained")
     FigureCanvasAgg(figure)
     axes = figure.add_subplot()
@@ -124,4 +127,4 @@ def plot_sweep(rows: Sequence[SweepRow], target: str, /, *, title: str) -> None:
     try:
         figure.savefig(target, dpi=110)
     except OSError as error:
-        raise CliError(f"--plot {target}: {error.strerror or error}") from None
+        raise PlotError(f"--plot {target}: {error.strerror or error}") from None
