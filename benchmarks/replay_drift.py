@@ -15,7 +15,7 @@ the same accepted tokens plainly, one token at a time. After each checkpoint
 round it prints the largest relative error of S, ``max |S - S_plain| / max
 |S_plain|``, and whether S is bit for bit plain decoding's, then the largest
 error over every round, as a Markdown table. The pipeline is
-``bf16-rows-fp32-state`` (FP32 state, as a BF16 module), on one key head
+``transformers-bf16`` (FP32 state, as a BF16 module), on one key head
 and two value heads of Qwen3-Next's head size (128 x 128). The arithmetic
 is the model's portable one, so the figures are the same on every machine;
 they are not GPU figures (docs/replay.md).
@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         values = [rng.uniform(low, high) for _ in range(prod(shape))]
         return np.array(values, dtype=np.float64).reshape(shape)
 
-    pipeline = Pipeline.BF16_ROWS_FP32_STATE
+    pipeline = Pipeline.TRANSFORMERS_BF16
     layer = make_layer(_SHAPE, numbers)
     start = make_case(layer, pipeline, 1, 1, numbers)
     decoders = [

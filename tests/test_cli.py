@@ -95,7 +95,7 @@ def test_the_version_names_the_spec_version() -> None:
             ["check", "--profile", "fast"],
             (
                 "argument --profile: invalid choice: 'fast' "
-                "(choose from 'dev', 'ci', 'thorough', 'crosshair')"
+                "(choose from 'dev', 'ci', 'thorough', 'crosshair', 'interpreter')"
             ),
         ),
         (["check", "--impl-cmd", ""], "--impl-cmd: the adapter command is empty"),

@@ -36,7 +36,7 @@ THIRD_PARTY: Final = {
     "ssm_rollback_spec.harness.pytest_plugin": {"pytest", "hypothesis"},
     "ssm_rollback_spec.harness.check_report": {"pytest"},
     # The optional plot extra, imported inside the plot function only.
-    "ssm_rollback_spec.tools.plot": {"matplotlib"},
+    "ssm_rollback_spec.sizing.plot": {"matplotlib"},
     # The draft replay model (the replay extra); ssm_rollback_spec.replay.rows
     # stays standard library, so size can report its figures without numpy.
     "ssm_rollback_spec.replay.portable": {"numpy"},

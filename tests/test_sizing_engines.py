@@ -54,6 +54,8 @@ def _model(path: Path = QWEN3_NEXT, *, tp: int = 1) -> Model:
         attention=None if attention is None else attention.per_gpu(tp),
         dtypes=dtypes_from_config(config),
         architecture=dims.architecture_from_config(config),
+        attention_layers=dims.attention_layers_from_config(config),
+        drafter_layers=dims.drafter_layers_from_config(config),
     )
 
 
@@ -61,65 +63,7 @@ def _size(*arguments: str) -> subprocess.CompletedProcess[str]:
     return run_module("ssm_rollback_spec.tools.cli", "size", *arguments, timeout=120)
 
 
-# vLLM 0.33.0, each fact on the example configs.
-
-
-def test_vllm_defaults_to_align_mode_with_the_flashinfer_checkpoint_block() -> None:
-    # vllm/config/model.py:2276-2278 (hybrid: prefix caching supported),
-    # vllm/engine/arg_utils.py:3075-3076 (on by default),
-    # vllm/model_executor/models/config.py:763-765 (align mode),
-    # vllm/v1/kv_cache_interface.py:1136-1139 (2 + spec + checkpoint blocks),
-    # qwen_gdn_linear_attn.py:692-695, 748 (one checkpoint block on FlashInfer, SM90).
-    sized = size_view(View.VLLM, _model(), num_drafts=3, requests=1)
-    assert sized.page is not None
-    assert sized.page.blocks_per_request == 2 + 3 + 1 == 6
-
-
-def test_vllm_without_prefix_caching_holds_one_block_per_token_of_the_window() -> None:
-    # vllm/v1/kv_cache_interface.py:1141: (1 + num_speculative_blocks) pages.
-    sized = size_view(View.VLLM, _model(), num_drafts=3, requests=1, setup=NO_PREFIX_CACHING)
-    assert sized.page is not None
-    assert sized.page.blocks_per_request == 4
-
-
-def test_vllm_on_sm80_has_no_checkpoint_block() -> None:
-    # qwen_gdn_linear_attn.py:249-250: FlashInfer GDN prefill only on SM90
-    # (SM100/SM120 aside), so A100 runs Triton and exports no checkpoint.
-    setup = Setup(vllm=vllm.VllmSetup(gpu=vllm.Gpu.SM80))
-    sized = size_view(View.VLLM, _model(), num_drafts=3, requests=1, setup=setup)
-    assert sized.page is not None
-    assert sized.page.blocks_per_request == 5
-
-
-def test_the_vllm_page_is_h_and_the_widened_conv_window() -> None:
-    # mamba_utils.py:282-292: (K - 1 + num_spec) columns of conv_dim / tp, and
-    # (num_v_heads / tp, head_v_dim, head_k_dim) values of h; bf16 both.
-    sized = size_view(View.VLLM, _model(), num_drafts=3, requests=1)
-    assert sized.page is not None
-    assert sized.page.page_bytes == 524_288 * 2 + (3 + 3) * 8_192 * 2 == 1_146_880
-
-
-def test_vllm_pads_the_page_to_the_attention_page() -> None:
-    # vllm/platforms/interface.py:1068-1128: attention page per token
-    # 2 kv heads x (256 + 256) x 2 B = 2048 B (kv_cache_interface.py:586-594);
-    # alignment lcm(16, 64) = 64 in align mode (gdn_attn.py:34); block
-    # 64 x cdiv(1146880, 64 x 2048) = 576 tokens; page 576 x 2048 B.
-    sized = size_view(View.VLLM, _model(), num_drafts=3, requests=1)
-    assert sized.page is not None
-    assert sized.page.block_size == 576
-    assert sized.page.padded_page_bytes == 1_179_648
-
-
-def test_vllm_pads_on_the_kernel_block_alone_without_prefix_caching() -> None:
-    # interface.py:1068-1075: alignment max(16, block_size 16) = 16 (FlashAttention's
-    # MultipleOf(16), flash_attn.py:367); Qwen3.5-27B's page 3,268,608 B (fp32 h by the
-    # Qwen3.5 hook) over 4 kv heads x 512 x 2 B = 4096 B per token: 16 x cdiv(., 65536) = 800.
-    sized = size_view(
-        View.VLLM, _model(QWEN3_5_27B), num_drafts=3, requests=1, setup=NO_PREFIX_CACHING
-    )
-    assert sized.page is not None
-    assert sized.page.page_bytes == 786_432 * 4 + 6 * 10_240 * 2 == 3_268_608
-    assert (sized.page.block_size, sized.page.padded_page_bytes) == (800, 3_276_800)
+# vLLM 0.33.0's dtypes (its grouping and pool: tests/test_sizing_vllm.py).
 
 
 def test_vllm_keeps_the_qwen3_5_state_in_fp32() -> None:
@@ -128,18 +72,6 @@ def test_vllm_keeps_the_qwen3_5_state_in_fp32() -> None:
     for path in (QWEN3_5_27B, QWEN3_5_35B_A3B):
         sized = size_view(View.VLLM, _model(path), num_drafts=3, requests=1)
         assert sized.dtypes == FP32_H
-
-
-def test_the_d1_figure_holds_four_blocks_per_request_and_a_null_block() -> None:
-    # Qwen3.5-27B, 3 drafts, prefix caching off, TP 1: 4 blocks of 3,276,800 B
-    # (padded) x 48 layers for the request, and one null block per pool
-    # (vllm/v1/core/block_pool.py:191).
-    sized = size_view(
-        View.VLLM, _model(QWEN3_5_27B), num_drafts=3, requests=1, setup=NO_PREFIX_CACHING
-    )
-    assert sized.base_bytes_per_request + sized.speculative_bytes_per_request == 629_145_600
-    assert sized.base_padding_bytes == 3_276_800 * 48 == 157_286_400
-    assert sized.total_bytes == 786_432_000
 
 
 def test_qwen3_next_has_no_hook_and_stays_bf16() -> None:
@@ -155,15 +87,6 @@ def test_vllm_downcasts_a_float32_model_dtype() -> None:
     # vllm/config/model.py:2440-2442.
     found = ConfigDtypes(model=Dtype.FP32)
     assert vllm.vllm_dtypes(found, "Qwen3NextForCausalLM") == BF16
-
-
-def test_the_vllm_default_figures_on_qwen3_next() -> None:
-    # 6 blocks x 1,179,648 B x 36 layers; the base is 3 blocks (2 + checkpoint) of
-    # the unwidened page, also padded to 1,179,648 B; the null block one page a layer.
-    sized = size_view(View.VLLM, _model(), num_drafts=3, requests=1)
-    assert sized.base_bytes_per_request == 3 * 1_179_648 * 36 == 127_401_984
-    assert sized.speculative_bytes_per_request == 127_401_984
-    assert sized.base_padding_bytes == 1_179_648 * 36 == 42_467_328
 
 
 # SGLang 0.5.23, each fact on the example configs.
@@ -272,7 +195,7 @@ def test_the_text_report_shows_the_vllm_setup() -> None:
     assert finished.returncode == 0, finished.stderr
     assert (
         "  setup                  vllm serve on SM90, --no-enable-prefix-caching"
-        " (mamba_cache_mode none)\n"
+        " (mamba_cache_mode none), speculative method mtp\n"
     ) in finished.stdout
     assert "  recurrent state h      1,048,576 B (1.0 MiB) per layer (524,288 x bf16)" in (
         finished.stdout
@@ -352,7 +275,7 @@ def test_a_sweep_row_holds_the_three_rings_and_every_view() -> None:
     assert row.minimal_ring == (1_797_120, 3_594_240)
     assert row.replayssm_ring == (16 * 24_704 * 36, 2 * 16 * 24_704 * 36)
     assert row.speculative[View.MODULE] == (309_067_776, 618_135_552)
-    assert row.ratio(View.MODULE) == 618_135_552 / 5_363_712
+    assert row.ratio(View.MODULE) == 309_067_776 / 2_681_856
 
 
 def test_no_drafts_means_no_ring_and_no_ratio() -> None:
@@ -365,8 +288,12 @@ def test_a_sweep_prints_per_gpu_and_per_request_tables() -> None:
     finished = _size(*REVIEW[:2], "--num-drafts", "1,3,7", "--mtp-slots", "1")
     assert finished.returncode == 0, finished.stderr
     tables = finished.stdout.split("\n\n")
-    assert tables[0].startswith("Per GPU (--tp 1): the seed's rings over 2 slots")
-    assert tables[2].startswith("Per request.")
+    assert tables[0] == (
+        "Per GPU (--tp 1): rings over 2 seed slots, views over 1 request (--mtp-slots) and"
+        " their pools' padding. (x): one request's speculative state over one slot's seed"
+        " ring. Designs: docs/replay.md; views: docs/sizing.md; exact bytes: --format json."
+    )
+    assert tables[2] == "Per request; (x) as above."
     header = tables[1].splitlines()[0].split()
     assert header == [
         "num_drafts", "seed-row", "ring", "minimal-pre-conv", "ring", "replayssm", "ring",
@@ -376,8 +303,7 @@ def test_a_sweep_prints_per_gpu_and_per_request_tables() -> None:
     rows = tables[1].splitlines()[1:]
     assert [line.split()[0] for line in rows] == ["1", "3", "7"]
     assert "5.1 MiB                3.4 MiB        27.1 MiB  589.5 MiB (115.2x)" in rows[1]
-    assert "design minimal-pre-conv: minimal among rows of pre-conv inputs" in tables[0]
-    assert "vllm: vLLM 0.33.0, vllm serve on SM90" in tables[0]
+    assert len(tables[0]) < 300
 
 
 def test_a_sweep_shows_only_the_view_engine_names() -> None:
@@ -413,7 +339,7 @@ def test_a_sweep_in_json_gives_exact_bytes_and_the_engines() -> None:
     assert row["seed_ring"] == {"per_request": 2_681_856, "per_gpu": 5_363_712}
     assert row["speculative"]["module"]["per_gpu"] == 618_135_552
     assert row["speculative"]["sglang"]["per_gpu"] == 2 * 305_528_832
-    assert row["speculative"]["vllm"]["per_request"] == 127_401_984
+    assert row["speculative"]["vllm"]["per_request"] == 3 * 5 * 15_335_424 - 3 * 2 * 14_155_776
     assert row["replayssm_ring"]["per_request"] == 16 * 24_704 * 36
 
 
@@ -533,7 +459,7 @@ def test_a_plot_without_matplotlib_says_what_to_install(tmp_path: Path) -> None:
     )
     assert finished.returncode == 2
     assert finished.stderr == (
-        "ssm-rollback-spec: error: --plot needs matplotlib: install ssm-rollback-spec[plot]\n"
+        "ssm-rollback-spec: error: --plot needs matplotlib: pip install 'ssm-rollback-spec[plot]'\n"
     )
 
 
@@ -619,4 +545,61 @@ def test_an_unknown_config_dtype_gets_one_clear_line(tmp_path: Path) -> None:
     assert finished.stderr == (
         f"ssm-rollback-spec: error: --config {path}: the config's 'torch_dtype' is 'float64', "
         "not one of 'float32', 'bfloat16', 'float16', 'float8_e4m3fn'\n"
+    )
+
+
+# SGLang's own readings of a config.
+
+
+def test_sglang_counts_gdn_layers_from_the_interval_alone() -> None:
+    # sglang/srt/configs/qwen3_next.py:260-277: layers_block_type ignores layer_types.
+    config = _load(QWEN3_NEXT)
+    config["layer_types"] = ["linear_attention"] * 46 + ["full_attention"] * 2
+    assert dims.dimensions_from_config(config).num_gdn_layers == 46
+    assert dims.interval_gdn_layers_from_config(config) == 36
+    model = Model(
+        dimensions=dims.dimensions_from_config(config),
+        sglang_gdn_layers=dims.interval_gdn_layers_from_config(config),
+    )
+    sized = size_view(View.SGLANG, model, num_drafts=3, requests=1)
+    assert sized.base_bytes_per_request == 5 * 2_146_304 * 36
+
+
+def test_replayssm_keeps_h_in_fp32_unless_told() -> None:
+    # attention_hook.py:506-515: --enable-linear-replayssm-spec sets
+    # --mamba-ssm-dtype float32 when unset, over the config's bfloat16.
+    model = Model(dimensions=_model().dimensions, dtypes=ConfigDtypes(ssm=Dtype.BF16))
+    assert size_view(View.SGLANG, model, num_drafts=3, requests=1).dtypes.recurrent is Dtype.BF16
+    replay = size_view(View.SGLANG_REPLAYSSM, model, num_drafts=3, requests=1)
+    assert replay.dtypes.recurrent is Dtype.FP32
+
+
+def test_sglang_replaces_an_fp8_config_dtype_by_fp32() -> None:
+    # configs/mamba_utils.py:85-92: a config dtype it does not take is warned about.
+    assert sglang.sglang_dtypes(ConfigDtypes(ssm=Dtype.FP8)).recurrent is Dtype.FP32
+
+
+def test_a_qwen3_5_config_without_text_config_is_refused() -> None:
+    config = _load(QWEN3_5_27B)
+    text = config.pop("text_config")
+    assert isinstance(text, dict)
+    config.update(text)
+    config["model_type"] = "qwen3_5"
+    with pytest.raises(dims.ConfigError) as raised:
+        dims.dimensions_from_config(config)
+    assert str(raised.value) == (
+        "the config's model_type is 'qwen3_5' but it has no 'text_config': both engines"
+        " would size the text model from transformers' class defaults, not from these fields"
+    )
+
+
+def test_value_heads_that_are_not_a_multiple_of_the_key_heads_are_refused() -> None:
+    config = _load(QWEN3_NEXT)
+    config["linear_num_value_heads"] = 24
+    config["linear_num_key_heads"] = 16
+    with pytest.raises(dims.ConfigError) as raised:
+        dims.dimensions_from_config(config)
+    assert str(raised.value) == (
+        "the config's 'linear_num_value_heads' (24) is not a multiple of its"
+        " 'linear_num_key_heads' (16)"
     )

@@ -32,7 +32,7 @@ def _text(config: dict[str, Any]) -> dict[str, Any]:
 
 
 def _vllm(config: dict[str, Any], tp: int, s: int) -> tuple[int, int, int]:
-    """(base per request, speculative per request, null block), all GDN layers."""
+    """(base per request, speculative per request, null block): resident blocks of the pool."""
     t = _text(config)
     layers = t["num_hidden_layers"] - t["num_hidden_layers"] // t["full_attention_interval"]
     nk, nv = t["linear_num_key_heads"] // tp, t["linear_num_value_heads"] // tp
@@ -59,9 +59,23 @@ def _vllm(config: dict[str, Any], tp: int, s: int) -> tuple[int, int, int]:
         padded: int = max(16, block) * per_token
         return padded
 
-    # kv_cache_interface.py:1136-1139: 2 + num_spec + 1 checkpoint block.
-    base, total = 3 * page(0), (3 + s) * page(s)
-    return layers * base, layers * (total - base), layers * page(s)
+    attention = t["num_hidden_layers"] // t["full_attention_interval"]
+
+    def grouped(spec: int) -> tuple[int, int]:
+        # v1/core/kv_cache_planning.py:521-555: the group size is the smaller
+        # type's layer count (the larger's within 1.5x); models/qwen3_next_mtp.py
+        # :89-95: drafting with MTP adds the drafter's one attention layer.
+        counts = (layers, attention + (1 if spec else 0))
+        size = max(counts) if max(counts) < 1.5 * min(counts) else min(counts)
+        width = max(math.ceil(n / math.ceil(n / size)) for n in counts)
+        # kv_cache_planning.py:574-605: a block is the widest group's pages.
+        return math.ceil(layers / size), width * page(spec)
+
+    # kv_cache_interface.py:1143-1152: 2 + num_spec blocks resident per group.
+    groups, block = grouped(0)
+    base = groups * 2 * block
+    groups, block = grouped(s)
+    return base, groups * (2 + s) * block - base, block
 
 
 def _sglang(config: dict[str, Any], tp: int, s: int, *, replay: bool) -> tuple[int, int]:
@@ -96,6 +110,8 @@ def _model(config: dict[str, Any], tp: int) -> Model:
         attention=attention.per_gpu(tp),
         dtypes=dtypes_from_config(config),
         architecture=dims.architecture_from_config(config),
+        attention_layers=dims.attention_layers_from_config(config),
+        drafter_layers=dims.drafter_layers_from_config(config),
     )
 
 

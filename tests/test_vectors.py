@@ -48,7 +48,8 @@ def test_every_file_validates_against_the_schema() -> None:
 
 def test_the_committed_corpus_is_exactly_a_fresh_generation() -> None:
     generated = corpus.generate()
-    assert sorted(generated) == [path.name for path in _files()]
+    # The schema is written with the cases, from the one shipped beside the code.
+    assert sorted(generated) == sorted(path.name for path in VECTORS.glob("*.json"))
     for name, text in generated.items():
         committed = (VECTORS / name).read_text(encoding="ascii")
         assert committed == text, f"vectors/{name} differs: run ssm-rollback-spec vectors generate"

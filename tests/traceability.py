@@ -32,6 +32,8 @@ _PROPERTY_MODULES: Final = (
     *(("", path) for path in sorted((ROOT / "tests" / "properties").glob("test_*.py"))),
     ("replay/", ROOT / "tests" / "replay" / "test_replay_model.py"),
     ("replay/", ROOT / "tests" / "replay" / "test_rounds.py"),
+    ("replay/", ROOT / "tests" / "replay" / "test_engine_pipelines.py"),
+    ("replay/", ROOT / "tests" / "replay" / "test_sglang_replayssm.py"),
 )
 
 

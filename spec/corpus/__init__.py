@@ -16,7 +16,18 @@ from __future__ import annotations
 from .files import VectorError
 from .protocol_cases import Case, exported_case, generate, render_corpus, write_corpus
 from .protocol_run import CaseResult, Judge, load_cases, run_cases
-from .replay_run import NOT_OFFERED, ReplayCase, as_cases, judge_replay, load_replay_cases
+from .replay_run import (
+    NOT_OFFERED,
+    ReplayCase,
+    ReplayOffer,
+    ReplayOfferError,
+    as_cases,
+    judge_replay,
+    load_replay_cases,
+    not_offered,
+    replay_offer,
+    split_offered,
+)
 
 __all__ = [
     "NOT_OFFERED",
@@ -24,6 +35,8 @@ __all__ = [
     "CaseResult",
     "Judge",
     "ReplayCase",
+    "ReplayOffer",
+    "ReplayOfferError",
     "VectorError",
     "as_cases",
     "exported_case",
@@ -31,7 +44,10 @@ __all__ = [
     "judge_replay",
     "load_cases",
     "load_replay_cases",
+    "not_offered",
     "render_corpus",
+    "replay_offer",
     "run_cases",
+    "split_offered",
     "write_corpus",
 ]

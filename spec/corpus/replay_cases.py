@@ -20,7 +20,7 @@ import random
 import sys
 from math import prod
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, Literal, TypedDict, cast
+from typing import TYPE_CHECKING, Final, Literal, NotRequired, TypedDict, cast
 
 import numpy as np
 
@@ -37,7 +37,7 @@ from ..replay.paths import (
     replay_rows,
     restore_from_snapshots,
 )
-from ..replay.rounds import plain_decode
+from ..replay.rounds import SglangGdnReplaySsm, decode_round, plain_decode
 from .files import SCHEMA_FILE, render_corpus_files, schema_text
 
 if TYPE_CHECKING:
@@ -50,10 +50,12 @@ if TYPE_CHECKING:
     from ..replay.rows import GdnShape, ReplayRowSizes
 
 __all__ = [
+    "ENGINE_DESIGNS",
     "POST_CONV_FILE",
     "REBUILD_FILE",
     "ROUNDS_FILE",
     "ROW_BYTES_FILE",
+    "SNAPSHOT",
     "TOLERANCES",
     "CaseDims",
     "RebuildCase",
@@ -81,21 +83,54 @@ class Tolerance(TypedDict):
     last bits depend on") rebuilds every bit. ``kernel`` bounds the relative
     error ``max |actual - expected| / max |expected|`` of each of conv and h
     for a kernel that sums in another order (docs/replay.md, "Judging a
-    runtime's replay").
+    runtime's replay"). ``self``, where stated, bounds an implementation
+    against itself over other windowings of the same tokens (``check``'s
+    replay properties); ``kernel`` does otherwise.
     """
 
     port: int
     kernel: float
+    self: NotRequired[float]
 
 
 #: Grounded in the measured drift (BENCHMARKS.md, "Replay drift across
 #: verify rounds"): FP32 state evaluated in another order (the closed-form
 #: fold) stayed within 4.9e-07 over 512 rounds, so 1e-06; float64 is that
 #: bound scaled by the ratio of the unit roundoffs (2**-29, 1.9e-15), with
-#: room for libm's last-bit exp: 1e-12.
+#: room for libm's last-bit exp: 1e-12. The engine pipelines' are measured
+#: against the engines' released kernels through their adapters
+#: (BENCHMARKS.md, "The engine pipelines' tolerances, measured against the
+#: kernels"): vLLM's cases bit for bit, and h stored in BF16, so one BF16
+#: step of max |h| (2**-8, 3.9e-3): 4e-3; but a round of A rows against A
+#: one-row rounds (check's properties) rounds h once against A times: 8.6e-3
+#: over 150 draws, so its self bound 2e-2; SGLang's cases within 3.6e-6, its
+#: ReplaySSM over other windowings 7.1e-4, so 2e-3; FLA's fused recurrent
+#: rule 2.5e-7, so 1e-6.
 TOLERANCES: Final[Mapping[Pipeline, Tolerance]] = {
     Pipeline.FLOAT64: Tolerance(port=0, kernel=1e-12),
-    Pipeline.BF16_ROWS_FP32_STATE: Tolerance(port=0, kernel=1e-6),
+    Pipeline.TRANSFORMERS_BF16: Tolerance(port=0, kernel=1e-6),
+    Pipeline.VLLM_BF16: Tolerance(port=0, kernel=4e-3, self=2e-2),
+    Pipeline.SGLANG_BF16: Tolerance(port=0, kernel=2e-3),
+    Pipeline.FLA_BF16: Tolerance(port=0, kernel=1e-6),
+}
+
+#: The pipelines the model's own cases use, generated first and unchanged by the engines'.
+_MODEL_PIPELINES: Final = (Pipeline.FLOAT64, Pipeline.TRANSFORMERS_BF16)
+#: The engine pipelines' cases draw from their own stream, after the model's.
+_ENGINE_SEED: Final = 20261201
+#: The layer of the engine cases: SGLang's verify kernel needs a key head of
+#: at least 32 (``gdn_replayssm_spec_decode.py`` lines 925-931: ``BKT = BK / nk
+#: >= 16`` with ``nk`` 2).
+_ENGINE_SHAPE: Final = rows.GdnShape(
+    num_key_heads=1, key_head_dim=32, num_value_heads=2, value_head_dim=4, conv_kernel=4
+)
+#: The design each engine's decodes follow: vLLM restores per-token
+#: snapshots, SGLang runs its GDN ReplaySSM, FLA's adapter replays minimal rows.
+SNAPSHOT: Final = "snapshot"
+ENGINE_DESIGNS: Final[Mapping[Pipeline, str]] = {
+    Pipeline.VLLM_BF16: SNAPSHOT,
+    Pipeline.SGLANG_BF16: rows.ReplayDesign.SGLANG_GDN_REPLAYSSM.value,
+    Pipeline.FLA_BF16: rows.ReplayDesign.MINIMAL_PRE_CONV.value,
 }
 
 # The small layers the cases use: one key head; two value heads sharing it;
@@ -112,6 +147,7 @@ _SHAPES: Final = (
     ),
 )
 
+PipelineName = Literal["float64", "transformers-bf16", "vllm-bf16", "sglang-bf16", "fla-bf16"]
 Hex = str
 Vector = list[Hex]
 Matrix = list[list[Hex]]
@@ -137,11 +173,16 @@ class StateJson(TypedDict):
 
 
 class RingRowJson(TypedDict):
-    """A minimal ring row: pre-conv q, k, v, and g and beta per value head."""
+    """A minimal ring row: pre-conv q, k, v, and g and beta per value head.
+
+    An engine pipeline's row also has the gate's raw inputs ``a`` and ``b``.
+    """
 
     qkv: Vector
     g: Vector
     beta: Vector
+    a: NotRequired[Vector]
+    b: NotRequired[Vector]
 
 
 class PostConvRowJson(TypedDict):
@@ -157,9 +198,11 @@ class RebuildCase(TypedDict, total=False):
 
     id: str
     clauses: list[str]
-    pipeline: Literal["float64", "bf16-rows-fp32-state"]
+    pipeline: PipelineName
     dims: CaseDims
     conv_weight: Matrix
+    a_log: Vector
+    dt_bias: Vector
     checkpoint: StateJson
     ring: list[RingRowJson]
     post_conv_ring: list[PostConvRowJson]
@@ -199,9 +242,12 @@ class RoundsCase(TypedDict):
 
     id: str
     clauses: list[str]
-    pipeline: Literal["float64", "bf16-rows-fp32-state"]
+    pipeline: PipelineName
+    design: NotRequired[str]
     dims: CaseDims
     conv_weight: Matrix
+    a_log: NotRequired[Vector]
+    dt_bias: NotRequired[Vector]
     k_ceiling: int
     ring_length: int
     initial: StateJson
@@ -255,7 +301,7 @@ def _dims(case: ReplayCase, /) -> CaseDims:
 def _common(case: ReplayCase, name: str, clauses: list[str], /) -> RebuildCase:
     # The weight as the module holds it: BF16 values in the BF16 pipeline.
     weight = as_module_holds(case.layer.conv_weight, case.pipeline.dtype)
-    return RebuildCase(
+    entry = RebuildCase(
         id=name,
         clauses=clauses,
         pipeline=case.pipeline.value,
@@ -264,6 +310,23 @@ def _common(case: ReplayCase, name: str, clauses: list[str], /) -> RebuildCase:
         checkpoint=_state(case.checkpoint),
         accepted=case.accepted,
     )
+    if case.pipeline.engine:
+        entry["a_log"], entry["dt_bias"] = _gate_parameters(case.layer)
+    return entry
+
+
+def _gate_parameters(layer: GdnLayer, /) -> tuple[Vector, Vector]:
+    """``A_log`` and ``dt_bias`` as an engine holds them: BF16 values."""
+    a_log = _hex(as_module_holds(layer.a_log, np.float32))
+    dt_bias = _hex(as_module_holds(layer.dt_bias, np.float32))
+    return a_log, dt_bias  # type: ignore[return-value]
+
+
+def _row(row: SeedRow | MinimalRow, /) -> RingRowJson:
+    entry = RingRowJson(qkv=_hex(row.qkv), g=_hex(row.g), beta=_hex(row.beta))  # type: ignore[typeddict-item]
+    if row.a is not None and row.b is not None:
+        entry["a"], entry["b"] = _hex(row.a), _hex(row.b)  # type: ignore[typeddict-item]
+    return entry
 
 
 def _cases(
@@ -273,7 +336,7 @@ def _cases(
     built = []
     for shape in shapes:
         layer = make_layer(shape, draw)
-        for pipeline in Pipeline:
+        for pipeline in _MODEL_PIPELINES:
             for window in windows:
                 base = make_case(layer, pipeline, window, 1, draw)
                 built += [
@@ -290,16 +353,33 @@ def _rebuild_cases(rng: random.Random, /) -> list[RebuildCase]:
         clauses = ["RB-REPLAY-1", "RB-REPLAY-3"]
         if case.accepted == case.window - 1:
             clauses.insert(1, "RB-REPLAY-2")
-        if case.pipeline is Pipeline.BF16_ROWS_FP32_STATE:
+        if case.pipeline is Pipeline.TRANSFORMERS_BF16:
             clauses.append("RB-REPLAY-10")
         name = f"{len(out):03d}-{case.pipeline.value}-k{case.window}-a{case.accepted}"
         entry = _common(case, name, clauses)
-        entry["ring"] = [
-            RingRowJson(qkv=_hex(r.qkv), g=_hex(r.g), beta=_hex(r.beta))  # type: ignore[typeddict-item]
-            for r in capture_minimal_ring(verified)
-        ]
+        entry["ring"] = [_row(r) for r in capture_minimal_ring(verified)]
         entry["expected"] = _state(restore_from_snapshots(verified, case.accepted))
         out.append(_ordered(entry))
+    return out
+
+
+def _engine_rebuild_cases(rng: random.Random, first: int, /) -> list[RebuildCase]:
+    """Each engine pipeline's single windows: K = 2 and 4, every partial accept."""
+    draw = _drawer(rng)
+    out: list[RebuildCase] = []
+    layer = make_layer(_ENGINE_SHAPE, draw)
+    for pipeline in ENGINE_DESIGNS:
+        for window in (2, 4):
+            base = make_case(layer, pipeline, window, 1, draw)
+            for accepted in range(1, window):
+                case = ReplayCase(base.layer, pipeline, base.checkpoint, base.rows, accepted)
+                verified = case.verified()
+                clauses = ["RB-REPLAY-1", "RB-REPLAY-10"]
+                name = f"{first + len(out):03d}-{pipeline.value}-k{window}-a{accepted}"
+                entry = _common(case, name, clauses)
+                entry["ring"] = [_row(r) for r in capture_minimal_ring(verified)]
+                entry["expected"] = _state(restore_from_snapshots(verified, accepted))
+                out.append(_ordered(entry))
     return out
 
 
@@ -325,6 +405,8 @@ _KEY_ORDER: Final = (
     "pipeline",
     "dims",
     "conv_weight",
+    "a_log",
+    "dt_bias",
     "checkpoint",
     "ring",
     "post_conv_ring",
@@ -394,6 +476,8 @@ _ROUNDS: Final = (
 )
 _K_CEILING: Final = 4
 _RING_LENGTH: Final = 5
+#: SGLang's default L (``--linear-replayssm-cache-len``): a power of two of at least 2 K.
+_ENGINE_RING_LENGTH: Final = 16
 
 
 def _rounds_cases(rng: random.Random, /) -> list[RoundsCase]:
@@ -401,7 +485,7 @@ def _rounds_cases(rng: random.Random, /) -> list[RoundsCase]:
     out: list[RoundsCase] = []
     for shape in _SHAPES:
         layer = make_layer(shape, draw)
-        for pipeline in Pipeline:
+        for pipeline in _MODEL_PIPELINES:
             start = make_case(layer, pipeline, 1, 1, draw)
             state, decoded = start.checkpoint, []
             for drafts, accepted, reuse in _ROUNDS:
@@ -409,10 +493,7 @@ def _rounds_cases(rng: random.Random, /) -> list[RoundsCase]:
                 state = plain_decode(layer, state, window[:accepted])
                 decoded.append(
                     RoundJson(
-                        rows=[
-                            RingRowJson(qkv=_hex(r.qkv), g=_hex(r.g), beta=_hex(r.beta))  # type: ignore[typeddict-item]
-                            for r in window
-                        ],
+                        rows=[_row(r) for r in window],
                         accepted=accepted,
                         reuse_slot_after=reuse,
                         expected=_state(state),
@@ -438,6 +519,66 @@ def _rounds_cases(rng: random.Random, /) -> list[RoundsCase]:
     return out
 
 
+def _engine_rounds_cases(rng: random.Random, first: int, /) -> list[RoundsCase]:
+    """Each engine pipeline's decode of 16 rounds, as its engine's design keeps the state.
+
+    vLLM's (``snapshot``): each round's accepted rows in one call, h stored
+    in BF16 once (:func:`.rounds.decode_round`); SGLang's: its GDN ReplaySSM
+    with L = 16 (several folds); FLA's: plain decoding.
+    """
+    draw = _drawer(rng)
+    out: list[RoundsCase] = []
+    layer = make_layer(_ENGINE_SHAPE, draw)
+    for pipeline, design in ENGINE_DESIGNS.items():
+        start = make_case(layer, pipeline, 1, 1, draw)
+        state, decoded = start.checkpoint, []
+        sglang = SglangGdnReplaySsm(
+            start.layer, pipeline, state, _K_CEILING, ring_length=_ENGINE_RING_LENGTH
+        )
+        for drafts, accepted, flagged in _ROUNDS * 2:
+            window = make_case(layer, pipeline, drafts + 1, 1, draw).rows
+            # A replay request does not send reuse_slot_after (docs/protocol.md), and a
+            # fresh request row changes SGLang's lifecycle: its decode reuses no slot.
+            reuse = flagged and pipeline is not Pipeline.SGLANG_BF16
+            if pipeline is Pipeline.SGLANG_BF16:
+                sglang.verify_round(window, accepted)
+                state = sglang.state()
+            else:
+                state = decode_round(start.layer, state, window[:accepted])
+            decoded.append(
+                RoundJson(
+                    rows=[_row(r) for r in window],
+                    accepted=accepted,
+                    reuse_slot_after=reuse,
+                    expected=_state(state),
+                )
+            )
+        dims = _dims(start)
+        dims["window"] = _K_CEILING
+        a_log, dt_bias = _gate_parameters(start.layer)
+        clauses = ["RB-REPLAY-6", "RB-REPLAY-10"]
+        if pipeline is Pipeline.SGLANG_BF16:
+            clauses.append("RB-REPLAY-11")
+        out.append(
+            RoundsCase(
+                id=f"{first + len(out):03d}-{pipeline.value}",
+                clauses=clauses,
+                pipeline=pipeline.value,
+                design=design,
+                dims=dims,
+                conv_weight=_hex(as_module_holds(layer.conv_weight, np.float32)),  # type: ignore[typeddict-item]
+                a_log=a_log,
+                dt_bias=dt_bias,
+                k_ceiling=_K_CEILING,
+                ring_length=_ENGINE_RING_LENGTH,
+                initial=_state(start.checkpoint),
+                rounds=decoded,
+                expected=_state(state),
+            )
+        )
+    return out
+
+
 def _document(
     description: str,
     cases: list[RebuildCase] | list[RowBytesCase] | list[RoundsCase],
@@ -457,21 +598,28 @@ def _document(
 def generate_replay_vectors() -> dict[str, str]:
     """Every file of ``vectors/replay/``, by name, as its exact text.
 
-    RB-REPLAY-1 to RB-REPLAY-5.
+    RB-REPLAY-1 to RB-REPLAY-11.
     """
     # Reproducible draws, not secrets: Random's stream is fixed for a seed.
     rng = random.Random(_SEED)  # noqa: S311
+    engines = random.Random(_ENGINE_SEED)  # noqa: S311
+    rebuilds = _rebuild_cases(rng)
+    rebuilds += _engine_rebuild_cases(engines, len(rebuilds))
+    post_conv = _post_conv_cases(rng)
+    rounds = _rounds_cases(rng)
+    rounds += _engine_rounds_cases(engines, len(rounds))
     files: dict[str, Mapping[str, object]] = {
         REBUILD_FILE: _document(
             "Replay rebuilds: restore the checkpoint, run the first `accepted` ring rows "
-            "(pre-conv q, k, v; g; beta) through the conv and the gated delta rule; the "
-            "result must be `expected`, the snapshot after `accepted` tokens.",
-            _rebuild_cases(rng),
+            "(pre-conv q, k, v; g; beta; an engine pipeline's rows also a and b, its case "
+            "a_log and dt_bias) through the conv and the gated delta rule; the result must "
+            "be `expected`, the snapshot after `accepted` tokens.",
+            rebuilds,
         ),
         POST_CONV_FILE: _document(
             "Post-conv rebuilds: h from the post-SiLU k and v rows with g and beta; the "
             "conv state from the checkpoint's columns followed by `conv_window`.",
-            _post_conv_cases(rng),
+            post_conv,
         ),
         ROW_BYTES_FILE: _document(
             "Row and ring bytes of the seed's row, the minimal row and the post-conv layout, "
@@ -484,8 +632,10 @@ def generate_replay_vectors() -> dict[str, str]:
             "(pre-conv q, k, v; g; beta) of which `accepted` are kept; after each round, "
             "whatever the design, the state must be the round's `expected`, plain "
             "decoding's over the accepted rows. `reuse_slot_after` copies the state into "
-            "a reused slot; `k_ceiling` bounds the windows, `ring_length` is ReplaySSM's L.",
-            _rounds_cases(rng),
+            "a reused slot; `k_ceiling` bounds the windows, `ring_length` is ReplaySSM's L. "
+            "A case with a `design` is that engine's design's decode: its `expected` states "
+            "are what that design keeps (docs/replay.md).",
+            rounds,
         ),
     }
     header = {"spec_version": SPEC_VERSION, "status": _STATUS}
@@ -524,6 +674,11 @@ def rebuild_from_case(case: RebuildCase, /) -> tuple[LayerState, LayerState]:
 
 def _layer_of(case: RebuildCase | RoundsCase, dtype: type[np.floating], /) -> GdnLayer:
     dims = case["dims"]
+    if "a_log" in case and "dt_bias" in case:
+        a_log, dt_bias = _array(case["a_log"], np.float32), _array(case["dt_bias"], np.float32)
+    else:
+        # g and beta are in the rows, and the output is not rebuilt.
+        a_log, dt_bias = np.zeros(dims["num_value_heads"]), np.zeros(dims["num_value_heads"])
     return GdnLayer(
         num_key_heads=dims["num_key_heads"],
         key_head_dim=dims["key_head_dim"],
@@ -531,10 +686,10 @@ def _layer_of(case: RebuildCase | RoundsCase, dtype: type[np.floating], /) -> Gd
         value_head_dim=dims["value_head_dim"],
         conv_kernel=dims["conv_kernel"],
         conv_weight=_array(case["conv_weight"], dtype),
-        # g and beta are in the rows, and the output is not rebuilt.
-        a_log=np.zeros(dims["num_value_heads"]),
-        dt_bias=np.zeros(dims["num_value_heads"]),
+        a_log=a_log,
+        dt_bias=dt_bias,
         norm_weight=np.ones(dims["value_head_dim"]),
+        pipeline=Pipeline(case["pipeline"]),
     )
 
 

@@ -33,13 +33,76 @@ if TYPE_CHECKING:
 __all__ = [
     "NOT_OFFERED",
     "ReplayCase",
+    "ReplayOffer",
+    "ReplayOfferError",
     "as_cases",
     "judge_replay",
     "load_replay_cases",
+    "not_offered",
+    "replay_offer",
+    "split_offered",
 ]
 
 #: A skipped replay case's detail, for an adapter that answers ``unknown-op``.
 NOT_OFFERED: Final = "not offered: the adapter answered unknown-op to replay"
+
+
+class ReplayOfferError(ValueError):
+    """A ``describe`` reply states what its replay offers in a shape the protocol lacks."""
+
+
+@dataclass(frozen=True)
+class ReplayOffer:
+    """What an adapter's ``describe`` says its ``replay`` computes (docs/protocol.md).
+
+    A case is offered when its pipeline and its layout are listed and, if the
+    case names a design, its design is listed.
+    """
+
+    pipelines: frozenset[str]
+    layouts: frozenset[str]
+    designs: frozenset[str]
+
+
+_OFFER_KEYS: Final = ("pipelines", "layouts", "designs")
+
+
+def replay_offer(reply: dict[str, object], /) -> ReplayOffer | None:
+    """What a ``describe`` reply offers of ``replay``; None when it does not say (all is sent).
+
+    Raises:
+        ReplayOfferError: the reply's ``replay`` member is not an object of
+            three lists of strings, ``pipelines``, ``layouts`` and ``designs``.
+    """
+    value = reply.get("ok")
+    offer = value.get("replay") if isinstance(value, dict) else None
+    if offer is None:
+        return None
+    if not isinstance(offer, dict):
+        raise ReplayOfferError(f"describe's replay must be an object, got {encode(offer)}")
+    lists: list[frozenset[str]] = []
+    for key in _OFFER_KEYS:
+        names = offer.get(key)
+        if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
+            raise ReplayOfferError(
+                f"describe's replay.{key} must be a list of strings, got {encode({key: names})}"
+            )
+        lists.append(frozenset(names))
+    return ReplayOffer(*lists)
+
+
+def not_offered(case: ReplayCase, offer: ReplayOffer | None, /) -> str | None:
+    """Why ``case`` is not offered by an adapter whose describe states ``offer``, or None."""
+    if offer is None:
+        return None
+    if case.pipeline not in offer.pipelines:
+        return f"not offered: the adapter's describe does not list pipeline {case.pipeline}"
+    if case.layout not in offer.layouts:
+        return f"not offered: the adapter's describe does not list layout {case.layout}"
+    if case.design is not None and case.design not in offer.designs:
+        return f"not offered: the adapter's describe does not list design {case.design}"
+    return None
+
 
 # The case files that hold states, and the name each gives its cases' IDs.
 _STATE_FILES: Final = {
@@ -62,10 +125,29 @@ class ReplayCase:
     expected: list[dict[str, object]]
     #: The relative bound ``max |actual - expected| / max |expected|`` per field.
     tolerance: float
+    #: The request's layout, ``pre-conv`` or ``post-conv``.
+    layout: str = "pre-conv"
+    #: The design whose lifecycle the case's rounds follow, when the case names one.
+    design: str | None = None
+    #: The bound for an implementation compared with itself (check's replay
+    #: properties), when the case file states one apart ("self"); else ``tolerance``.
+    self_tolerance: float | None = None
+
+
+_GATE_INPUTS: Final = ("a", "b")
+
+
+def _rows(rows: list[dict[str, object]], values: str, /) -> list[dict[str, object]]:
+    # An engine pipeline's rows also carry the raw gate inputs its kernels take.
+    return [
+        {values: row[values], "g": row["g"], "beta": row["beta"]}
+        | {name: row[name] for name in _GATE_INPUTS if name in row}
+        for row in rows
+    ]
 
 
 def _pre_conv_rows(rows: list[dict[str, object]], /) -> list[dict[str, object]]:
-    return [{"qkv": row["qkv"], "g": row["g"], "beta": row["beta"]} for row in rows]
+    return _rows(rows, "qkv")
 
 
 def _request(
@@ -81,7 +163,7 @@ def _request(
         "conv_weight": case["conv_weight"],
         "checkpoint": checkpoint,
         "rounds": rounds,
-    }
+    } | {name: case[name] for name in ("a_log", "dt_bias") if name in case}
 
 
 def _replay_case(
@@ -100,10 +182,7 @@ def _replay_case(
         request = _request(case, "pre-conv", rounds)
         expected = [cast("dict[str, object]", r["expected"]) for r in rounds_json]
     elif kind == "post-conv":
-        rows = [
-            {"k_and_v": row["k_and_v"], "g": row["g"], "beta": row["beta"]}
-            for row in cast("list[dict[str, object]]", case["post_conv_ring"])
-        ]
+        rows = _rows(cast("list[dict[str, object]]", case["post_conv_ring"]), "k_and_v")
         window = {"rows": rows, "accepted": case["accepted"], "conv_window": case["conv_window"]}
         request = _request(case, "post-conv", [window])
         expected = [cast("dict[str, object]", case["expected"])]
@@ -112,9 +191,13 @@ def _replay_case(
         request = _request(case, "pre-conv", [{"rows": ring, "accepted": case["accepted"]}])
         expected = [cast("dict[str, object]", case["expected"])]
     pipeline = str(case["pipeline"])
-    bound = cast("dict[str, object]", tolerances[pipeline])["kernel"]
-    if not isinstance(bound, float | int) or isinstance(bound, bool) or not 0 <= bound < 1:
-        raise TypeError("the kernel bound must be a number in [0, 1)")
+    bounds = cast("dict[str, object]", tolerances[pipeline])
+    numbers: list[float] = []
+    for value in (bounds["kernel"], bounds.get("self", bounds["kernel"])):
+        if not isinstance(value, float | int) or isinstance(value, bool) or not 0 <= value < 1:
+            raise TypeError("the kernel and self bounds must be numbers in [0, 1)")
+        numbers.append(float(value))
+    bound, itself = numbers
     # The request must be one the protocol decodes: shapes, dims, hex floats.
     decode_replay(request)
     encode_line(request)
@@ -122,6 +205,9 @@ def _replay_case(
     unknown = [clause for clause in clauses if clause not in CLAUSES]
     if unknown:
         raise ValueError(f"it cites clauses SPEC.md does not have: {unknown}")
+    design = case.get("design")
+    if design is not None and not isinstance(design, str):
+        raise TypeError("a case's design must be a string")
     return ReplayCase(
         case_id=f"replay-{kind}-{case['id']}",
         clauses=list(clauses),
@@ -129,6 +215,9 @@ def _replay_case(
         request=request,
         expected=expected,
         tolerance=float(bound),
+        layout=str(request["layout"]),
+        design=design,
+        self_tolerance=itself,
     )
 
 
@@ -245,6 +334,21 @@ def judge_replay(case: ReplayCase, reply: dict[str, object], /) -> CaseResult:
     replied = encode(reply)
     shown = replied if len(replied) <= 300 else f"{replied[:297]}..."
     return CaseResult(case.case_id, case.clauses, "failed", f"{problem}\nreplied {shown}")
+
+
+def split_offered(
+    cases: Sequence[ReplayCase], offer: ReplayOffer | None, /
+) -> tuple[list[ReplayCase], list[CaseResult]]:
+    """The cases ``offer`` covers, to be sent, and a skipped result for each of the others."""
+    sent: list[ReplayCase] = []
+    skipped: list[CaseResult] = []
+    for case in cases:
+        reason = not_offered(case, offer)
+        if reason is None:
+            sent.append(case)
+        else:
+            skipped.append(CaseResult(case.case_id, case.clauses, "skipped", reason))
+    return sent, skipped
 
 
 def as_cases(cases: Sequence[ReplayCase], /) -> tuple[list[Case], dict[str, Judge]]:

@@ -51,6 +51,7 @@ CLAUSES: Final = (
     "RB-REPLAY-8",
     "RB-REPLAY-9",
     "RB-REPLAY-10",
+    "RB-REPLAY-11",
 )
 
 

@@ -56,7 +56,7 @@ IMPL_CMD_ENV: Final = "SSM_ROLLBACK_IMPL_CMD"
 IMPL_MODULE_ENV: Final = "SSM_ROLLBACK_IMPL_MODULE"
 
 #: The Hypothesis profiles, by the name ``HYPOTHESIS_PROFILE`` selects.
-PROFILES: Final = ("dev", "ci", "thorough", "crosshair")
+PROFILES: Final = ("dev", "ci", "thorough", "crosshair", "interpreter")
 
 # Timing belongs to benchmarks/, never to tests: no profile has a deadline.
 _COMMON: Final = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow]}
@@ -75,6 +75,16 @@ settings.register_profile(
     max_examples=1500,
     phases=list(Phase),
     print_blob=True,
+    **_COMMON,  # type: ignore[arg-type]
+)
+# For an adapter whose replay runs on a slow interpreter (the engines' Triton
+# kernels on a CPU, docs/engines.md): few examples, reproducible.
+settings.register_profile(
+    "interpreter",
+    max_examples=6,
+    derandomize=True,
+    print_blob=True,
+    database=None,
     **_COMMON,  # type: ignore[arg-type]
 )
 # The symbolic profile: CrossHair explores paths instead of drawing examples

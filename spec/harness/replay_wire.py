@@ -15,7 +15,7 @@ from __future__ import annotations
 import enum
 import math
 import re
-from typing import TYPE_CHECKING, Final, Literal, NotRequired, TypedDict
+from typing import TYPE_CHECKING, Final, NotRequired, TypedDict
 
 from .protocol import bad_request, encode_value, required_field
 
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
 __all__ = [
+    "ENGINE_PIPELINES",
     "HEX_FLOAT",
     "REPLAY_FIELDS",
     "ReplayDims",
@@ -42,7 +43,11 @@ REPLAY_FIELDS: Final = ("pipeline", "layout", "dims", "conv_weight", "checkpoint
 #: The largest head count, head size or conv kernel a replay request may give.
 _MAX_DIM: Final = 4096
 
-_PIPELINES: Final = ("float64", "bf16-rows-fp32-state")
+#: The pipelines that match an engine's own kernels (docs/engines.md): their
+#: requests also carry the raw gate inputs the kernels take, ``a`` and ``b``
+#: per row and ``a_log`` and ``dt_bias`` per layer.
+ENGINE_PIPELINES: Final = ("vllm-bf16", "sglang-bf16", "fla-bf16")
+_PIPELINES: Final = ("float64", "transformers-bf16", *ENGINE_PIPELINES)
 
 
 class ReplayLayout(enum.Enum):
@@ -72,11 +77,17 @@ class ReplayState(TypedDict):
 
 
 class ReplayRow(TypedDict):
-    """One ring row: ``values`` is qkv (pre-conv) or k_and_v (post-conv); g, beta per value head."""
+    """One ring row: ``values`` is qkv (pre-conv) or k_and_v (post-conv); g, beta per value head.
+
+    ``a`` and ``b``, per value head, when the request carries the raw gate
+    inputs (``a_log`` and ``dt_bias``).
+    """
 
     values: list[float]
     g: list[float]
     beta: list[float]
+    a: NotRequired[list[float]]
+    b: NotRequired[list[float]]
 
 
 class ReplayRound(TypedDict):
@@ -90,12 +101,16 @@ class ReplayRound(TypedDict):
 class ReplayRequest(TypedDict):
     """A decoded ``replay`` request, its floats parsed from hex."""
 
-    pipeline: Literal["float64", "bf16-rows-fp32-state"]
+    pipeline: str
     layout: ReplayLayout
     dims: ReplayDims
     conv_weight: list[list[float]]
     checkpoint: ReplayState
     rounds: list[ReplayRound]
+    #: Per value head, with ``dt_bias``, when the rows carry ``a`` and ``b``:
+    #: ``g = -exp(a_log) * softplus(a + dt_bias)``, ``beta = sigmoid(b)``.
+    a_log: NotRequired[list[float]]
+    dt_bias: NotRequired[list[float]]
 
 
 #: A float.hex string as C's ``%a`` and Python's ``float.hex`` write one.
@@ -171,7 +186,9 @@ def _state(value: object, where: str, dims: ReplayDims, /) -> ReplayState:
     )
 
 
-def _round(value: object, where: str, layout: ReplayLayout, dims: ReplayDims, /) -> ReplayRound:
+def _round(
+    value: object, where: str, layout: ReplayLayout, dims: ReplayDims, /, *, gates: bool
+) -> ReplayRound:
     if not isinstance(value, dict):
         raise bad_request(f"{where} must be an object, got {encode_value(value)}")
     key_dim = dims["num_key_heads"] * dims["key_head_dim"]
@@ -187,13 +204,15 @@ def _round(value: object, where: str, layout: ReplayLayout, dims: ReplayDims, /)
         if not isinstance(row, dict):
             raise bad_request(f"{at} must be an object, got {encode_value(row)}")
         heads = dims["num_value_heads"]
-        decoded.append(
-            ReplayRow(
-                values=_floats(required_field(row, name), f"{at}.{name}", width),
-                g=_floats(required_field(row, "g"), f"{at}.g", heads),
-                beta=_floats(required_field(row, "beta"), f"{at}.beta", heads),
-            )
+        decoded_row = ReplayRow(
+            values=_floats(required_field(row, name), f"{at}.{name}", width),
+            g=_floats(required_field(row, "g"), f"{at}.g", heads),
+            beta=_floats(required_field(row, "beta"), f"{at}.beta", heads),
         )
+        if gates:
+            decoded_row["a"] = _floats(required_field(row, "a"), f"{at}.a", heads)
+            decoded_row["b"] = _floats(required_field(row, "b"), f"{at}.b", heads)
+        decoded.append(decoded_row)
     accepted = required_field(value, "accepted")
     if type(accepted) is not int or not 1 <= accepted <= len(rows):
         raise bad_request(
@@ -238,14 +257,23 @@ def decode_replay(request: Mapping[str, object], /) -> ReplayRequest:
     rounds = required_field(request, "rounds")
     if not isinstance(rounds, list) or not rounds:
         raise bad_request(f"field 'rounds' must be a non-empty list, got {encode_value(rounds)}")
-    return ReplayRequest(
-        pipeline=pipeline,
+    # The raw gate inputs come as a whole: a_log and dt_bias, then a and b on every row.
+    gates = "a_log" in request or "dt_bias" in request
+    decoded = ReplayRequest(
+        pipeline=str(pipeline),
         layout=layout,
         dims=dims,
         conv_weight=weight,
         checkpoint=checkpoint,
-        rounds=[_round(item, f"rounds[{i}]", layout, dims) for i, item in enumerate(rounds)],
+        rounds=[
+            _round(item, f"rounds[{i}]", layout, dims, gates=gates) for i, item in enumerate(rounds)
+        ],
     )
+    if gates:
+        heads = dims["num_value_heads"]
+        decoded["a_log"] = _floats(required_field(request, "a_log"), "a_log", heads)
+        decoded["dt_bias"] = _floats(required_field(request, "dt_bias"), "dt_bias", heads)
+    return decoded
 
 
 def encode_replay_states(states: list[ReplayState], /) -> dict[str, object]:

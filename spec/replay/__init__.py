@@ -5,10 +5,12 @@ The runtime module (seed ``000_fd8074ae8876e187.txt``) describes replay mode
 but does not implement it. This subpackage models what its ring must hold:
 
 - :mod:`ssm_rollback_spec.replay.rows`: the row and ring byte arithmetic, standard library only;
-- :mod:`ssm_rollback_spec.replay.layer`: a small reference Gated DeltaNet layer (numpy);
+- :mod:`ssm_rollback_spec.replay.layer`: a small reference Gated DeltaNet layer in five
+  dtype pipelines, transformers' and the engines' (numpy);
 - :mod:`ssm_rollback_spec.replay.paths`: the two rollback paths, snapshot and replay (numpy);
-- :mod:`ssm_rollback_spec.replay.rounds`: a decode of many verify rounds in four replay
-  designs, the ring's whole lifecycle (numpy; RB-REPLAY-6 to RB-REPLAY-9);
+- :mod:`ssm_rollback_spec.replay.rounds`: a decode of many verify rounds in five replay
+  designs, SGLang's GDN ReplaySSM as it runs among them, the ring's whole
+  lifecycle (numpy; RB-REPLAY-6 to RB-REPLAY-9, RB-REPLAY-11);
 - :mod:`ssm_rollback_spec.corpus.replay_cases`: the deterministic generator of
   ``vectors/replay/`` (numpy).
 

@@ -8,12 +8,12 @@ vectors are cases the properties could have drawn.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
-from .layer import GdnLayer, LayerState, Pipeline, TokenInput, bf16_round
+from .layer import GdnLayer, LayerState, Pipeline, TokenInput, bf16_round, stored
 from .paths import SeedRow, Verified, seed_rows, verify
 
 if TYPE_CHECKING:
@@ -111,9 +111,11 @@ def make_case(  # noqa: PLR0913 (the case's parts, each drawn by the caller)
     h = draw(zero.h.shape, -2.0, 2.0)
     if generic:
         h = np.where(h < 0, -1.0, 1.0) * draw(zero.h.shape, 0.25, 2.0)
-    stored_conv = bf16_round(conv) if pipeline is Pipeline.BF16_ROWS_FP32_STATE else conv
-    checkpoint = LayerState(
-        conv=np.asarray(stored_conv, dtype=pipeline.dtype), h=h.astype(pipeline.dtype)
+    layer = replace(layer, pipeline=pipeline)
+    stored_conv = conv if pipeline is Pipeline.FLOAT64 else bf16_round(conv)
+    checkpoint = stored(
+        layer,
+        LayerState(conv=np.asarray(stored_conv, dtype=pipeline.dtype), h=h.astype(pipeline.dtype)),
     )
     tokens = [
         TokenInput(

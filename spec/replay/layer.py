@@ -32,7 +32,7 @@ one reads only the last ``conv_kernel``: the oldest column kept is never
 read. The model keeps the ``conv_kernel - 1`` columns that are read, which
 is all a snapshot or a replay must rebuild.
 
-The ``BF16_ROWS_FP32_STATE`` pipeline rounds where a BF16 transformers
+The ``TRANSFORMERS_BF16`` pipeline rounds where a BF16 transformers
 module rounds: its weights are BF16 parameters; the conv's output and the
 SiLU's are BF16 tensors (``F.conv1d`` and ``F.silu`` on BF16 inputs); beta is
 ``sigmoid`` of a BF16 tensor, so BF16; g is FP32 (``.float()``), and so is
@@ -53,7 +53,7 @@ from typing import TYPE_CHECKING, Final
 
 import numpy as np
 
-from .portable import Array, exp, log1p, ordered_sum
+from .portable import Array, exp, log, log1p, ordered_sum
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
@@ -63,6 +63,7 @@ __all__ = [
     "SOFTPLUS_THRESHOLD",
     "Array",
     "GdnLayer",
+    "L2Norm",
     "LayerState",
     "Pipeline",
     "TokenInput",
@@ -72,12 +73,14 @@ __all__ = [
     "decay",
     "delta_rule_step",
     "delta_rule_update",
+    "engine_softplus",
     "gate_and_beta",
     "gated_output",
     "normed_keys",
     "read_out",
     "repeat_heads",
     "softplus",
+    "stored",
     "write",
 ]
 
@@ -89,24 +92,76 @@ SOFTPLUS_THRESHOLD: Final = 20.0
 
 
 class Pipeline(enum.Enum):
-    """The dtypes a verify and a replay both run with.
+    """The dtypes and arithmetic forms a verify and a replay both run with.
 
     ``FLOAT64``: rows, states and arithmetic in float64 (the exactness property).
-    ``BF16_ROWS_FP32_STATE``: as a BF16 transformers module computes: q, k, v,
+    ``TRANSFORMERS_BF16``: as a BF16 transformers module computes: q, k, v,
     z, a and b rounded to BF16 as the projections give them, the weights BF16,
     the conv output, the SiLU and beta rounded to BF16, g in FP32, the conv
     state in BF16 values, h and the rest of the arithmetic in float32 (the
     bit-identity property); the seed's row dtypes (beta's BF16 value stored
-    in its FP32 field).
+    in its FP32 field). Its wire name was ``bf16-rows-fp32-state`` before.
+
+    The engine pipelines compute as the engines' Triton kernels do, from BF16
+    activations (pre-conv q, k, v, a, b) and BF16 weights: the conv's tap
+    products rounded to BF16 (Triton's ``bf16 * bf16`` is BF16), summed in
+    FP32, the SiLU in FP32 and one rounding to BF16; g and beta in FP32 inside
+    the kernel, softplus as ``log(1 + exp(x))`` (``x`` itself above 20),
+    beta ``1 / (1 + exp(-b))`` never rounded; h in FP32 inside a kernel call.
+    ``VLLM_BF16`` (vLLM 0.33.0's Qwen3-Next defaults): the L2 norm multiplies
+    by ``1 / sqrt(sum(x * x) + 1e-6)`` and h is stored in BF16 (every stored
+    state, not the chain inside one call). ``SGLANG_BF16`` (SGLang 0.5.23's
+    defaults): the same L2 norm, h stored in FP32. ``FLA_BF16`` (FLA 0.6.0's
+    conv and its fused recurrent and chunk rules): the conv's products exact
+    in FP32 and its SiLU ``y * sigmoid(y)``, the L2 norm a division by
+    ``sqrt(sum(x * x) + 1e-6)``, h stored in FP32.
     """
 
     FLOAT64 = "float64"
-    BF16_ROWS_FP32_STATE = "bf16-rows-fp32-state"
+    TRANSFORMERS_BF16 = "transformers-bf16"
+    VLLM_BF16 = "vllm-bf16"
+    SGLANG_BF16 = "sglang-bf16"
+    FLA_BF16 = "fla-bf16"
 
     @property
     def dtype(self) -> type[np.floating]:
         """The dtype of the arithmetic and of the state."""
         return np.float64 if self is Pipeline.FLOAT64 else np.float32
+
+    @property
+    def engine(self) -> bool:
+        """Whether the pipeline is an engine kernel's (g and beta formed inside the kernel)."""
+        return self in _ENGINE_PIPELINES
+
+    @property
+    def stores_h_in_bf16(self) -> bool:
+        """Whether a stored h is rounded to BF16 (the chain inside one call is not)."""
+        return self is Pipeline.VLLM_BF16
+
+    @property
+    def l2norm(self) -> L2Norm:
+        """How the pipeline's L2 norm of q and k is written."""
+        return _L2NORM.get(self, L2Norm.DIVISION)
+
+
+class L2Norm(enum.Enum):
+    """The form of the L2 norm ``x / ||x||`` with ``eps`` inside the square root.
+
+    ``DIVISION``: ``x / sqrt(sum(x * x) + eps)`` (FLA's fused recurrent
+    kernel; the model's own choice for ``float64`` and transformers').
+    ``RECIPROCAL``: ``x * (1 / sqrt(sum(x * x) + eps))``, the reciprocal
+    rounded first (vLLM's ``x * rsqrt(...)``, SGLang's ``x * (1 / sqrt(...))``).
+    """
+
+    DIVISION = "division"
+    RECIPROCAL = "reciprocal"
+
+
+_ENGINE_PIPELINES: Final = frozenset({Pipeline.VLLM_BF16, Pipeline.SGLANG_BF16, Pipeline.FLA_BF16})
+_L2NORM: Final = {
+    Pipeline.VLLM_BF16: L2Norm.RECIPROCAL,
+    Pipeline.SGLANG_BF16: L2Norm.RECIPROCAL,
+}
 
 
 def bf16_round(values: Array, /) -> NDArray[np.float32]:
@@ -129,7 +184,7 @@ def bf16_round(values: Array, /) -> NDArray[np.float32]:
 def as_module_holds(values: Array, dtype: type[np.floating], /) -> Array:
     """``values`` as a module of the pipeline of ``dtype`` holds them.
 
-    float32 (the ``BF16_ROWS_FP32_STATE`` pipeline): rounded to BF16, held in
+    float32 (the BF16 pipelines): rounded to BF16, held in
     float32, as a BF16 module's parameters, projections and conv and SiLU
     outputs are. float64: unchanged.
 
@@ -162,6 +217,16 @@ class GdnLayer:
     a_log: Array
     dt_bias: Array
     norm_weight: Array
+    pipeline: Pipeline | None = None
+
+    def pipeline_of(self, dtype: np.dtype[np.floating] | type[np.floating], /) -> Pipeline:
+        """The pipeline the layer computes in: its own, else ``float64`` or transformers' by dtype.
+
+        RB-REPLAY-1.
+        """
+        if self.pipeline is not None:
+            return self.pipeline
+        return Pipeline.FLOAT64 if np.dtype(dtype) == np.float64 else Pipeline.TRANSFORMERS_BF16
 
     @property
     def key_dim(self) -> int:
@@ -248,27 +313,51 @@ def softplus(x: Array, /) -> Array:
     return result
 
 
+def engine_softplus(x: Array, /) -> Array:
+    """The engines' softplus: ``x`` itself above 20, else ``log(1 + exp(x))``, each op rounded.
+
+    vLLM 0.33.0 ``fused_sigmoid_gating.py`` lines 129-132 and SGLang 0.5.23
+    ``fused_sigmoid_gating_recurrent.py`` lines 357-360 (``x <= 20`` takes the
+    log form; beta 1), FLA 0.6.0 ``ops/utils/softplus.py`` line 86 (``x < 20``:
+    at 20 both give 20 in FP32). ``1 + exp(x)`` is rounded before the log,
+    where torch's ``log1p`` is not.
+
+    Raises:
+        TypeError: ``x`` is neither float64 nor float32.
+
+    RB-REPLAY-10.
+    """
+    values = np.asarray(x)
+    below = np.minimum(values, values.dtype.type(SOFTPLUS_THRESHOLD))
+    result: Array = np.where(values > SOFTPLUS_THRESHOLD, values, log(1 + exp(below)))
+    return result
+
+
 def gate_and_beta(layer: GdnLayer, token: TokenInput, pipeline: Pipeline, /) -> tuple[Array, Array]:
     """The decay gate g and the write strength beta of one token, per value head.
 
     ``g = -exp(A_log) * softplus(a + dt_bias)`` and ``beta = sigmoid(b)``, as
     ``Qwen3NextGatedDeltaNet.forward`` computes them (transformers 5.23.0,
-    ``modeling_qwen3_next.py`` lines 725-727). In the ``BF16_ROWS_FP32_STATE``
+    ``modeling_qwen3_next.py`` lines 725-727). In the ``TRANSFORMERS_BF16``
     pipeline a, b, ``A_log`` and ``dt_bias`` are BF16 values, g is computed in
     FP32 (the module's ``.float()``), and beta is the sigmoid of a BF16 tensor,
-    so it is computed in FP32 and rounded to BF16. In ``FLOAT64`` both are
-    float64 throughout.
+    so it is computed in FP32 and rounded to BF16. In the engine pipelines the
+    same BF16 inputs enter the kernel and g and beta stay FP32, softplus being
+    :func:`engine_softplus` (vLLM 0.33.0 ``fused_sigmoid_gating.py`` lines
+    129-136). In ``FLOAT64`` both are float64 throughout.
 
     Raises:
         ValueError: an input is not finite.
 
-    RB-REPLAY-3 (the ring's gate/beta row).
+    RB-REPLAY-3 (the ring's gate/beta row), RB-REPLAY-10.
     """
     dtype = pipeline.dtype
     a, b = as_module_holds(token.a, dtype), as_module_holds(token.b, dtype)
     a_log, dt_bias = as_module_holds(layer.a_log, dtype), as_module_holds(layer.dt_bias, dtype)
-    g: Array = -exp(a_log) * softplus(a + dt_bias)
-    beta = as_module_holds(1 / (1 + exp(-b)), dtype)
+    gate = engine_softplus if pipeline.engine else softplus
+    g: Array = -exp(a_log) * gate(a + dt_bias)
+    sigmoid: Array = 1 / (1 + exp(-b))
+    beta = sigmoid if pipeline.engine else as_module_holds(sigmoid, dtype)
     return g, beta
 
 
@@ -278,10 +367,20 @@ def conv_step(layer: GdnLayer, conv: Array, qkv: Array, /) -> tuple[Array, Array
     Returns the new conv state (the last ``conv_kernel - 1`` pre-conv columns)
     and the post-conv q, k, v (``conv_dim``), as ``causal_conv1d_update``
     (transformers 5.23.0, ``modeling_qwen3_next.py`` lines 319-335). In the
-    ``BF16_ROWS_FP32_STATE`` pipeline (float32 state) the weight is BF16, the
+    ``TRANSFORMERS_BF16`` pipeline (float32 state) the weight is BF16, the
     taps are summed in float32 left to right (a BF16 product is exact in
     float32) and the conv output and the SiLU output are each rounded to BF16,
-    as ``F.conv1d`` and ``F.silu`` on BF16 tensors return BF16.
+    as ``F.conv1d`` and ``F.silu`` on BF16 tensors return BF16. In the engine
+    pipelines each tap's product is rounded to BF16 (Triton types ``bf16 *
+    bf16`` as BF16: vLLM 0.33.0 ``causal_conv1d.py`` line 920, triton 3.9.0
+    ``language/semantic.py`` lines 102-103), the products are summed in FP32
+    from the oldest tap, and the SiLU ``x / (1 + exp(-x))`` is taken in FP32
+    (line 944) and rounded to BF16 once, by the store (line 952); SGLang
+    0.5.23's ``causal_conv1d_triton.py`` the same (lines 911 and 968, 997, 1008).
+    FLA 0.6.0's own conv (``fla/modules/causal_conv1d/ops.py``) casts the
+    window and the weight to FP32 first (lines 399, 405, 411-412), so its
+    products are exact, and writes the SiLU as ``y * sigmoid(y)`` (line 420)
+    before one rounding to BF16 (lines 424-428).
 
     Raises:
         ValueError: a value is not finite.
@@ -291,22 +390,42 @@ def conv_step(layer: GdnLayer, conv: Array, qkv: Array, /) -> tuple[Array, Array
     dtype = conv.dtype.type
     window = np.concatenate([conv, qkv.astype(conv.dtype)[:, None]], axis=1)
     weight = as_module_holds(layer.conv_weight, dtype)
-    mixed = as_module_holds(ordered_sum(window * weight, axis=1), dtype)
-    return np.ascontiguousarray(window[:, 1:]), as_module_holds(_silu(mixed), dtype)
+    products: Array = window * weight
+    pipeline = layer.pipeline_of(conv.dtype)
+    kept = np.ascontiguousarray(window[:, 1:])
+    if pipeline is Pipeline.FLA_BF16:
+        summed = ordered_sum(products, axis=1)
+        sigmoid: Array = 1 / (1 + exp(-summed))
+        return kept, bf16_round(summed * sigmoid)
+    if pipeline.engine:
+        summed = ordered_sum(bf16_round(products), axis=1)
+        return kept, bf16_round(_silu(summed))
+    mixed = as_module_holds(ordered_sum(products, axis=1), dtype)
+    return kept, as_module_holds(_silu(mixed), dtype)
 
 
-def _l2norm(x: Array, /) -> Array:
-    result: Array = x / np.sqrt(ordered_sum(x * x, axis=-1, keepdims=True) + L2NORM_EPS)
+def _l2norm(x: Array, form: L2Norm, /) -> Array:
+    norm = np.sqrt(ordered_sum(x * x, axis=-1, keepdims=True) + L2NORM_EPS)
+    if form is L2Norm.RECIPROCAL:
+        scaled: Array = x * (1 / norm)
+        return scaled
+    result: Array = x / norm
     return result
 
 
 def normed_keys(layer: GdnLayer, post_conv: Array, start: int, /) -> Array:
     """L2-normed q or k channels from ``start``, one row per key head (``nk x dk``).
 
+    In the pipeline's form (:attr:`Pipeline.l2norm`): a division, or a
+    multiply by the reciprocal (vLLM 0.33.0 ``fused_sigmoid_gating.py``
+    lines 139-140; SGLang 0.5.23 ``fused_sigmoid_gating_recurrent.py`` lines
+    443-446 and ``gdn_replayssm_spec_decode.py`` lines 240-241).
+
     RB-REPLAY-1.
     """
     nk, dk = layer.num_key_heads, layer.key_head_dim
-    return _l2norm(post_conv[start : start + layer.key_dim].reshape(nk, dk))
+    keys = post_conv[start : start + layer.key_dim].reshape(nk, dk)
+    return _l2norm(keys, layer.pipeline_of(post_conv.dtype).l2norm)
 
 
 def repeat_heads(layer: GdnLayer, keys: Array, /) -> Array:
@@ -320,6 +439,25 @@ def repeat_heads(layer: GdnLayer, keys: Array, /) -> Array:
 def _key_heads(layer: GdnLayer, post_conv: Array, start: int, /) -> Array:
     """L2-normed q or k channels from ``start``, repeated from key heads to value heads."""
     return repeat_heads(layer, normed_keys(layer, post_conv, start))
+
+
+def stored(layer: GdnLayer, state: LayerState, /) -> LayerState:
+    """``state`` as the pipeline stores it between kernel calls: h in BF16 for vLLM's.
+
+    vLLM 0.33.0 stores Qwen3-Next's h in the model dtype
+    (``mamba_ssm_cache_dtype`` "auto", ``mamba_utils.py`` lines 98-110) after
+    every token of a verify (``fused_sigmoid_gating.py`` line 166) while the
+    kernel carries h in FP32 from token to token (lines 102-120). Every other
+    pipeline stores h as it computes it.
+
+    Raises:
+        ValueError: a value of h is not finite.
+
+    RB-REPLAY-1.
+    """
+    if not layer.pipeline_of(state.h.dtype).stores_h_in_bf16:
+        return state
+    return LayerState(conv=state.conv, h=bf16_round(state.h))
 
 
 def decay(h: Array, g: Array, /) -> Array:

@@ -40,6 +40,7 @@ from .layer import (
     gate_and_beta,
     gated_output,
     read_out,
+    stored,
 )
 
 if TYPE_CHECKING:
@@ -69,22 +70,32 @@ __all__ = [
 class SeedRow:
     """One token's row as the seed lays it out: q, k, v and z (BF16), g and beta (FP32).
 
-    In the ``FLOAT64`` pipeline every field is float64 instead.
+    In the ``FLOAT64`` pipeline every field is float64 instead. In an engine
+    pipeline the row also keeps the gate's raw inputs ``a`` and ``b`` (BF16),
+    which the engines' kernels take in place of g and beta; g and beta are
+    what those kernels form from them.
     """
 
     qkv: Array
     z: Array
     g: Array
     beta: Array
+    a: Array | None = None
+    b: Array | None = None
 
 
 @dataclass(frozen=True)
 class MinimalRow:
-    """The minimal replay row: the pre-conv q, k, v, and g and beta (RB-REPLAY-3)."""
+    """The minimal replay row: the pre-conv q, k, v, and g and beta (RB-REPLAY-3).
+
+    An engine pipeline's row also keeps ``a`` and ``b``, as :class:`SeedRow`.
+    """
 
     qkv: Array
     g: Array
     beta: Array
+    a: Array | None = None
+    b: Array | None = None
 
 
 @dataclass(frozen=True)
@@ -144,7 +155,10 @@ def seed_rows(
             qkv, z = np.asarray(token.qkv, dtype=np.float64), np.asarray(token.z, dtype=np.float64)
         else:
             qkv, z = bf16_round(token.qkv), bf16_round(token.z)
-        rows.append(SeedRow(qkv=qkv, z=z, g=g, beta=beta))
+        a = b = None
+        if pipeline.engine:
+            a, b = as_module_holds(token.a, np.float32), as_module_holds(token.b, np.float32)
+        rows.append(SeedRow(qkv=qkv, z=z, g=g, beta=beta, a=a, b=b))
     return tuple(rows)
 
 
@@ -164,6 +178,9 @@ def step(
 def verify(layer: GdnLayer, checkpoint: LayerState, rows: Sequence[SeedRow], /) -> Verified:
     """Run a window of rows from the checkpoint, writing a snapshot after every token.
 
+    The chain carries the state as it computes it; each snapshot is the state
+    as the pipeline stores it (:func:`.layer.stored`: vLLM's h in BF16).
+
     Raises:
         ValueError: the window is empty (K is at least 1).
 
@@ -175,7 +192,7 @@ def verify(layer: GdnLayer, checkpoint: LayerState, rows: Sequence[SeedRow], /) 
     snapshots, post_conv, outputs = [], [], []
     for row in rows:
         state, post = step(layer, state, row.qkv, row.g, row.beta)
-        snapshots.append(state)
+        snapshots.append(stored(layer, state))
         post_conv.append(post)
         outputs.append(gated_output(layer, read_out(layer, state.h, post), row.z))
     return Verified(tuple(rows), tuple(snapshots), tuple(post_conv), tuple(outputs))
@@ -210,13 +227,15 @@ def capture_minimal_ring(verified: Verified, /) -> tuple[MinimalRow, ...]:
 
     RB-REPLAY-2, RB-REPLAY-3.
     """
-    return tuple(MinimalRow(row.qkv, row.g, row.beta) for row in verified.rows[:-1])
+    return tuple(MinimalRow(row.qkv, row.g, row.beta, row.a, row.b) for row in verified.rows[:-1])
 
 
 def replay_rows(
     layer: GdnLayer, checkpoint: LayerState, ring: Sequence[MinimalRow], count: int, /
 ) -> LayerState:
     """Restore the checkpoint and run the first ``count`` ring rows through :func:`step`.
+
+    One call, as one kernel launch: the result is stored once, at the end.
 
     Raises:
         ValueError: the ring holds fewer than ``count`` rows.
@@ -228,7 +247,7 @@ def replay_rows(
     state = checkpoint
     for row in ring[:count]:
         state, _ = step(layer, state, row.qkv, row.g, row.beta)
-    return state
+    return stored(layer, state)
 
 
 def replay_rollback(
@@ -250,8 +269,8 @@ def capture_post_conv_ring(layer: GdnLayer, verified: Verified, /) -> tuple[Post
     """A post-conv ring: the first K - 1 tokens' post-SiLU k and v, g and beta.
 
     k and v are stored as :func:`.rows.post_conv_row_bytes` counts them: BF16
-    values in the ``BF16_ROWS_FP32_STATE`` pipeline (which the module's BF16
-    SiLU output already is, so nothing is lost), float64 in ``FLOAT64``.
+    values in the BF16 pipelines (which their SiLU output already is, so
+    nothing is lost), float64 in ``FLOAT64``.
 
     Raises:
         ValueError: a value is not finite.
@@ -294,4 +313,4 @@ def post_conv_rollback(
     columns = np.concatenate([checkpoint.conv, capture_conv_window(verified)], axis=1)
     kept = layer.conv_kernel - 1
     conv = np.ascontiguousarray(columns[:, accepted : accepted + kept])
-    return LayerState(conv=conv, h=h)
+    return stored(layer, LayerState(conv=conv, h=h))

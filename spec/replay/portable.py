@@ -7,12 +7,12 @@ bits of whichever ``exp`` kernel numpy dispatches to on the CPU at hand
 BLAS or a SIMD reduction sums in. Three rules make every result a function of
 its inputs alone:
 
-- **Correctly rounded transcendentals.** :func:`exp` and :func:`log1p`, the
-  only two the model uses, are computed in :mod:`decimal` at
-  :data:`DECIMAL_DIGITS` significant digits and rounded once, to nearest with
-  ties to even, to the dtype of their argument. Fifty digits (about 166 bits)
-  are far more than the hardest-to-round binary64 arguments of either function
-  need (Lefèvre and Muller's worst cases are within about 2**-120 of a
+- **Correctly rounded transcendentals.** :func:`exp`, :func:`log` and
+  :func:`log1p`, the only three the model uses, are computed in
+  :mod:`decimal` at :data:`DECIMAL_DIGITS` significant digits and rounded
+  once, to nearest with ties to even, to the dtype of their argument. Fifty
+  digits (about 166 bits) are far more than the hardest-to-round binary64
+  arguments of these functions need (Lefèvre and Muller's worst cases are within about 2**-120 of a
   midpoint), so the result is the correctly rounded one, which any correctly
   rounded library (CORE-MATH, CRlibm, MPFR) also returns.
 - **Basic operations only, elementwise.** Everything else is ``+ - * /`` and
@@ -36,7 +36,7 @@ from numpy.typing import NDArray
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-__all__ = ["DECIMAL_DIGITS", "Array", "exp", "log1p", "ordered_sum"]
+__all__ = ["DECIMAL_DIGITS", "Array", "exp", "log", "log1p", "ordered_sum"]
 
 #: What every array of the model is: float64, or float32 holding BF16/FP32 values.
 Array = NDArray[np.floating]
@@ -99,6 +99,14 @@ def _log1p(x: float, dtype: np.dtype[np.floating], /) -> float:
     return _round_to(Fraction(exact.ln(_CONTEXT)), dtype)
 
 
+def _log(x: float, dtype: np.dtype[np.floating], /) -> float:
+    if math.isnan(x) or x == math.inf:
+        return x
+    if x <= 0:
+        return -math.inf if x == 0 else math.nan
+    return _round_to(Fraction(decimal.Decimal(x).ln(_CONTEXT)), dtype)
+
+
 def _elementwise(
     values: Array, function: Callable[[float, np.dtype[np.floating]], float], /
 ) -> Array:
@@ -129,6 +137,19 @@ def log1p(values: Array, /) -> Array:
     RB-REPLAY-1.
     """
     return _elementwise(values, _log1p)
+
+
+def log(values: Array, /) -> Array:
+    """``ln(x)`` elementwise, correctly rounded to the dtype of ``values``.
+
+    The engines' softplus is ``log(1 + exp(x))``, not ``log1p(exp(x))``.
+
+    Raises:
+        TypeError: ``values`` is neither float64 nor float32.
+
+    RB-REPLAY-1.
+    """
+    return _elementwise(values, _log)
 
 
 def ordered_sum(values: Array, /, axis: int, *, keepdims: bool = False) -> Array:

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT OR Apache-2.0
-"""Replay across verify rounds: the ring's lifecycle in four designs (draft; informative).
+"""Replay across verify rounds: the ring's lifecycle in five designs (draft; informative).
 
 A decode is a loop of verify rounds. Round ``r`` runs a window of ``K_r =
 drafts_r + 1`` tokens (the draft count may change every round: adaptive
@@ -18,19 +18,30 @@ and a slot reused by copy. (RB-REPLAY-7 to RB-REPLAY-9.)
 - :class:`SeedRowRing` (a): the seed's row, qkvz and g, beta, K - 1 rows; the
   checkpoint advances to the state before every verify.
 - :class:`MinimalRing` (b): the same with z left out (RB-REPLAY-5).
-- :class:`ReplaySsm` (c): one checkpoint and a ring of L (k, u, g) records,
-  u = beta (v - S^T k), L independent of K; rollback moves the cursor, a fold
-  moves the committed records into the checkpoint when the next window would
-  not fit, and the conv state is rebuilt from a conv window kept apart.
+- :class:`ReplaySsm` (c): the ReplaySSM idea, parameterised: one checkpoint
+  and a ring of L (k, u, g) records, u = beta (v - S^T k), L independent of
+  K; rollback moves the cursor, a fold moves the committed records into the
+  checkpoint before a window that would not fit, and the conv state is
+  rebuilt from a conv window kept apart. Its exact folds (FP32 records
+  folded record by record, or the raw inputs replayed) are what a ReplaySSM
+  needs for bit identity; no engine's GDN path runs them as modelled here.
 - :class:`PostConvRing` (d): post-SiLU k and v with g and beta, K - 1 rows,
   and a conv window (RB-REPLAY-4).
+- :class:`SglangGdnReplaySsm` (e): SGLang 0.5.23's GDN ReplaySSM as its
+  released code runs it: a circular ring with a moving ``cache_base``,
+  records of BF16 high and low parts, u from the chunked UT transform, a
+  fold by the closed form after the commit that leaves no room for two
+  windows (RB-REPLAY-11).
 
 Sources: the seed ``000_fd8074ae8876e187.txt`` (``rollback.rs``, the replay
-mode's checkpoint and K - 1 ring); ReplaySSM (Dao AI Lab with NVIDIA, 2026)
-as SGLang ships it (``sgl-project/sglang`` PR #28695, the closed-loop exact
-fold; PR #28451, the copy-into-slot cursor reset). Every operation is
-:mod:`.portable`'s or a basic one, so the model's bits are the same on every
-machine.
+mode's checkpoint and K - 1 ring); ReplaySSM (Dao AI Lab with NVIDIA, 2026);
+SGLang's PR #28695 (the closed-loop exact fold over raw inputs, which the
+0.5.23 wheel enables for KDA models only: ``replayssm_spec_fold`` is set
+when ``cache_params.is_kda``, ``sglang/srt/mem_cache/memory_pool.py`` lines
+675-677, and ``gdn_backend.py`` lines 632-636 take that path only with it)
+and PR #28451 (the copy-into-slot cursor reset); the SGLang 0.5.23 wheel
+itself for design (e). Every operation is :mod:`.portable`'s or a basic
+one, so the model's bits are the same on every machine.
 """
 
 from __future__ import annotations
@@ -52,11 +63,13 @@ from .layer import (
     decay,
     delta_rule_step,
     delta_rule_update,
+    normed_keys,
     repeat_heads,
+    stored,
     write,
 )
 from .paths import MinimalRow, PostConvRow, SeedRow, replay_rows, step
-from .portable import exp
+from .portable import exp, ordered_sum
 from .rows import REPLAYSSM_RING_LENGTH, RecordStorage, ReplayDesign
 
 if TYPE_CHECKING:
@@ -73,10 +86,14 @@ __all__ = [
     "Record",
     "ReplaySsm",
     "SeedRowRing",
+    "SglangGdnReplaySsm",
     "Slot",
+    "SplitRecord",
     "check_round",
+    "decode_round",
     "plain_decode",
     "reference_decoder",
+    "sglang_ring_length",
     "store",
 ]
 
@@ -88,10 +105,12 @@ class Fold(enum.Enum):
     per-token update in the same order (``decay`` then ``write``), so it
     equals the recurrent update bit for bit when the records hold the
     step's own k and u unrounded (FP32). ``RAW_INPUTS``: the closed-loop
-    exact fold of SGLang PR #28695: the records also keep the token's raw
-    inputs (post-conv k and v, g, beta), and the fold runs them through the
-    whole per-token step (:func:`.layer.delta_rule_step`), so it is the
-    recurrent update's arithmetic whatever u's storage. ``CLOSED_FORM``:
+    exact fold of SGLang PR #28695 (in the 0.5.23 wheel reachable for KDA
+    models only, ``memory_pool.py`` lines 675-677): the records also keep
+    the token's raw inputs (post-conv k and v, g, beta), and the fold runs
+    them through the whole per-token step (:func:`.layer.delta_rule_step`),
+    so it is the recurrent update's arithmetic whatever u's storage.
+    ``CLOSED_FORM``:
     ``S_h = exp(G_h) S_0 + sum_j exp(G_h - G_j) k_j u_j^T`` with ``G`` the
     running sum of g: the same value in exact arithmetic, other roundings.
     """
@@ -174,11 +193,31 @@ def check_round(rows: Sequence[SeedRow], accepted: int, k_ceiling: int, /) -> in
 def plain_decode(layer: GdnLayer, state: LayerState, rows: Sequence[SeedRow], /) -> LayerState:
     """Non-speculative decoding: every row through :func:`.paths.step`, one at a time.
 
+    Each token is its own kernel call, so each state is stored
+    (:func:`.layer.stored`) before the next token reads it.
+
     RB-REPLAY-6.
     """
     for row in rows:
         state, _ = step(layer, state, row.qkv, row.g, row.beta)
+        state = stored(layer, state)
     return state
+
+
+def decode_round(layer: GdnLayer, state: LayerState, rows: Sequence[SeedRow], /) -> LayerState:
+    """The state a verify keeps after ``rows``, its accepted rows: one call, stored once.
+
+    What a snapshot engine keeps after a round (vLLM 0.33.0: h carried in
+    FP32 through the window, the accepted token's snapshot stored). In every
+    pipeline whose stored h is the computed one this is :func:`plain_decode`
+    bit for bit; in ``vllm-bf16`` plain decoding rounds h after every token
+    and this rounds it once a round.
+
+    RB-REPLAY-6.
+    """
+    for row in rows:
+        state, _ = step(layer, state, row.qkv, row.g, row.beta)
+    return stored(layer, state)
 
 
 def _conv_from_window(
@@ -205,7 +244,8 @@ class Decoder(abc.ABC):
     ) -> None:
         if k_ceiling < 1:
             raise ValueError(f"k_ceiling must be at least 1, got {k_ceiling}")
-        self.layer, self.pipeline, self.k_ceiling = layer, pipeline, k_ceiling
+        self.layer = replace(layer, pipeline=pipeline)
+        self.pipeline, self.k_ceiling = pipeline, k_ceiling
         self.slot = Slot(
             state=initial,
             checkpoint=initial,
@@ -279,7 +319,7 @@ class _PerVerifyRing(Decoder):
                 slot.ring[slot.cursor] = self._capture(row, post)
                 slot.cursor += 1
         if accepted == window:
-            slot.state = live
+            slot.state = stored(self.layer, live)
             return
         start = self._first_slot(window)
         slot.state = self._replay(slot.checkpoint, slot.ring[start : start + accepted])
@@ -375,7 +415,7 @@ class PostConvRing(_PerVerifyRing):
             h = delta_rule_step(self.layer, h, entry.row.k_and_v, entry.row.g, entry.row.beta)
             columns.append(entry.column)
         conv = _conv_from_window(self.layer, checkpoint.conv, columns, len(rows))
-        return LayerState(conv=conv, h=h)
+        return stored(self.layer, LayerState(conv=conv, h=h))
 
 
 class ReplaySsm(Decoder):
@@ -530,6 +570,286 @@ class ReplaySsm(Decoder):
         self.slot = Slot(current, current, list(self.slot.ring), 0)
 
 
+def _split(values: Array, /) -> tuple[Array, Array]:
+    """A BF16 high part and the BF16 rounding of what it missed, both in ``values``' dtype."""
+    high = bf16_round(values).astype(values.dtype)
+    low = bf16_round(values - high).astype(values.dtype)
+    return high, low
+
+
+def _running(gates: Sequence[Array], /) -> list[Array]:
+    """The running sums of ``gates``, added left to right."""
+    running = [gates[0]]
+    for gate in gates[1:]:
+        running.append(running[-1] + gate)
+    return running
+
+
+@dataclass(frozen=True)
+class SplitRecord:
+    """One record of SGLang's GDN ReplaySSM ring: u and the normed k in two BF16 parts, g FP32.
+
+    ``d_high`` and ``d_low`` (per value head) are u's BF16 rounding and the
+    BF16 rounding of what it missed; ``k_high`` and ``k_low`` (per key head)
+    the same of the L2-normed key; ``g`` per value head, FP32.
+    """
+
+    d_high: Array
+    d_low: Array
+    k_high: Array
+    k_low: Array
+    g: Array
+
+
+class SglangGdnReplaySsm(Decoder):
+    """Design (e): SGLang 0.5.23's GDN ReplaySSM (``--enable-linear-replayssm-spec``), as it runs.
+
+    The slot keeps an FP32 checkpoint h, a circular ring of L records
+    (:class:`SplitRecord`) and two cursors: ``cache_base``, where the
+    committed history starts, and ``slot.cursor`` (SGLang's ``write_pos``),
+    the records committed since the last fold. Record ``i`` of the history
+    is at ``(cache_base + i) & (L - 1)``.
+
+    - **Verify** (``gdn_replayssm_spec_circular_kernel``): the state before
+      the window is never formed; ``S^T k`` is the checkpoint's read decayed
+      by the history's total gate plus each history record's high part of u
+      decayed to the window, times its high key part's product with k. u of
+      the window's tokens comes from the chunked UT transform: ``A[i, j] =
+      beta_i exp(G_i - G_j) k_i . k_j`` below the diagonal, ``T = (I + A)^-1``
+      by forward substitution, ``R_s = beta_s (v_s - exp(G_s) S^T k_s)``,
+      ``u = T R``. Each window token's record is written at ``(cache_base +
+      write_pos + s) & (L - 1)``; g and beta are formed in FP32 inside the
+      kernel, the L2 norm multiplies by the reciprocal.
+    - **Commit** (``_advance_gdn_spec_cursors_kernel``): ``write_pos`` grows
+      by the accepted count; then, *after* the commit, a fold when
+      ``write_pos + 2 K > L`` (an FP32 checkpoint), or whenever ``write_pos >
+      0`` (a checkpoint that is not FP32: ``fold_every_commit``).
+    - **Fold** (``gdn_replayssm_compact_commit_kernel``): the closed form
+      ``S = exp(G) S_0 + sum_j k_j (exp(G - G_j) u_j)^T``, u read back as high
+      plus low, each decayed u split again into high and low parts, and the
+      four products of key parts and u parts summed; then ``cache_base``
+      moves past the folded records and ``write_pos`` is 0
+      (``_finish_gdn_replayssm_circular_fold_kernel``).
+
+    The state the design yields is the checkpoint and the committed history
+    materialized by the fold's arithmetic (what SGLang's track rows store).
+    The conv state is rebuilt from the round's conv window, as design (c).
+    ``k_ceiling`` is SGLang's ``max_spec_len`` (the draft token count, K).
+
+    Only an FP32 checkpoint's verify arithmetic is modelled (SGLang's
+    default ``mamba_ssm_dtype``); ``fold_every_commit`` gives the other
+    checkpoint dtypes' fold schedule, not their BF16 tensor-core verify.
+
+    Raises:
+        ValueError: ``ring_length`` is not a power of two of at least ``2 * k_ceiling``.
+
+    RB-REPLAY-8, RB-REPLAY-11.
+    """
+
+    design = ReplayDesign.SGLANG_GDN_REPLAYSSM
+
+    def __init__(  # noqa: PLR0913 (the design's parameters, each its own)
+        self,
+        layer: GdnLayer,
+        pipeline: Pipeline,
+        initial: LayerState,
+        k_ceiling: int,
+        /,
+        *,
+        ring_length: int = REPLAYSSM_RING_LENGTH,
+        fold_every_commit: bool = False,
+    ) -> None:
+        if ring_length < 2 * k_ceiling or ring_length & (ring_length - 1):
+            raise ValueError(
+                f"ring_length {ring_length} must be a power of two of at least "
+                f"2 * k_ceiling = {2 * k_ceiling}"
+            )
+        self.ring_length, self.fold_every_commit, self.cache_base = (
+            ring_length,
+            fold_every_commit,
+            0,
+        )
+        super().__init__(layer, pipeline, initial, k_ceiling)
+
+    @property
+    def capacity(self) -> int:
+        """Records the ring holds: L, whatever K."""
+        return self.ring_length
+
+    def _zero_row(self) -> object:
+        layer, dtype = self.layer, self.pipeline.dtype
+        values = np.zeros((layer.num_value_heads, layer.value_head_dim), dtype=dtype)
+        keys = np.zeros((layer.num_key_heads, layer.key_head_dim), dtype=dtype)
+        gates = np.zeros(layer.num_value_heads, dtype=dtype)
+        return SplitRecord(values, values, keys, keys, gates)
+
+    def physical(self, index: int, /) -> int:
+        """The ring slot of history record ``index``: ``(cache_base + index) & (L - 1)``.
+
+        RB-REPLAY-11.
+        """
+        return (self.cache_base + index) & (self.ring_length - 1)
+
+    def history(self) -> list[SplitRecord]:
+        """The committed records since the last fold, oldest first.
+
+        RB-REPLAY-11.
+        """
+        ring = cast("list[SplitRecord]", self.slot.ring)
+        return [ring[self.physical(index)] for index in range(self.slot.cursor)]
+
+    def materialize(self) -> Array:
+        """The h of the checkpoint and the committed history, by the fold's closed form.
+
+        RB-REPLAY-11.
+        """
+        h = self.slot.checkpoint.h
+        records = self.history()
+        if not records:
+            return h
+        running = _running([record.g for record in records])
+        total = running[-1]
+        parts: list[tuple[Array, Array]] = []
+        for record, cumulative in zip(records, running, strict=True):
+            updates = (record.d_high + record.d_low) * exp(total - cumulative)[:, None]
+            parts.append(_split(updates))
+        delta: Array | None = None
+        for key_part in (0, 1):
+            for u_part in (0, 1):
+                for record, split in zip(records, parts, strict=True):
+                    keys = record.k_low if key_part else record.k_high
+                    k = repeat_heads(self.layer, keys)
+                    term = k[:, :, None] * split[u_part][:, None, :]
+                    delta = term if delta is None else delta + term
+        assert delta is not None
+        folded: Array = h * exp(total)[:, None, None] + delta
+        return folded.astype(h.dtype)
+
+    def _read(self, k: Array, /) -> Array:
+        """``S^T k`` of the state before the window, as the verify forms it (per value head)."""
+        h = self.slot.checkpoint.h
+        own = ordered_sum(h * k[:, :, None], axis=1)
+        records = self.history()
+        if not records:
+            return own
+        running = _running([record.g for record in records])
+        total = running[-1]
+        history: Array | None = None
+        for record, cumulative in zip(records, running, strict=True):
+            scaled = record.d_high * exp(total - cumulative)[:, None]
+            score = ordered_sum(repeat_heads(self.layer, record.k_high) * k, axis=1)
+            term = scaled * score[:, None]
+            history = term if history is None else history + term
+        assert history is not None
+        read: Array = exp(total)[:, None] * own + history
+        return read
+
+    def window_records(
+        self, rows: Sequence[SeedRow], posts: Sequence[Array], /
+    ) -> list[SplitRecord]:
+        """The records a verify writes for the window: u by the chunked UT transform.
+
+        RB-REPLAY-11.
+        """
+        layer = self.layer
+        keys = [normed_keys(layer, post, layer.key_dim) for post in posts]
+        k = [repeat_heads(layer, key) for key in keys]
+        nv, dv = layer.num_value_heads, layer.value_head_dim
+        values = [post[2 * layer.key_dim :].reshape(nv, dv) for post in posts]
+        running = _running([row.g for row in rows])
+        size = len(rows)
+        # A[i][j] = beta_i exp(G_i - G_j) k_i . k_j below the diagonal; T = I + N.
+        n: list[list[Array]] = [[np.zeros(nv, dtype=running[0].dtype)] * size for _ in rows]
+        for i in range(1, size):
+            minus_a = [
+                -(rows[i].beta * exp(running[i] - running[j]) * ordered_sum(k[i] * k[j], axis=1))
+                if j < i
+                else np.zeros(nv, dtype=running[0].dtype)
+                for j in range(size)
+            ]
+            if i >= 2:  # rows 0 and 1 need no substitution
+                minus_a = [
+                    minus_a[c]
+                    + ordered_sum(np.stack([minus_a[r] * n[r][c] for r in range(size)]), axis=0)
+                    for c in range(size)
+                ]
+            n[i] = minus_a
+        one = np.ones(nv, dtype=running[0].dtype)
+        residuals = [
+            row.beta[:, None] * (value - exp(cumulative)[:, None] * self._read(key))
+            for row, value, cumulative, key in zip(rows, values, running, k, strict=True)
+        ]
+        records = []
+        for i, row in enumerate(rows):
+            d: Array = np.zeros_like(residuals[0])
+            for j in range(size):
+                t = n[i][j] + one if i == j else n[i][j]
+                d = d + residuals[j] * t[:, None]
+            d_high, d_low = _split(d)
+            k_high, k_low = _split(keys[i])
+            records.append(SplitRecord(d_high, d_low, k_high, k_low, row.g))
+        return records
+
+    def _folds_after_commit(self) -> bool:
+        if self.fold_every_commit:
+            return self.slot.cursor > 0
+        return self.slot.cursor + 2 * self.k_ceiling > self.ring_length
+
+    def fold(self) -> None:
+        """Fold the history into the checkpoint, move ``cache_base`` past it, reset ``write_pos``.
+
+        RB-REPLAY-11.
+        """
+        slot = self.slot
+        slot.checkpoint = LayerState(conv=slot.state.conv, h=self.materialize())
+        self.cache_base = self.physical(slot.cursor)
+        slot.cursor = 0
+
+    def verify_round(self, rows: Sequence[SeedRow], accepted: int, /) -> None:
+        """Verify (records by the UT transform), commit ``accepted``, fold if the schedule says.
+
+        Raises:
+            ValueError: the window or ``accepted`` is out of range.
+
+        RB-REPLAY-11.
+        """
+        window = check_round(rows, accepted, self.k_ceiling)
+        slot, layer = self.slot, self.layer
+        conv = before = slot.state.conv
+        posts = []
+        for row in rows:
+            conv, post = conv_step(layer, conv, row.qkv)
+            posts.append(post)
+        for index, record in enumerate(self.window_records(rows, posts)):
+            slot.ring[self.physical(slot.cursor + index)] = record
+        slot.cursor += accepted
+        if accepted < window:
+            conv = _conv_from_window(layer, before, [r.qkv for r in rows[:-1]], accepted)
+        slot.state = replace(slot.state, conv=conv)
+        if self._folds_after_commit():
+            self.fold()
+
+    def state(self) -> LayerState:
+        """The conv state and h materialized from the checkpoint and the history.
+
+        RB-REPLAY-11.
+        """
+        return LayerState(conv=self.slot.state.conv, h=self.materialize())
+
+    def reuse_slot(self) -> None:
+        """A fresh request row: the state as checkpoint, ``write_pos`` and ``cache_base`` 0.
+
+        SGLang 0.5.23 keys the GDN spec cursors by request row and zeroes
+        them when a fresh row is allocated (``memory_pool.py`` lines
+        1578-1589); the ring's records stay.
+
+        RB-REPLAY-11.
+        """
+        current = self.state()
+        self.slot = Slot(current, current, list(self.slot.ring), 0)
+        self.cache_base = 0
+
+
 class DecoderFactory(Protocol):
     """Builds a decoder for a layer, a pipeline, a start state, a K ceiling and an L."""
 
@@ -553,8 +873,25 @@ _PER_VERIFY: Final[dict[ReplayDesign, type[_PerVerifyRing]]] = {
 }
 
 
+def sglang_ring_length(k_ceiling: int, ring_length: int, /) -> int:
+    """The least power of two of at least ``ring_length`` and ``2 * k_ceiling``.
+
+    SGLang's GDN ring must be a power of two (``gdn_replayssm_spec_decode.py``
+    lines 917-919) holding two windows (its early fold's margin, lines
+    854-864).
+
+    RB-REPLAY-11.
+    """
+    length = 1
+    while length < max(ring_length, 2 * k_ceiling):
+        length *= 2
+    return length
+
+
 def reference_decoder(design: ReplayDesign, /) -> DecoderFactory:
     """The reference decoder factory of ``design`` (ReplaySSM: FP32 records, the recurrent fold).
+
+    SGLang's GDN ReplaySSM takes :func:`sglang_ring_length` of the L asked.
 
     RB-REPLAY-6.
     """
@@ -569,6 +906,9 @@ def reference_decoder(design: ReplayDesign, /) -> DecoderFactory:
     ) -> Decoder:
         if design is ReplayDesign.REPLAYSSM:
             return ReplaySsm(layer, pipeline, initial, k_ceiling, ring_length=ring_length)
+        if design is ReplayDesign.SGLANG_GDN_REPLAYSSM:
+            length = sglang_ring_length(k_ceiling, ring_length)
+            return SglangGdnReplaySsm(layer, pipeline, initial, k_ceiling, ring_length=length)
         return _PER_VERIFY[design](layer, pipeline, initial, k_ceiling)
 
     return make

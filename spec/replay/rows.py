@@ -67,7 +67,7 @@ FP32_BYTES: Final = 4
 
 
 #: ReplaySSM's ring length L, in records, by default (SGLang 0.5.23's
-#: ``--linear-replayssm-cache-len``).
+#: ``--linear-replayssm-cache-len``, ``srt/arg_groups/fields/exec_.py`` line 585).
 REPLAYSSM_RING_LENGTH: Final = 16
 
 
@@ -83,12 +83,17 @@ class ReplayDesign(enum.Enum):
     the checkpoint, and the conv state is rebuilt from a conv window apart.
     ``POST_CONV_WITH_CONV_WINDOW``: post-SiLU k and v with g and beta, K - 1
     rows, and a conv window of the K - 1 pre-conv columns (RB-REPLAY-4).
+    ``SGLANG_GDN_REPLAYSSM``: SGLang 0.5.23's GDN ReplaySSM as it runs: a
+    circular ring of L records, u and the normed k as BF16 high and low
+    parts and g in FP32, folded by the closed form after a commit
+    (RB-REPLAY-11).
     """
 
     SEED_ROW = "seed-row"
     MINIMAL_PRE_CONV = "minimal-pre-conv"
     REPLAYSSM = "replayssm"
     POST_CONV_WITH_CONV_WINDOW = "post-conv-with-conv-window"
+    SGLANG_GDN_REPLAYSSM = "sglang-gdn-replayssm"
 
 
 #: What "minimal" means for each design that has a minimal claim: which
@@ -99,6 +104,10 @@ DESIGN_MINIMAL_FOR: Final = {
         "from a per-verify checkpoint (the seed's row without z)"
     ),
 }
+
+
+#: The designs whose ring is L records, whatever K.
+_RING_OF_L: Final = frozenset({ReplayDesign.REPLAYSSM, ReplayDesign.SGLANG_GDN_REPLAYSSM})
 
 
 class RecordStorage(enum.Enum):
@@ -346,8 +355,9 @@ def replayssm_record_bytes(
     The normed k per key head (``key_dim`` values) and u per value head
     (``value_dim`` values), each in ``storage``, and g, one FP32 per value head.
     ``raw_inputs`` adds what the closed-loop exact fold replays (SGLang PR
-    #28695): the raw post-conv k and v in BF16 and beta in FP32, a post-conv
-    row less its g (:func:`post_conv_row_bytes` minus ``nv * 4``).
+    #28695; the 0.5.23 wheel runs it for KDA models only): the raw
+    post-conv k and v in BF16 and beta in FP32, a post-conv row less its g
+    (:func:`post_conv_row_bytes` minus ``nv * 4``).
     For Qwen3-Next: 12416 bytes in BF16 and 24704 with BF16 low parts, the
     figures SGLang's ``replayssm_ring_bytes_per_req`` counts (0.5.23,
     ``sglang/srt/configs/mamba_utils.py``). The conv window is apart:
@@ -377,7 +387,8 @@ def design_row_bytes(
 
     The post-conv design's row includes its conv-window column; ReplaySSM's
     record does not (its conv window is apart, :func:`design_ring_bytes`).
-    ``storage`` is read for ReplaySSM only.
+    ``storage`` is read for design (c) only; SGLang's GDN records are BF16 high and low
+    parts (``memory_pool.py`` lines 775 and 850-862).
 
     Raises:
         UsizeTypeError, UsizeRangeError: a dimension is not a count.
@@ -391,6 +402,8 @@ def design_row_bytes(
         return minimal_replay_row_bytes(conv_dim(shape), shape["num_value_heads"])
     if design is ReplayDesign.REPLAYSSM:
         return replayssm_record_bytes(shape, storage)
+    if design is ReplayDesign.SGLANG_GDN_REPLAYSSM:
+        return replayssm_record_bytes(shape, RecordStorage.BF16_HI_LO)
     return post_conv_row_with_conv_window_bytes(shape)
 
 
@@ -406,7 +419,7 @@ def design_ring_rows(
     """
     k = _count("design_ring_rows", "k_ceiling", k_ceiling)
     length = _count("design_ring_rows", "ring_length", ring_length)
-    return length if design is ReplayDesign.REPLAYSSM else max(k - 1, 0)
+    return length if design in _RING_OF_L else max(k - 1, 0)
 
 
 def design_ring_bytes(  # noqa: PLR0913 (the ring's dimensions, each its own count)
@@ -434,7 +447,7 @@ def design_ring_bytes(  # noqa: PLR0913 (the ring's dimensions, each its own cou
     RB-REPLAY-6 to RB-REPLAY-9.
     """
     row = design_row_bytes(design, shape, storage=storage)
-    if design is not ReplayDesign.REPLAYSSM:
+    if design not in _RING_OF_L:
         return ssm_replay_ring_bytes(num_ssm_layers, row, k_ceiling, mtp_state_slots)
     name = "design_ring_bytes"
     records = _fits(name, design_ring_rows(design, k_ceiling, ring_length=ring_length) * row)

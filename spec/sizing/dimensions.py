@@ -27,7 +27,10 @@ __all__ = [
     "TensorParallelError",
     "architecture_from_config",
     "attention_from_config",
+    "attention_layers_from_config",
     "dimensions_from_config",
+    "drafter_layers_from_config",
+    "interval_gdn_layers_from_config",
     "text_config",
 ]
 
@@ -39,6 +42,26 @@ _GDN_FIELDS: Final = (
     "linear_value_head_dim",
     "linear_conv_kernel_dim",
 )
+
+
+#: transformers' class defaults (5.19.0) for the attention fields a config may leave out:
+#: (num_key_value_heads, head_dim) by text model_type. Both engines load these classes
+#: (``configuration_qwen3_next.py`` lines 96-107, ``configuration_qwen3_5.py`` 86-97,
+#: ``configuration_qwen3_5_moe.py`` 92-103), so the page they pad to always has them.
+_ATTENTION_DEFAULTS: Final = {
+    "qwen3_next": (2, 256),
+    "qwen3_5_text": (4, 256),
+    "qwen3_5_moe_text": (2, 256),
+}
+#: Multimodal model types whose language model's fields live in ``text_config``.
+_NESTED_MODEL_TYPES: Final = frozenset({"qwen3_5", "qwen3_5_moe"})
+#: The field naming the MTP drafter's layers, by text model_type, as vLLM reads it
+#: (``qwen3_next_mtp.py`` line 63, ``qwen3_5_mtp.py`` line 82); 1 when absent.
+_DRAFTER_FIELDS: Final = {
+    "qwen3_next": "num_nextn_predict_layers",
+    "qwen3_5_text": "mtp_num_hidden_layers",
+    "qwen3_5_moe_text": "mtp_num_hidden_layers",
+}
 
 
 class ConfigError(ValueError):
@@ -132,7 +155,15 @@ def text_config(config: Mapping[str, object], /) -> Mapping[str, object]:
     ``config.text_config``).
     """
     nested = config.get("text_config")
-    return nested if isinstance(nested, dict) else config
+    if isinstance(nested, dict):
+        return nested
+    if config.get("model_type") in _NESTED_MODEL_TYPES:
+        raise ConfigError(
+            f"the config's model_type is {config['model_type']!r} but it has no 'text_config':"
+            " both engines would size the text model from transformers' class defaults,"
+            " not from these fields"
+        )
+    return config
 
 
 def _positive_int(config: Mapping[str, object], key: str, /) -> int:
@@ -212,11 +243,20 @@ def dimensions_from_config(config: Mapping[str, object], /) -> GdnDimensions:
     _refuse_kda(config)
     config = text_config(config)
     _refuse_other_families(config)
+    key_heads = _positive_int(config, "linear_num_key_heads")
+    value_heads = _positive_int(config, "linear_num_value_heads")
+    if value_heads % key_heads:
+        # Both engines' GDN kernels repeat each key head over a whole group of
+        # value heads; other counts are no model they serve.
+        raise ConfigError(
+            f"the config's 'linear_num_value_heads' ({value_heads}) is not a multiple of"
+            f" its 'linear_num_key_heads' ({key_heads})"
+        )
     return GdnDimensions(
         num_gdn_layers=_gdn_layer_count(config),
-        num_key_heads=_positive_int(config, "linear_num_key_heads"),
+        num_key_heads=key_heads,
         key_head_dim=_positive_int(config, "linear_key_head_dim"),
-        num_value_heads=_positive_int(config, "linear_num_value_heads"),
+        num_value_heads=value_heads,
         value_head_dim=_positive_int(config, "linear_value_head_dim"),
         conv_kernel=_positive_int(config, "linear_conv_kernel_dim"),
     )
@@ -238,11 +278,13 @@ class AttentionDimensions:
 
 
 def attention_from_config(config: Mapping[str, object], /) -> AttentionDimensions | None:
-    """The attention fields of a config, or None when it names none of them.
+    """The attention fields of a config as the engines see it, or None without any.
 
     ``num_key_value_heads`` (else ``num_attention_heads``) and ``head_dim``
     (else ``hidden_size // num_attention_heads``), read from ``text_config``
     when present, as vLLM's ``get_total_num_kv_heads`` and ``get_head_size`` do.
+    A Qwen3-Next or Qwen3.5 config that leaves them out gets transformers'
+    class defaults, as both engines do when they load it.
 
     Raises:
         ConfigError: a field is present but not a positive integer, or the
@@ -250,6 +292,14 @@ def attention_from_config(config: Mapping[str, object], /) -> AttentionDimension
     """
     config = text_config(config)
     fields = ("num_key_value_heads", "num_attention_heads", "head_dim")
+    model_type = config.get("model_type")
+    if isinstance(model_type, str) and model_type in _ATTENTION_DEFAULTS:
+        heads, head_dim = _ATTENTION_DEFAULTS[model_type]
+        if "num_key_value_heads" in config:
+            heads = _positive_int(config, "num_key_value_heads")
+        if "head_dim" in config:
+            head_dim = _positive_int(config, "head_dim")
+        return AttentionDimensions(num_kv_heads=heads, head_dim=head_dim)
     if not any(field in config for field in fields):
         return None
     heads_key = "num_key_value_heads" if "num_key_value_heads" in config else "num_attention_heads"
@@ -261,6 +311,49 @@ def attention_from_config(config: Mapping[str, object], /) -> AttentionDimension
             config, "num_attention_heads"
         )
     return AttentionDimensions(num_kv_heads=kv_heads, head_dim=head_dim)
+
+
+def attention_layers_from_config(config: Mapping[str, object], /) -> int:
+    """The target model's full-attention layers: every layer that is not GDN.
+
+    Raises:
+        ConfigError: as :func:`dimensions_from_config`.
+    """
+    config = text_config(config)
+    layer_types = config.get("layer_types")
+    total = len(layer_types) if isinstance(layer_types, list) else None
+    if total is None:
+        total = _positive_int(config, "num_hidden_layers")
+    return total - _gdn_layer_count(config)
+
+
+def interval_gdn_layers_from_config(config: Mapping[str, object], /) -> int | None:
+    """The GDN layers SGLang 0.5.23 counts: from ``full_attention_interval`` alone.
+
+    SGLang's ``Qwen3NextConfig.layers_block_type`` (``sglang/srt/configs/qwen3_next.py``
+    lines 260-277, inherited by its Qwen3.5 config) ignores ``layer_types``; None when
+    the config has no interval.
+
+    Raises:
+        ConfigError: ``num_hidden_layers`` or the interval is not a positive integer.
+    """
+    config = text_config(config)
+    if "full_attention_interval" not in config:
+        return None
+    layers = _positive_int(config, "num_hidden_layers")
+    return layers - layers // _positive_int(config, "full_attention_interval")
+
+
+def drafter_layers_from_config(config: Mapping[str, object], /) -> int:
+    """The MTP drafter's layers, each one full-attention layer, as vLLM builds them.
+
+    Raises:
+        ConfigError: the field is present but not a positive integer.
+    """
+    config = text_config(config)
+    model_type = config.get("model_type")
+    field = _DRAFTER_FIELDS.get(model_type, "") if isinstance(model_type, str) else ""
+    return _positive_int(config, field) if field in config else 1
 
 
 def architecture_from_config(config: Mapping[str, object], /) -> str | None:

@@ -52,7 +52,7 @@ MAMBA_DTYPES: Final = frozenset({Dtype.FP32, Dtype.BF16, Dtype.FP16})
 SOURCES: Final = {
     "state shape": Source(
         "sglang/srt/configs/mamba_utils.py",
-        "222-229",
+        "222-236",
         "Mamba2StateShape.create: conv state (conv_dim / tp, conv_kernel - 1); temporal "
         "state (num_heads / tp, head_dim, state_size)",
     ),
@@ -164,7 +164,10 @@ def sglang_dtypes(
     Raises:
         UnsupportedDtypeError: a dtype SGLang does not offer for these states (fp8).
     """
+    # A config dtype SGLang does not take (fp8) is warned about and replaced by
+    # float32 (sglang/srt/configs/mamba_utils.py:85-92); a flag is refused.
+    configured = found.ssm if found.ssm in MAMBA_DTYPES else None
     return StateDtypes(
-        recurrent=_refuse(recurrent or found.ssm or Dtype.FP32),
+        recurrent=_refuse(recurrent or configured or Dtype.FP32),
         conv=_refuse(conv or Dtype.BF16),
     )

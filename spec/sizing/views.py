@@ -44,6 +44,7 @@ __all__ = [
     "size_view",
     "sweep",
     "view_dtypes",
+    "vllm_plan",
 ]
 
 #: How outputs name the module view's source.
@@ -84,6 +85,12 @@ class Model:
     attention: AttentionDimensions | None = None
     dtypes: ConfigDtypes = field(default_factory=ConfigDtypes)
     architecture: str | None = None
+    #: The target's full-attention layers (0 without attention fields).
+    attention_layers: int = 0
+    #: The MTP drafter's full-attention layers.
+    drafter_layers: int = 1
+    #: The GDN layers SGLang counts from ``full_attention_interval`` (None: as ``dimensions``).
+    sglang_gdn_layers: int | None = None
 
 
 @dataclass(frozen=True)
@@ -120,7 +127,13 @@ def view_dtypes(view: View, model: Model, setup: Setup, /) -> StateDtypes:
         return vllm.vllm_dtypes(
             model.dtypes, model.architecture, recurrent=setup.recurrent, conv=setup.conv
         )
-    if view in {View.SGLANG, View.SGLANG_REPLAYSSM}:
+    if view is View.SGLANG_REPLAYSSM:
+        # --enable-linear-replayssm-spec sets --mamba-ssm-dtype float32 when it is
+        # unset, whatever the config says (sglang/srt/arg_groups/attention_hook.py:506-515).
+        return sglang.sglang_dtypes(
+            model.dtypes, recurrent=setup.recurrent or Dtype.FP32, conv=setup.conv
+        )
+    if view is View.SGLANG:
         return sglang.sglang_dtypes(model.dtypes, recurrent=setup.recurrent, conv=setup.conv)
     return StateDtypes(recurrent=setup.recurrent or Dtype.FP32, conv=setup.conv or Dtype.BF16)
 
@@ -146,7 +159,12 @@ class SnapshotFigures(TypedDict):
     page_bytes: int | None
     padded_page_bytes: int | None
     block_size: int | None
-    blocks_per_request: int | None
+    group_size: int | None
+    gdn_groups: int | None
+    block_bytes: int | None
+    resident_blocks: int | None
+    admission_blocks: int | None
+    admission_bytes_per_request: int | None
     replayssm_record_bytes: int | None
     replayssm_cache_len: int | None
 
@@ -171,7 +189,7 @@ class SnapshotSizing:
     speculative_bytes_per_request: int
     base_padding_bytes: int = 0
     speculative_padding_bytes: int = 0
-    page: vllm.VllmLayout | None = None
+    plan: vllm.VllmPlan | None = None
     replayssm_record_bytes: int | None = None
     replayssm_cache_len: int | None = None
 
@@ -192,7 +210,8 @@ class SnapshotSizing:
 
     def as_dict(self) -> SnapshotFigures:
         """The figures as a JSON-ready mapping."""
-        page = self.page
+        plan = self.plan
+        page = None if plan is None else plan.layout
         return SnapshotFigures(
             view=self.view.value,
             engine=self.view.engine,
@@ -212,35 +231,54 @@ class SnapshotSizing:
             page_bytes=None if page is None else page.page_bytes,
             padded_page_bytes=None if page is None else page.padded_page_bytes,
             block_size=None if page is None else page.block_size,
-            blocks_per_request=None if page is None else page.blocks_per_request,
+            group_size=None if plan is None else plan.group_size,
+            gdn_groups=None if plan is None else plan.gdn_groups,
+            block_bytes=None if plan is None else plan.block_bytes,
+            resident_blocks=None if plan is None else plan.resident_blocks,
+            admission_blocks=None if plan is None else plan.admission_blocks,
+            admission_bytes_per_request=(
+                None if plan is None else plan.admission_bytes_per_request
+            ),
             replayssm_record_bytes=self.replayssm_record_bytes,
             replayssm_cache_len=self.replayssm_cache_len,
         )
 
 
+def vllm_plan(model: Model, setup: Setup, num_drafts: int, /) -> vllm.VllmPlan:
+    """VLLM's grouping and block for ``model`` at ``num_drafts`` drafts.
+
+    Raises:
+        UnsupportedDtypeError: a forced dtype vLLM does not offer.
+    """
+    return vllm.vllm_plan(
+        model.dimensions,
+        model.attention,
+        view_dtypes(View.VLLM, model, setup),
+        vllm.model_dtype(model.dtypes),
+        setup.vllm,
+        num_spec=num_drafts,
+        attention_layers=model.attention_layers,
+        drafter_layers=model.drafter_layers,
+    )
+
+
 def _vllm(  # noqa: PLR0913, PLR0917 - the view's inputs, each separate
     model: Model, setup: Setup, dtypes: StateDtypes, requests: int, s: int, h: int, column: int, /
 ) -> SnapshotSizing:
-    layers = model.dimensions.num_gdn_layers
-    kv_dtype = vllm.model_dtype(model.dtypes)
-    layout = vllm.vllm_layout(
-        model.dimensions, model.attention, dtypes, kv_dtype, setup.vllm, num_spec=s
-    )
-    base = vllm.vllm_layout(
-        model.dimensions, model.attention, dtypes, kv_dtype, setup.vllm, num_spec=0
-    )
-    total = layout.blocks_per_request * layout.allocated_page_bytes
-    held = base.blocks_per_request * base.allocated_page_bytes
+    plan = vllm_plan(model, setup, s)
+    # What a decoding request holds with no drafts: no drafter layer, no
+    # speculative blocks, a page without the widened window.
+    held = vllm_plan(model, setup, 0).resident_bytes_per_request
     return SnapshotSizing(
         view=View.VLLM,
         setup=setup.describe(View.VLLM),
         dtypes=dtypes,
         requests=requests,
-        base_bytes_per_request=layers * held,
-        speculative_bytes_per_request=layers * (total - held),
-        # The null block is one more page in every layer.
-        base_padding_bytes=vllm.NULL_BLOCKS * layers * layout.allocated_page_bytes,
-        page=layout,
+        base_bytes_per_request=held,
+        speculative_bytes_per_request=plan.resident_bytes_per_request - held,
+        # One block of the shared pool, whatever the layer count.
+        base_padding_bytes=plan.null_block_bytes,
+        plan=plan,
         recurrent_bytes_per_layer=h,
         conv_column_bytes_per_layer=column,
     )
@@ -287,6 +325,8 @@ def size_view(  # noqa: PLR0913 - each is a separate dimension of the review
             recurrent_bytes_per_layer=h,
             conv_column_bytes_per_layer=column,
         )
+    if model.sglang_gdn_layers is not None:
+        layers = model.sglang_gdn_layers
     drafts = s + 1
     windows = (drafts + kernel - 2) * column
     record, length = None, None
@@ -346,11 +386,14 @@ class SweepRow:
     replayssm_ring: tuple[int, int]
     speculative: Mapping[View, tuple[int, int]]
 
-    def ratio(self, view: View, /, *, per_request: bool = False) -> float | None:
-        """Speculative state over the seed's ring; None when there is no ring (no drafts)."""
-        index = 0 if per_request else 1
-        ring = self.seed_ring[index]
-        return None if ring == 0 else self.speculative[view][index] / ring
+    def ratio(self, view: View, /) -> float | None:
+        """The headline ratio: speculative state over the seed's ring, both per request.
+
+        Per request, so that neither ``--batch`` nor ``--mtp-slots`` changes it;
+        None when there is no ring (no drafts).
+        """
+        ring = self.seed_ring[0]
+        return None if ring == 0 else self.speculative[view][0] / ring
 
     def as_dict(self) -> SweepFigures:
         """The row as a JSON-ready mapping."""
@@ -400,7 +443,8 @@ def sweep(  # noqa: PLR0913 - each is a separate dimension of the review
         # refuse: its ring then keeps SGLang's own conv dtype.
         ring_dtype = sglang.sglang_dtypes(model.dtypes).conv
     record = replayssm.replayssm_record_bytes(d, ring_dtype)
-    replay_ring = setup.replayssm_cache_len * record * d.num_gdn_layers
+    sglang_layers = model.sglang_gdn_layers or d.num_gdn_layers
+    replay_ring = setup.replayssm_cache_len * record * sglang_layers
     rows = []
     for drafts in num_drafts:
         k = drafts + 1

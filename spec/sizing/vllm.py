@@ -36,10 +36,16 @@ __all__ = [
     "SOURCES",
     "VERSION",
     "Gpu",
+    "SpeculativeMethod",
+    "VllmCapacity",
     "VllmLayout",
+    "VllmPlan",
     "VllmSetup",
+    "model_dtype",
+    "vllm_capacity",
     "vllm_dtypes",
     "vllm_layout",
+    "vllm_plan",
 ]
 
 #: The release this view follows.
@@ -57,6 +63,16 @@ class Gpu(enum.Enum):
     SM80 = "sm80"
 
 
+class SpeculativeMethod(enum.Enum):
+    """``--speculative-config``'s method, which decides whether drafter layers join the grouping."""
+
+    #: The model's own MTP layers draft (``"method": "mtp"``, what the Qwen model cards
+    #: serve): each MTP layer's full-attention layer joins the KV-cache grouping.
+    MTP = "mtp"
+    #: A drafter that keeps no KV cache of its own (``"method": "ngram"``).
+    NGRAM = "ngram"
+
+
 #: The cache block size before any alignment (``CacheConfig.DEFAULT_BLOCK_SIZE``).
 DEFAULT_BLOCK_SIZE: Final = 16
 #: FlashAttention's kernel block sizes are multiples of 16 on CUDA.
@@ -69,8 +85,10 @@ ALIGN_BASE_BLOCKS: Final = 2
 NONE_BASE_BLOCKS: Final = 1
 #: The prefill checkpoint blocks the FlashInfer GDN layer adds in align mode.
 PREFILL_CHECKPOINT_BLOCKS: Final = 1
-#: The block each block pool keeps back as its null block.
+#: The block the shared block pool keeps back as its null block.
 NULL_BLOCKS: Final = 1
+#: A type with fewer layers than this times the smallest count sets the group size alone.
+_GROUP_SIZE_SLACK: Final = 1.5
 #: The dtypes ``--mamba-cache-dtype`` and ``--mamba-ssm-cache-dtype`` take besides ``auto``.
 MAMBA_DTYPES: Final = frozenset({Dtype.FP32, Dtype.FP16, Dtype.BF16})
 #: The architectures whose config hook sets the h dtype from ``mamba_ssm_dtype``.
@@ -200,7 +218,64 @@ SOURCES: Final = {
     "null block": Source(
         "vllm/v1/core/block_pool.py",
         "189-192",
-        "the block pool keeps its first block as the null block",
+        "the block pool keeps its first free block back as the null block",
+    ),
+    "one shared pool": Source(
+        "vllm/v1/core/kv_cache_coordinator.py",
+        "120",
+        "one BlockPool serves every KV-cache group, so there is one null block in all",
+    ),
+    "group size": Source(
+        "vllm/v1/core/kv_cache_planning.py",
+        "484-486, 521-555",
+        "layers of one spec form a type; the group size is the smallest type's layer count, or "
+        "the largest's when that is under 1.5 times the smallest; each type splits into "
+        "cdiv(layers, group size) groups of layers[i::groups]",
+    ),
+    "block bytes": Source(
+        "vllm/v1/core/kv_cache_planning.py",
+        "574-605, 678-681",
+        "a block of the shared pool is the largest group's pages; num_blocks = available "
+        "memory // that",
+    ),
+    "drafter layer": Source(
+        "vllm/model_executor/models/qwen3_next_mtp.py",
+        "63, 89-95",
+        "the MTP drafter builds num_nextn_predict_layers (default 1) full-attention layers, "
+        "which register a KV-cache spec like the target's",
+    ),
+    "qwen3.5 drafter layer": Source(
+        "vllm/model_executor/models/qwen3_5_mtp.py",
+        "82, 118-124",
+        "Qwen3.5's MTP drafter builds mtp_num_hidden_layers (default 1) full-attention layers",
+    ),
+    "resident blocks": Source(
+        "vllm/v1/kv_cache_interface.py",
+        "1143-1152",
+        "align mode: only 2 + num_speculative_blocks state blocks are resident at a time; the "
+        "checkpoint block is counted at admission only",
+    ),
+    "attention blocks": Source(
+        "vllm/v1/kv_cache_interface.py",
+        "643-648",
+        "a full-attention layer needs cdiv(max_model_len, block_size) blocks per request",
+    ),
+    "concurrency": Source(
+        "vllm/v1/core/kv_cache_utils.py",
+        "1061-1093, 1120-1128",
+        "maximum concurrency = num_blocks / the sum over groups of each group's blocks per "
+        "request at max_model_len; tokens = int(concurrency x max_model_len)",
+    ),
+    "startup line": Source(
+        "vllm/v1/core/kv_cache_utils.py",
+        "1136-1155",
+        "logs 'GPU KV cache size: N tokens, Maximum concurrency for M tokens per request: X x'",
+    ),
+    "memory check": Source(
+        "vllm/v1/core/kv_cache_planning.py",
+        "1533-1560",
+        "the null block's bytes are held back before checking that one request at "
+        "max_model_len fits",
     ),
 }
 
@@ -212,6 +287,8 @@ class VllmSetup:
     #: ``--enable-prefix-caching`` (hybrid models' default) or ``--no-enable-prefix-caching``.
     prefix_caching: bool = True
     gpu: Gpu = Gpu.SM90
+    #: ``--speculative-config``'s method: MTP (the default) adds the drafter's layers.
+    method: SpeculativeMethod = SpeculativeMethod.MTP
 
     @property
     def align(self) -> bool:
@@ -234,7 +311,10 @@ class VllmSetup:
             )
         else:
             mode = "--no-enable-prefix-caching (mamba_cache_mode none)"
-        return f"vllm serve on {self.gpu.value.upper()}, {mode}"
+        return (
+            f"vllm serve on {self.gpu.value.upper()}, {mode},"
+            f" speculative method {self.method.value}"
+        )
 
 
 def _model_dtype(found: ConfigDtypes, /) -> Dtype:
@@ -303,7 +383,6 @@ class VllmLayout:
     padded_page_bytes: int | None
     #: The attention block size (tokens) the padding chose; None without attention fields.
     block_size: int | None
-    blocks_per_request: int
 
     @property
     def allocated_page_bytes(self) -> int:
@@ -321,20 +400,161 @@ def vllm_layout(  # noqa: PLR0913 - each is a separate input of vLLM's arithmeti
     *,
     num_spec: int,
 ) -> VllmLayout:
-    """The page and block count vLLM allocates for ``num_spec`` speculative tokens.
+    """The page vLLM allocates for a conv window widened by ``num_spec`` columns.
 
     ``kv_dtype`` is the attention cache's dtype (the model dtype with
     ``--kv-cache-dtype auto``); ``attention`` holds per-GPU KV heads.
     """
     page = _page_bytes(dimensions, dtypes, num_spec)
-    base = ALIGN_BASE_BLOCKS + setup.checkpoint_blocks if setup.align else NONE_BASE_BLOCKS
     if attention is None:
-        return VllmLayout(page, None, None, base + num_spec)
+        return VllmLayout(page, None, None)
     padded = _padded_page_bytes(page, attention, kv_dtype, setup)
     per_token = attention.num_kv_heads * 2 * attention.head_dim * kv_dtype.bytes
-    return VllmLayout(page, padded, padded // per_token, base + num_spec)
+    return VllmLayout(page, padded, padded // per_token)
 
 
 def model_dtype(found: ConfigDtypes, /) -> Dtype:
     """The model dtype vLLM resolves from a config (``--dtype auto``) on SM80 and newer."""
     return _model_dtype(found)
+
+
+def _cdiv(numerator: int, denominator: int, /) -> int:
+    return -(-numerator // denominator)
+
+
+@dataclass(frozen=True)
+class VllmPlan:
+    """How vLLM groups the layers and sizes the one block pool they share, on one GPU.
+
+    vLLM groups layers by KV-cache spec: the GDN layers form one type, the
+    full-attention layers (the drafter's included) another. Each type is split
+    into groups of at most :attr:`group_size` layers; every group takes whole
+    blocks of one shared pool, and a block holds the largest group's pages
+    (:attr:`block_bytes`), so a GDN group with fewer layers than the block has
+    page slots leaves them empty. The pool keeps one block back as the null block.
+    """
+
+    layout: VllmLayout
+    #: GDN layers, and full-attention layers including the MTP drafter's.
+    gdn_layers: int
+    attention_layers: int
+    group_size: int
+    gdn_groups: int
+    attention_groups: int
+    #: One block of the shared pool: the largest group's pages. Also the null block.
+    block_bytes: int
+    #: Blocks per GDN group a decoding request holds (align: 2 + s; none: 1 + s).
+    resident_blocks: int
+    #: Blocks per GDN group vLLM counts to admit a request (align adds the checkpoint block).
+    admission_blocks: int
+
+    @property
+    def resident_bytes_per_request(self) -> int:
+        """What one decoding request's GDN state takes from the pool."""
+        return self.gdn_groups * self.resident_blocks * self.block_bytes
+
+    @property
+    def admission_bytes_per_request(self) -> int:
+        """What vLLM counts for one request's GDN state when it admits it."""
+        return self.gdn_groups * self.admission_blocks * self.block_bytes
+
+    @property
+    def null_block_bytes(self) -> int:
+        """The one block the shared pool keeps back."""
+        return NULL_BLOCKS * self.block_bytes
+
+
+def _groups(layers: int, group_size: int, /) -> tuple[int, int]:
+    # A type's layers split into cdiv(layers, group size) groups of
+    # layers[i::groups]: the count of groups and the largest group's layers.
+    count = _cdiv(layers, group_size)
+    return count, _cdiv(layers, count)
+
+
+def vllm_plan(  # noqa: PLR0913 - each is a separate input of vLLM's arithmetic
+    dimensions: GdnDimensions,
+    attention: AttentionDimensions | None,
+    dtypes: StateDtypes,
+    kv_dtype: Dtype,
+    setup: VllmSetup,
+    /,
+    *,
+    num_spec: int,
+    attention_layers: int,
+    drafter_layers: int,
+    spec_columns: int | None = None,
+    speculative_blocks: int | None = None,
+) -> VllmPlan:
+    """Group the layers and size the shared pool's block, as vLLM 0.33.0 plans it.
+
+    ``attention`` holds per-GPU KV heads (None: a model with no attention
+    layers, as explicit dimensions give); ``attention_layers`` the target's
+    full-attention layers, ``drafter_layers`` the MTP drafter's, which join only
+    when drafting with :attr:`SpeculativeMethod.MTP`. ``spec_columns`` and
+    ``speculative_blocks`` (default ``num_spec``) let a replay design keep a
+    shorter conv window or no per-draft blocks.
+    """
+    columns = num_spec if spec_columns is None else spec_columns
+    blocks = num_spec if speculative_blocks is None else speculative_blocks
+    layout = vllm_layout(dimensions, attention, dtypes, kv_dtype, setup, num_spec=columns)
+    gdn = dimensions.num_gdn_layers
+    attending = 0
+    if attention is not None:
+        attending = attention_layers
+        if num_spec and setup.method is SpeculativeMethod.MTP:
+            attending += drafter_layers
+    counts = [count for count in (gdn, attending) if count]
+    group_size = min(counts)
+    if max(counts) < _GROUP_SIZE_SLACK * min(counts):
+        group_size = max(counts)
+    gdn_groups, gdn_width = _groups(gdn, group_size)
+    attention_groups, attention_width = _groups(attending, group_size) if attending else (0, 0)
+    page = layout.allocated_page_bytes
+    base = ALIGN_BASE_BLOCKS if setup.align else NONE_BASE_BLOCKS
+    return VllmPlan(
+        layout=layout,
+        gdn_layers=gdn,
+        attention_layers=attending,
+        group_size=group_size,
+        gdn_groups=gdn_groups,
+        attention_groups=attention_groups,
+        block_bytes=max(gdn_width, attention_width) * page,
+        resident_blocks=base + blocks,
+        admission_blocks=base + blocks + setup.checkpoint_blocks,
+    )
+
+
+@dataclass(frozen=True)
+class VllmCapacity:
+    """What vLLM prints at startup for a KV-cache budget and a ``--max-model-len``."""
+
+    kv_cache_bytes: int
+    max_model_len: int
+    num_blocks: int
+    #: Blocks one request at max_model_len takes: every group's, summed.
+    blocks_per_request: int
+    #: ``GPU KV cache size: N tokens``.
+    tokens: int
+    #: ``Maximum concurrency for M tokens per request: X x`` (X unrounded).
+    concurrency: float
+    #: Whether vLLM starts: one request at max_model_len fits beside the null block.
+    fits: bool
+
+
+def vllm_capacity(plan: VllmPlan, /, *, kv_cache_bytes: int, max_model_len: int) -> VllmCapacity:
+    """The token count and concurrency vLLM logs for ``kv_cache_bytes`` of KV cache per GPU."""
+    num_blocks = kv_cache_bytes // plan.block_bytes
+    attention_blocks = 0
+    if plan.layout.block_size is not None:
+        attention_blocks = _cdiv(max_model_len, plan.layout.block_size)
+    per_request = plan.attention_groups * attention_blocks + plan.gdn_groups * plan.admission_blocks
+    concurrency = num_blocks / per_request
+    return VllmCapacity(
+        kv_cache_bytes=kv_cache_bytes,
+        max_model_len=max_model_len,
+        num_blocks=num_blocks,
+        blocks_per_request=per_request,
+        tokens=int(concurrency * max_model_len),
+        concurrency=concurrency,
+        fits=per_request * plan.block_bytes <= kv_cache_bytes - plan.block_bytes,
+    )

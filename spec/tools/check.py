@@ -45,7 +45,7 @@ REPLAY_PROPERTY_CLAUSES: Final = frozenset(
     {"RB-REPLAY-1", "RB-REPLAY-2", "RB-REPLAY-4", "RB-REPLAY-6", "RB-REPLAY-7", "RB-REPLAY-10"}
 )
 
-_PROFILES: Final = ("dev", "ci", "thorough", "crosshair")
+_PROFILES: Final = ("dev", "ci", "thorough", "crosshair", "interpreter")
 
 _FLUSH_HINT: Final = f"check: {FLUSH_HINT}"
 
@@ -78,7 +78,7 @@ def add_check_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
         choices=_PROFILES,
         default="ci",
         help="Hypothesis profile (default ci: derandomized, reproducible; "
-        "crosshair: symbolic, advisory)",
+        "crosshair: symbolic, advisory; interpreter: 6 examples, for a slow adapter)",
     )
     check.add_argument(
         "--race-budget",

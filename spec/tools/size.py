@@ -6,14 +6,29 @@ from __future__ import annotations
 import argparse
 import enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, TypedDict
+from typing import Final, TypedDict
 
 from .. import SPEC_VERSION
 from ..harness.files import JsonFileError, read_json_file
 from ..replay.rows import ReplayDesign
+from ..sizing import capacity, replayssm, rings, sglang, vllm
 from ..sizing import dimensions as dims
-from ..sizing import replayssm, rings, sglang, vllm
 from ..sizing.dtypes import Dtype, UnsupportedDtypeError, dtypes_from_config
+from ..sizing.presentation import (
+    ASSUMED_DTYPES,
+    BASE_FORMULA,
+    RATIO_DEFINITION,
+    SPECULATIVE_FORMULA,
+    Section,
+    count,
+    fit_section,
+    human,
+    markdown_sections,
+    plan_rows,
+    sweep_table,
+    text_sections,
+)
+from ..sizing.presentation import ratio as ratio_text
 from ..sizing.views import (
     Model,
     Setup,
@@ -31,9 +46,6 @@ from .errors import CliError, ExitStatus
 from .report import write_json
 from .shipped import EXAMPLE_SUFFIX, example_config, examples_directory
 
-if TYPE_CHECKING:
-    from collections.abc import Sequence
-
 __all__ = ["MAX_SWEEP_VALUES", "OutputFormat", "add_size_command"]
 
 #: The most draft counts one sweep prints.
@@ -47,6 +59,16 @@ class OutputFormat(enum.Enum):
     JSON = "json"
     MARKDOWN = "markdown"
 
+
+#: What each dimension flag gives, for --help.
+_DIMENSION_HELP: Final = {
+    "gdn_layers": "GDN layers",
+    "key_heads": "GDN key heads",
+    "key_head_dim": "GDN key head dimension",
+    "value_heads": "GDN value heads",
+    "value_head_dim": "GDN value head dimension",
+    "conv_kernel": "GDN conv kernel width K",
+}
 
 #: Each dimension flag and the GdnDimensions field it sets.
 _DIMENSION_FLAGS: Final = {
@@ -74,26 +96,17 @@ _FIGURE_NAMES: Final = {
     "ring": "replay ring",
 }
 
-#: What each view's base state is, per request and layer.
-_BASE_FORMULA: Final = {
-    View.MODULE: "(h + (K-1) conv columns)",
-    View.VLLM: "the blocks with no drafts, each a page of (h + (K-1) columns), padded",
-    View.SGLANG: "R x (h + (K-1) conv columns), R states per running request",
-    View.SGLANG_REPLAYSSM: "R x (h + (K-1) conv columns), R states per running request",
-}
-
-#: What each view adds for speculation, per request and layer.
-_SPECULATIVE_FORMULA: Final = {
-    View.MODULE: "k x (h + (K-1) conv columns), the dense layout",
-    View.VLLM: "blocks x pages of (h + (K-1+num_drafts) columns), padded, less the base",
-    View.SGLANG: "(D x h + (D+K-2) conv columns), D = num_drafts + 1",
-    View.SGLANG_REPLAYSSM: "((D+K-2) conv columns + L ReplaySSM records), D = num_drafts + 1",
-}
-
 #: Old view names that still work, and the view each now names.
 _VIEW_ALIASES: Final = {"vllm-align": View.VLLM}
 
 _PLOT_SUFFIXES: Final = (".png", ".svg")
+
+
+class _FitReport(TypedDict):
+    engine: str
+    kv_cache_memory_bytes: int
+    max_model_len: int
+    designs: list[capacity.FitFigures]
 
 
 class _Report(TypedDict):
@@ -101,6 +114,7 @@ class _Report(TypedDict):
     tp: int
     replay: rings.ReplayFigures
     snapshot: SnapshotFigures
+    fit: _FitReport | None
     snapshot_to_replay: float | None
     preflight_covers_pool: bool
     shortfall_bytes: int
@@ -155,6 +169,18 @@ def _draft_counts(text: str, /) -> tuple[int, ...]:
     return tuple(sorted({value for low, high in spans for value in range(low, high + 1)}))
 
 
+#: Binary units ``--kv-cache-memory-bytes`` takes after a whole number.
+_BYTE_UNITS: Final = {"KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
+
+
+def _bytes(text: str, /) -> int:
+    """An argparse type: a whole number of bytes, or one with a KiB, MiB, GiB or TiB suffix."""
+    for unit, scale in _BYTE_UNITS.items():
+        if text.endswith(unit):
+            return _positive(text.removesuffix(unit)) * scale
+    return _positive(text)
+
+
 def add_size_command(commands: argparse._SubParsersAction[argparse.ArgumentParser], /) -> None:
     """Add ``size`` and its options."""
     size = commands.add_parser(
@@ -168,8 +194,13 @@ def add_size_command(commands: argparse._SubParsersAction[argparse.ArgumentParse
             sorted(p.name.removesuffix(EXAMPLE_SUFFIX) for p in examples_directory().glob("*.json"))
         ),
     )
-    for flag in _DIMENSION_FLAGS:
-        size.add_argument(f"--{flag.replace('_', '-')}", type=_positive, metavar="N")
+    for flag, help_text in _DIMENSION_HELP.items():
+        size.add_argument(
+            f"--{flag.replace('_', '-')}",
+            type=_positive,
+            metavar="N",
+            help=f"{help_text} (instead of --config; the views then assume a bf16 model)",
+        )
     size.add_argument(
         "--num-drafts",
         type=_draft_counts,
@@ -177,7 +208,13 @@ def add_size_command(commands: argparse._SubParsersAction[argparse.ArgumentParse
         metavar="N|A,B|A-B",
         help="drafts per step; several values (1,3,7) or a range (1-8) print a sweep",
     )
-    size.add_argument("--mtp-slots", type=whole_number, required=True, metavar="N")
+    size.add_argument(
+        "--mtp-slots",
+        type=whole_number,
+        required=True,
+        metavar="N",
+        help="the module's MTP slots (its pool adds a dummy slot); the engines' requests",
+    )
     size.add_argument(
         "--mtp-state-slots",
         type=whole_number,
@@ -220,6 +257,26 @@ def add_size_command(commands: argparse._SubParsersAction[argparse.ArgumentParse
         help="the GPU generation the vllm view runs on (default: sm90)",
     )
     size.add_argument(
+        "--speculative-method",
+        choices=[method.value for method in vllm.SpeculativeMethod],
+        default=vllm.SpeculativeMethod.MTP.value,
+        help="the vllm view's drafter: mtp (default, as the Qwen model cards serve) adds the"
+        " MTP layer's attention to the KV-cache grouping; ngram adds none",
+    )
+    size.add_argument(
+        "--kv-cache-memory-bytes",
+        type=_bytes,
+        metavar="BYTES",
+        help="KV-cache memory per GPU (vLLM's flag; 40GiB or bytes): print what vLLM logs at"
+        " startup, and what each replay ring makes of the same memory (needs --max-model-len)",
+    )
+    size.add_argument(
+        "--max-model-len",
+        type=_positive,
+        metavar="TOKENS",
+        help="tokens per request for --kv-cache-memory-bytes (vLLM's flag)",
+    )
+    size.add_argument(
         "--disable-radix-cache",
         action="store_true",
         help=f"the sglang views without the radix cache ({sglang.ENGINE})",
@@ -234,36 +291,15 @@ def add_size_command(commands: argparse._SubParsersAction[argparse.ArgumentParse
     size.add_argument("--tp", type=_positive, default=1, metavar="N", help="tensor-parallel GPUs")
     size.add_argument("--batch", type=_positive, metavar="N", help="concurrent requests")
     output = size.add_mutually_exclusive_group()
-    output.add_argument("--format", choices=[f.value for f in OutputFormat], default="text")
+    output.add_argument(
+        "--format",
+        choices=[f.value for f in OutputFormat],
+        default="text",
+        help="text (default), json (exact integers) or markdown tables",
+    )
     output.add_argument("--json", metavar="PATH", help="write the figures as JSON (- for stdout)")
     size.add_argument("--plot", metavar="PATH", help="draw bytes against num_drafts (.png, .svg)")
     size.set_defaults(run=_size)
-
-
-def _human(size: int, /) -> str:
-    value = float(size)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if value < 1024 or unit == "TiB":
-            return f"{size:,} B" if unit == "B" else f"{size:,} B ({value:.1f} {unit})"
-        value /= 1024
-    raise AssertionError  # pragma: no cover - the loop always returns
-
-
-def _short(size: int, /) -> str:
-    value = float(size)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if value < 1024:
-            return f"{size} B" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{value:,.1f} TiB"
-
-
-def _count(number: int, noun: str, /) -> str:
-    return f"{number:,} {noun}" if number == 1 else f"{number:,} {noun}s"
-
-
-def _ratio(value: float | None, /) -> str:
-    return "-" if value is None else f"{value:,.1f}x"
 
 
 def _config(arguments: argparse.Namespace, /) -> dict[str, object] | None:
@@ -287,6 +323,7 @@ def _model(arguments: argparse.Namespace, config: dict[str, object] | None, /) -
     attention = None
     found = None
     architecture = None
+    attention_layers, drafter_layers, sglang_layers = 0, 1, None
     if config is not None:
         if any(value is not None for value in given.values()):
             raise CliError("give either --config or the explicit dimensions, not both")
@@ -294,6 +331,9 @@ def _model(arguments: argparse.Namespace, config: dict[str, object] | None, /) -
             dimensions = dims.dimensions_from_config(config)
             attention = dims.attention_from_config(config)
             found = dtypes_from_config(config)
+            attention_layers = dims.attention_layers_from_config(config)
+            drafter_layers = dims.drafter_layers_from_config(config)
+            sglang_layers = dims.interval_gdn_layers_from_config(config)
         except dims.ConfigError as error:
             raise CliError(f"--config {arguments.config}: {error}") from None
         architecture = dims.architecture_from_config(config)
@@ -313,6 +353,9 @@ def _model(arguments: argparse.Namespace, config: dict[str, object] | None, /) -
         dimensions=dimensions,
         attention=None if attention is None else attention.per_gpu(arguments.tp),
         architecture=architecture,
+        attention_layers=attention_layers,
+        drafter_layers=drafter_layers,
+        sglang_gdn_layers=sglang_layers,
         **({} if found is None else {"dtypes": found}),
     )
 
@@ -320,7 +363,11 @@ def _model(arguments: argparse.Namespace, config: dict[str, object] | None, /) -
 def _setup(arguments: argparse.Namespace, /) -> Setup:
     length = arguments.linear_replayssm_cache_len
     return Setup(
-        vllm=vllm.VllmSetup(prefix_caching=arguments.prefix_caching, gpu=vllm.Gpu(arguments.gpu)),
+        vllm=vllm.VllmSetup(
+            prefix_caching=arguments.prefix_caching,
+            gpu=vllm.Gpu(arguments.gpu),
+            method=vllm.SpeculativeMethod(arguments.speculative_method),
+        ),
         sglang=sglang.SglangSetup(radix_cache=not arguments.disable_radix_cache),
         replayssm_cache_len=length or replayssm.DEFAULT_CACHE_LEN,
         recurrent=None if arguments.state_dtype is None else Dtype(arguments.state_dtype),
@@ -367,6 +414,8 @@ def _requests(arguments: argparse.Namespace, /) -> int:
 
 def _size(arguments: argparse.Namespace, /) -> int:
     _check_plot_path(arguments)
+    if len(arguments.num_drafts) > 1 and _check_fit_flags(arguments):
+        raise CliError("--kv-cache-memory-bytes sizes one review; leave it out of a sweep")
     config = _config(arguments)
     model = _model(arguments, config)
     setup = _setup(arguments)
@@ -403,8 +452,12 @@ def _size(arguments: argparse.Namespace, /) -> int:
         )
     except UnsupportedDtypeError as error:
         raise _unsupported(error, arguments) from None
-    ring = replay.batch_ring_bytes if arguments.batch else replay.pool_ring_bytes
-    ratio = snapshot.speculative_bytes / ring if ring else None
+    # The headline ratio, per request on both sides so that no count of
+    # requests or slots changes it: what one request's drafting holds over
+    # one slot's ring.
+    ring = replay.pool_ring_bytes // replay.pool_slots
+    ratio = snapshot.speculative_bytes_per_request / ring if ring else None
+    fits = _fits(arguments, model, setup)
     # Drawn first, so that a plot that cannot be written leaves no report behind.
     if arguments.plot is not None:
         _plot(arguments, model, setup, counts)
@@ -415,6 +468,14 @@ def _size(arguments: argparse.Namespace, /) -> int:
             tp=arguments.tp,
             replay=replay.as_dict(),
             snapshot=snapshot.as_dict(),
+            fit=None
+            if fits is None
+            else _FitReport(
+                engine=vllm.ENGINE,
+                kv_cache_memory_bytes=arguments.kv_cache_memory_bytes,
+                max_model_len=arguments.max_model_len,
+                designs=[fit.as_dict() for fit in fits],
+            ),
             snapshot_to_replay=ratio,
             preflight_covers_pool=replay.preflight_covers_pool,
             shortfall_bytes=replay.shortfall_bytes,
@@ -422,17 +483,50 @@ def _size(arguments: argparse.Namespace, /) -> int:
         write_json(arguments.json or "-", report)
     else:
         sections = _sections(model.dimensions, replay, snapshot, ratio, arguments)
-        print(_markdown(sections) if output is OutputFormat.MARKDOWN else _text(sections))
+        if fits is not None:
+            sections.append(fit_section(fits))
+        print(
+            markdown_sections(sections)
+            if output is OutputFormat.MARKDOWN
+            else text_sections(sections)
+        )
     return ExitStatus.OK
 
 
-_Section = tuple[str, list[tuple[str, str]]]
+def _check_fit_flags(arguments: argparse.Namespace, /) -> bool:
+    memory, length = arguments.kv_cache_memory_bytes, arguments.max_model_len
+    if memory is None and length is None:
+        return False
+    if memory is None or length is None:
+        given = "--kv-cache-memory-bytes" if length is None else "--max-model-len"
+        other = "--max-model-len" if length is None else "--kv-cache-memory-bytes"
+        raise CliError(f"{given} needs {other}")
+    return True
+
+
+def _fits(
+    arguments: argparse.Namespace, model: Model, setup: Setup, /
+) -> list[capacity.Fit] | None:
+    if not _check_fit_flags(arguments):
+        return None
+    try:
+        return capacity.vllm_fit(
+            model,
+            setup,
+            num_drafts=arguments.num_drafts,
+            kv_cache_bytes=arguments.kv_cache_memory_bytes,
+            max_model_len=arguments.max_model_len,
+        )
+    except rings.SizingOverflowError as error:
+        raise _overflow(error, arguments) from None
+    except UnsupportedDtypeError as error:
+        raise _unsupported(error, arguments) from None
 
 
 def _replay_section(
     d: dims.GdnDimensions, f: rings.ReplaySizing, arguments: argparse.Namespace, /
 ) -> list[tuple[str, str]]:
-    covers = "yes" if f.preflight_covers_pool else f"no: short by {_human(f.shortfall_bytes)}"
+    covers = "yes" if f.preflight_covers_pool else f"no: short by {human(f.shortfall_bytes)}"
     qkvz = (
         f"2 x {d.num_key_heads} x {d.key_head_dim} + 2 x {d.num_value_heads} x {d.value_head_dim}"
     )
@@ -443,7 +537,7 @@ def _replay_section(
         (
             "replay row",
             (
-                f"{_human(f.row_bytes)} per token per layer"
+                f"{human(f.row_bytes)} per token per layer"
                 f"  ({f.qkvz_elems:,} BF16 + {d.num_value_heads} x 2 FP32),"
                 f" design {ReplayDesign.SEED_ROW.value}"
             ),
@@ -451,28 +545,28 @@ def _replay_section(
         (
             "preflight reservation",
             (
-                f"{_human(f.preflight_ring_bytes)}"
+                f"{human(f.preflight_ring_bytes)}"
                 f"  (k = num_drafts + 1 = {f.preflight_k}, mtp_state_slots = {f.preflight_slots})"
             ),
         ),
         (
             "pool allocation",
             (
-                f"{_human(f.pool_ring_bytes)}"
+                f"{human(f.pool_ring_bytes)}"
                 f"  (k = num_intermediates = {f.pool_k}, mtp_slots + 1 = {f.pool_slots})"
             ),
         ),
         ("preflight covers pool", covers),
     ]
     if f.batch is not None and f.batch_ring_bytes is not None:
-        replay.append((f"batch of {f.batch} requests", f"{_human(f.batch_ring_bytes)} ring"))
+        replay.append((f"batch of {f.batch} requests", f"{human(f.batch_ring_bytes)} ring"))
     replay.append(
         (
             "review note: minimal row",
             (
-                f"{_human(f.minimal_replay_row_bytes)} per token per layer without z"
+                f"{human(f.minimal_replay_row_bytes)} per token per layer without z"
                 f" ({d.conv_dim:,} BF16 + {d.num_value_heads} x 2 FP32), pool ring"
-                f" {_human(f.minimal_pool_ring_bytes)}; {rings.MINIMAL_RING_SCOPE}"
+                f" {human(f.minimal_pool_ring_bytes)}; {rings.MINIMAL_RING_SCOPE}"
                 " (docs/replay.md)"
             ),
         )
@@ -487,96 +581,66 @@ def _sections(
     ratio: float | None,
     arguments: argparse.Namespace,
     /,
-) -> list[_Section]:
-    layers = f"{_count(s.requests, 'slot' if s.view is View.MODULE else 'request')} x"
-    layers += f" {f.num_gdn_layers} layers"
+) -> list[Section]:
+    layers = f"{count(s.requests, 'slot' if s.view is View.MODULE else 'request')} x"
+    if s.view is not View.VLLM:
+        layers += f" {f.num_gdn_layers} layers x"
     snapshot = [
         ("follows", s.view.engine),
         ("setup", s.setup),
+        *([] if arguments.config is not None else [("dtypes assumed", ASSUMED_DTYPES)]),
         (
             "recurrent state h",
             (
-                f"{_human(s.recurrent_bytes_per_layer)} per layer"
+                f"{human(s.recurrent_bytes_per_layer)} per layer"
                 f" ({d.recurrent_state_values:,} x {s.dtypes.recurrent.value})"
             ),
         ),
         (
             "conv column",
             (
-                f"{_human(s.conv_column_bytes_per_layer)} per layer"
+                f"{human(s.conv_column_bytes_per_layer)} per layer"
                 f" ({d.conv_dim:,} x {s.dtypes.conv.value}), K = {d.conv_kernel}"
             ),
         ),
     ]
-    if s.page is not None:
-        padded = (
-            "not padded: the config names no attention fields"
-            if s.page.padded_page_bytes is None
-            else f"padded to {_human(s.page.padded_page_bytes)} (attention block of"
-            f" {s.page.block_size} tokens)"
-        )
-        snapshot.append(
-            (
-                "page",
-                (
-                    f"{_human(s.page.page_bytes)} per layer, {padded};"
-                    f" {s.page.blocks_per_request} blocks per request"
-                ),
-            )
-        )
+    if s.plan is not None:
+        snapshot += plan_rows(s.plan)
     if s.replayssm_record_bytes is not None:
         snapshot.append(
             (
                 "ReplaySSM record",
                 (
-                    f"{_human(s.replayssm_record_bytes)} per record per layer,"
+                    f"{human(s.replayssm_record_bytes)} per record per layer,"
                     f" {s.replayssm_cache_len} records per slot"
                 ),
             )
         )
     padding = s.base_padding_bytes + s.speculative_padding_bytes
     snapshot += [
-        ("base state", f"{_human(s.base_bytes)}  ({layers} x {_BASE_FORMULA[s.view]})"),
+        (
+            "base state",
+            f"{human(s.base_bytes)}  ({layers} {BASE_FORMULA[s.view]})",
+        ),
         (
             "speculative state",
-            f"{_human(s.speculative_bytes)}  ({layers} x {_SPECULATIVE_FORMULA[s.view]})",
+            f"{human(s.speculative_bytes)}  ({layers} {SPECULATIVE_FORMULA[s.view]})",
         ),
-        ("base + speculative", _human(s.total_bytes)),
+        ("base + speculative", human(s.total_bytes)),
     ]
     if s.view is not View.MODULE:
-        snapshot.append(("of which pool padding", _human(padding)))
-    over = "the batch's ring" if arguments.batch else "the pool allocation"
-    snapshot.append(("speculative / ring", f"{_ratio(ratio)}  (over {over})"))
+        snapshot.append(("of which pool padding", human(padding)))
+    snapshot.append(
+        (
+            "speculative / ring",
+            f"{ratio_text(ratio)}  (per request: {RATIO_DEFINITION})",
+        )
+    )
     heading = (
         "Estimate, not part of the module's contract: "
         f"snapshot state, {s.view.value} view, {s.view.engine} (docs/sizing.md)"
     )
     return [("Replay ring (the contract)", _replay_section(d, f, arguments)), (heading, snapshot)]
-
-
-def _text(sections: Sequence[_Section], /) -> str:
-    lines: list[str] = []
-    for index, (heading, rows) in enumerate(sections):
-        indent = "" if index == 0 else "  "
-        if index:
-            lines += ["", heading]
-        lines += [f"{indent}{label:<{25 - len(indent)}}{value}" for label, value in rows]
-    return "\n".join(lines)
-
-
-def _cell(text: str, /) -> str:
-    # A bare | would end the Markdown table cell.
-    return text.replace("|", "\\|")
-
-
-def _markdown(sections: Sequence[_Section], /) -> str:
-    lines: list[str] = []
-    for heading, rows in sections:
-        if lines:
-            lines.append("")
-        lines += [f"**{heading}**", "", "| figure | value |", "| --- | --- |"]
-        lines += [f"| {label} | {_cell(value)} |" for label, value in rows]
-    return "\n".join(lines)
 
 
 def _views(arguments: argparse.Namespace, /) -> list[View]:
@@ -626,11 +690,20 @@ def _sweep(
     else:
         markdown = output is OutputFormat.MARKDOWN
         tables = [
-            _sweep_table(rows, arguments, setup, markdown=markdown, per_request=per_request)
+            sweep_table(rows, scope=_scope(arguments), markdown=markdown, per_request=per_request)
             for per_request in (False, True)
         ]
         print("\n\n".join(tables))
     return ExitStatus.OK
+
+
+def _scope(arguments: argparse.Namespace, /) -> str:
+    who = f"--batch {arguments.batch}" if arguments.batch else "--mtp-slots"
+    requests = count(_requests(arguments), "request")
+    return (
+        f"Per GPU (--tp {arguments.tp}): rings over {_slots(arguments)} seed slots, views"
+        f" over {requests} ({who}) and their pools' padding"
+    )
 
 
 def _slots(arguments: argparse.Namespace, /) -> int:
@@ -664,68 +737,6 @@ def _sweep_rows(
     return rows
 
 
-def _sweep_table(
-    rows: Sequence[SweepRow],
-    arguments: argparse.Namespace,
-    setup: Setup,
-    /,
-    *,
-    markdown: bool,
-    per_request: bool,
-) -> str:
-    views = list(rows[0].speculative)
-    index = 0 if per_request else 1
-    header = [
-        "num_drafts",
-        f"{ReplayDesign.SEED_ROW.value} ring",
-        f"{ReplayDesign.MINIMAL_PRE_CONV.value} ring",
-        f"{ReplayDesign.REPLAYSSM.value} ring",
-        *(f"{view.value} speculative" for view in views),
-    ]
-    body = [
-        [
-            str(row.num_drafts),
-            _short(row.seed_ring[index]),
-            _short(row.minimal_ring[index]),
-            _short(row.replayssm_ring[index]),
-            *(
-                f"{_short(row.speculative[v][index])}"
-                f" ({_ratio(row.ratio(v, per_request=per_request))})"
-                for v in views
-            ),
-        ]
-        for row in rows
-    ]
-    if per_request:
-        scope = "Per request"
-    else:
-        who = f"--batch {arguments.batch}" if arguments.batch else "--mtp-slots"
-        scope = (
-            f"Per GPU (--tp {arguments.tp}): the seed's rings over {_slots(arguments)} slots,"
-            f" the engines' {_count(_requests(arguments), 'request')} ({who}) with their pool"
-            " padding"
-        )
-    follows = "; ".join(f"{v.value}: {v.engine}, {setup.describe(v)}" for v in views)
-    caption = (
-        f"{scope}. Rings (docs/replay.md's designs): the seed's replay ring, design"
-        f" {ReplayDesign.SEED_ROW.value}; the minimal ring, {rings.MINIMAL_RING_SCOPE};"
-        f" SGLang {sglang.VERSION}'s ReplaySSM ring, design {ReplayDesign.REPLAYSSM.value}."
-        " Views (estimates, docs/sizing.md), each with its ratio to the seed's ring:"
-        f" {follows}. Exact bytes with --format json"
-    )
-    if markdown:
-        lines = [caption, "", "| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
-        lines += ["| " + " | ".join(cells) + " |" for cells in body]
-        return "\n".join(lines)
-    widths = [max(len(cells[i]) for cells in [header, *body]) for i in range(len(header))]
-    lines = [caption, ""]
-    lines += [
-        "  ".join(cell.rjust(width) for cell, width in zip(cells, widths, strict=True))
-        for cells in [header, *body]
-    ]
-    return "\n".join(lines)
-
-
 def _plot(
     arguments: argparse.Namespace,
     model: Model,
@@ -736,15 +747,18 @@ def _plot(
     rows: list[SweepRow] | None = None,
 ) -> None:
     # Imported here so that nothing but --plot ever loads matplotlib.
-    from .plot import plot_sweep  # noqa: PLC0415
+    from ..sizing.plot import PlotError, plot_sweep  # noqa: PLC0415
 
     if rows is None:
         rows = _sweep_rows(arguments, model, setup, counts)
-    plot_sweep(
-        rows,
-        arguments.plot,
-        title=(
-            f"Speculative state per GPU (TP {arguments.tp}),"
-            f" {_count(_requests(arguments), 'request')} ({_slots(arguments)} seed slots)"
-        ),
-    )
+    try:
+        plot_sweep(
+            rows,
+            arguments.plot,
+            title=(
+                f"Speculative state per GPU (TP {arguments.tp}),"
+                f" {count(_requests(arguments), 'request')} ({_slots(arguments)} seed slots)"
+            ),
+        )
+    except PlotError as error:
+        raise CliError(str(error)) from None

@@ -116,6 +116,13 @@ def _selected(arguments: argparse.Namespace, cases: list[corpus.Case], /) -> lis
     return chosen
 
 
+def _replay_offer(driver: SubprocessDriver, /) -> corpus.ReplayOffer | None:
+    try:
+        return corpus.replay_offer(driver.request({"op": "describe"}))
+    except corpus.ReplayOfferError as error:
+        raise CliError(f"the adapter's describe: {error}", ExitStatus.FAILED) from None
+
+
 def _with_reproduction(result: corpus.CaseResult, line: str, command: str, /) -> str:
     if result.outcome != "failed":
         return result.detail
@@ -140,7 +147,16 @@ def _run(arguments: argparse.Namespace, /) -> int:
     started = time.monotonic()
     try:
         with SubprocessDriver(argv, timeout=arguments.impl_timeout) as driver:
-            results = corpus.run_cases(driver, cases, judges)
+            # Replay cases of a pipeline, layout or design the adapter's
+            # describe does not offer are skipped, not sent (docs/protocol.md).
+            chosen = {case["id"] for case in cases}
+            replay_chosen = [case for case in replay_cases if case.case_id in chosen]
+            offer = _replay_offer(driver) if replay_chosen else None
+            _, skipped = corpus.split_offered(replay_chosen, offer)
+            left_out = {result.case_id for result in skipped}
+            offered = [case for case in cases if case["id"] not in left_out]
+            ran = {r.case_id: r for r in [*corpus.run_cases(driver, offered, judges), *skipped]}
+            results = [ran[case["id"]] for case in cases]
     except (corpus.VectorError, UnencodableMessageError) as error:
         raise CliError(f"--vectors {arguments.vectors}: {error}") from None
     except AdapterFailure as failure:

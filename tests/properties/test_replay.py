@@ -17,8 +17,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ssm_rollback_spec.corpus.replay_run import ReplayCase, judge_replay, load_replay_cases
+from ssm_rollback_spec.corpus.replay_run import (
+    ReplayCase,
+    ReplayOffer,
+    judge_replay,
+    load_replay_cases,
+    not_offered,
+    replay_offer,
+)
 from ssm_rollback_spec.harness.failures import NonConformingReply, ReplayMismatch
+from ssm_rollback_spec.harness.replay_wire import ENGINE_PIPELINES
 from ssm_rollback_spec.tools.shipped import replay_corpus_directory
 
 from .conformance import exchange
@@ -30,9 +38,27 @@ if TYPE_CHECKING:
     from ssm_rollback_spec.harness.driver import Implementation
 
 _CASES: Final = load_replay_cases(replay_corpus_directory())
-#: The kernel bound per pipeline, as the corpus states it.
-_BOUND: Final = {case.pipeline: case.tolerance for case in _CASES}
+#: The bound per pipeline for an implementation compared with itself, as the
+#: corpus states it ("self", or else "kernel").
+_BOUND: Final = {case.pipeline: case.self_tolerance or case.tolerance for case in _CASES}
 _NOT_OFFERED: Final = "replay is opt-in, and this implementation does not offer it"
+_NONE_OFFERED: Final = (
+    "the implementation's describe offers no pipeline of the replay corpus for pre-conv rows"
+)
+
+
+def _offer(impl: Implementation, /) -> ReplayOffer | None:
+    # What the implementation's describe says its replay computes (docs/protocol.md).
+    return replay_offer(impl.request({"op": "describe"}))
+
+
+def _pipelines(impl: Implementation, /) -> list[str]:
+    offer = _offer(impl)
+    if offer is None:
+        return sorted(_BOUND)
+    if "pre-conv" not in offer.layouts:
+        return []
+    return sorted(set(_BOUND) & offer.pipelines)
 
 
 def _replay(
@@ -98,10 +124,15 @@ def _same(
 
 @pytest.mark.clause("RB-REPLAY-1", "RB-REPLAY-4", "RB-REPLAY-6", "RB-REPLAY-10")
 def test_every_shipped_replay_case_is_rebuilt_within_its_bound(impl: Implementation) -> None:
-    # Every case runs; the run is blamed on the failing cases' own clauses
-    # alone. The first failure is shown whole, the others named in one line.
+    # Every case the implementation offers runs; the run is blamed on the
+    # failing cases' own clauses alone. The first failure is shown whole, the
+    # others named in one line.
+    offer = _offer(impl)
+    offered = [case for case in _CASES if not_offered(case, offer) is None]
+    if not offered:
+        pytest.skip("the implementation's describe offers none of the shipped replay cases")
     failed: list[tuple[ReplayCase, dict[str, object]]] = []
-    for case in _CASES:
+    for case in offered:
         _, reply = _replay(impl, case.request)
         if _judged(case.request, reply, case.expected, case.clauses, "") is not None:
             failed.append((case, reply))
@@ -127,7 +158,7 @@ def _hex(numerator: int, denominator: int, /) -> str:
 
 
 @st.composite
-def _layers(draw: st.DrawFn, pipeline: str | None = None) -> dict[str, object]:
+def _layers(draw: st.DrawFn) -> dict[str, object]:
     nk = draw(st.integers(1, 2))
     dims = {
         "num_key_heads": nk,
@@ -150,7 +181,6 @@ def _layers(draw: st.DrawFn, pipeline: str | None = None) -> dict[str, object]:
     heads = dims["num_value_heads"]
     return {
         "op": "replay",
-        "pipeline": pipeline or draw(st.sampled_from(sorted(_BOUND))),
         "layout": "pre-conv",
         "dims": dims,
         "conv_weight": matrix(conv_dim, dims["conv_kernel"]),
@@ -163,13 +193,38 @@ def _layers(draw: st.DrawFn, pipeline: str | None = None) -> dict[str, object]:
                 "qkv": [value(-64, 64, 64) for _ in range(conv_dim)],
                 "g": [value(-128, 0, 64) for _ in range(heads)],
                 "beta": [value(0, 128, 128) for _ in range(heads)],
+                # The raw gate inputs, for an engine pipeline's kernels.
+                "a": [value(-64, 64, 64) for _ in range(heads)],
+                "b": [value(-64, 64, 64) for _ in range(heads)],
             }
             for _ in range(draw(st.integers(2, 6)))
         ],
+        "a_log": [value(-64, 64, 64) for _ in range(heads)],
+        "dt_bias": [value(-64, 64, 64) for _ in range(heads)],
     }
 
 
-def _request(layer: dict[str, object], rounds: list[dict[str, object]], /) -> dict[str, object]:
+def _with_pipeline(
+    impl: Implementation, layer: dict[str, object], data: st.DataObject, /
+) -> dict[str, object]:
+    """The layer with a pipeline the implementation offers; gate inputs kept for an engine's."""
+    pipelines = _pipelines(impl)
+    if not pipelines:
+        pytest.skip(_NONE_OFFERED)
+    return _as_pipeline(layer, data.draw(st.sampled_from(pipelines), label="pipeline"))
+
+
+def _as_pipeline(layer: dict[str, object], pipeline: str, /) -> dict[str, object]:
+    if pipeline in ENGINE_PIPELINES:
+        return layer | {"pipeline": pipeline}
+    rows = [
+        {key: value for key, value in row.items() if key not in {"a", "b"}} for row in _rows(layer)
+    ]
+    kept = {key: value for key, value in layer.items() if key not in {"a_log", "dt_bias"}}
+    return kept | {"pipeline": pipeline, "rows": rows}
+
+
+def _request(layer: dict[str, object], rounds: Sequence[object], /) -> dict[str, object]:
     return {key: value for key, value in layer.items() if key != "rows"} | {"rounds": rounds}
 
 
@@ -179,11 +234,17 @@ def _rows(layer: dict[str, object], /) -> list[dict[str, object]]:
     return rows
 
 
+def _other_gates(row: dict[str, object], /) -> dict[str, object]:
+    # The same row with other gates: g for the model's pipelines, a and b for an engine's.
+    return row | {name: [_hex(-1, 2)] * len(row["g"]) for name in ("g", "a", "b") if name in row}  # type: ignore[arg-type]
+
+
 @pytest.mark.clause("RB-REPLAY-1", "RB-REPLAY-6")
 @given(layer=_layers(), data=st.data())
 def test_a_round_of_accepted_rows_is_those_rows_decoded_one_round_each(
     impl: Implementation, layer: dict[str, object], data: st.DataObject
 ) -> None:
+    layer = _with_pipeline(impl, layer, data)
     rows = _rows(layer)
     accepted = data.draw(st.integers(1, len(rows)), label="accepted")
     whole = _request(layer, [{"rows": rows, "accepted": accepted}])
@@ -198,9 +259,10 @@ def test_a_round_of_accepted_rows_is_those_rows_decoded_one_round_each(
 def test_the_rows_past_the_accepted_ones_change_nothing(
     impl: Implementation, layer: dict[str, object], data: st.DataObject
 ) -> None:
+    layer = _with_pipeline(impl, layer, data)
     rows = _rows(layer)
     accepted = data.draw(st.integers(1, len(rows) - 1), label="accepted")
-    other = [dict(row, g=[_hex(-1, 2)] * len(row["g"])) for row in rows[accepted:]]  # type: ignore[arg-type]
+    other = [_other_gates(row) for row in rows[accepted:]]
     first = _request(layer, [{"rows": rows, "accepted": accepted}])
     second = _request(layer, [{"rows": rows[:accepted] + other, "accepted": accepted}])
     _, reply = _replay(impl, second)
@@ -213,6 +275,7 @@ def test_the_rows_past_the_accepted_ones_change_nothing(
 def test_a_trace_resumed_from_a_state_it_reported_goes_on_the_same(
     impl: Implementation, layer: dict[str, object], data: st.DataObject
 ) -> None:
+    layer = _with_pipeline(impl, layer, data)
     rows = _rows(layer)
     # Windows of varying length, with rows of earlier windows still in a ring.
     cuts = sorted(data.draw(st.sets(st.integers(1, len(rows) - 1), max_size=3), label="cuts"))
@@ -243,12 +306,15 @@ def _windows(rows: list[dict[str, object]], data: st.DataObject, /) -> list[dict
 
 
 @pytest.mark.clause("RB-REPLAY-1", "RB-REPLAY-6")
-@given(layer=_layers("float64"), data=st.data())
+@given(layer=_layers(), data=st.data())
 def test_a_drawn_float64_replay_gives_the_models_states_within_the_bound(
     impl: Implementation, layer: dict[str, object], data: st.DataObject
 ) -> None:
     # Judged by the model itself (its float64 step, replay_reference.py), not
     # by the implementation against itself: wrong arithmetic fails here.
+    if "float64" not in _pipelines(impl):
+        pytest.skip("the implementation's describe does not offer the float64 pipeline")
+    layer = _as_pipeline(layer, "float64")
     request = _request(layer, _windows(_rows(layer), data))
     _, reply = _replay(impl, request)
     rounds = request["rounds"]

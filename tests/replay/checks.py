@@ -51,7 +51,7 @@ STATE_FIELDS = (Field.Q, Field.K, Field.V, Field.G, Field.BETA)
 
 
 def _stored(values: Array, pipeline: Pipeline, /) -> Array:
-    rounded = bf16_round(values) if pipeline is Pipeline.BF16_ROWS_FP32_STATE else values
+    rounded = values if pipeline is Pipeline.FLOAT64 else bf16_round(values)
     return np.asarray(rounded, dtype=values.dtype)
 
 

@@ -12,6 +12,7 @@ accepted tokens, dtypes and bits included (RB-REPLAY-6).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Final, cast
 
 import numpy as np
@@ -41,10 +42,21 @@ if TYPE_CHECKING:
     from ssm_rollback_spec.replay.layer import Array
     from ssm_rollback_spec.replay.rounds import DecoderFactory
 
-__all__ = ["MAX_K_CEILING", "STEPS", "decode_machine", "machine_settings", "run_decode_machine"]
+__all__ = [
+    "MAX_K_CEILING",
+    "ROUND_PIPELINES",
+    "STEPS",
+    "decode_machine",
+    "machine_settings",
+    "run_decode_machine",
+]
 
 #: Rounds per example under every profile; a lifecycle bug shows within a few.
 STEPS: Final = 16
+#: The pipelines whose state after a round is plain decoding's bit for bit:
+#: every one but vLLM's, which stores h in BF16 after every call
+#: (:func:`ssm_rollback_spec.replay.rounds.decode_round`).
+ROUND_PIPELINES: Final = tuple(p for p in Pipeline if not p.stores_h_in_bf16)
 #: The widest K a machine draws (a ring of K - 1 rows, or an L of K to K + 2).
 MAX_K_CEILING: Final = 4
 
@@ -74,10 +86,26 @@ def _show(state: LayerState, /) -> str:
     return f"conv={state.conv.tolist()}\n  h={state.h.tolist()}"
 
 
-def decode_machine(make: DecoderFactory, /) -> type[RuleBasedStateMachine]:
+def _relative_error(actual: Array, expected: Array, /) -> float:
+    scale = float(np.max(np.abs(expected)))
+    error = float(np.max(np.abs(actual - expected)))
+    return error / scale if scale else error
+
+
+def decode_machine(
+    make: DecoderFactory,
+    /,
+    *,
+    pipelines: tuple[Pipeline, ...] = ROUND_PIPELINES,
+    bound: float | None = None,
+) -> type[RuleBasedStateMachine]:
     """The decode loop's state machine for decoders ``make`` builds.
 
-    RB-REPLAY-6.
+    ``bound`` None: the design's state must be plain decoding's bit for bit.
+    Otherwise its conv state must be plain decoding's bit for bit and its h
+    within ``bound``, relative to plain decoding's largest ``|h|``.
+
+    RB-REPLAY-6, RB-REPLAY-11.
     """
 
     class DecodeRounds(RuleBasedStateMachine):
@@ -86,13 +114,14 @@ def decode_machine(make: DecoderFactory, /) -> type[RuleBasedStateMachine]:
         @initialize(data=st.data())
         def start(self, data: st.DataObject) -> None:
             numbers = drawer(data.draw)
-            self.pipeline = data.draw(st.sampled_from(Pipeline), label="pipeline")
-            self.layer = make_layer(data.draw(_small_shapes(), label="shape"), numbers)
+            self.pipeline = data.draw(st.sampled_from(pipelines), label="pipeline")
+            shape = data.draw(_small_shapes(), label="shape")
+            self.layer = replace(make_layer(shape, numbers), pipeline=self.pipeline)
             self.k_ceiling = data.draw(st.integers(2, MAX_K_CEILING), label="k_ceiling")
             ring_length = data.draw(st.integers(self.k_ceiling, self.k_ceiling + 2), label="L")
             zero = self.layer.zero_state(self.pipeline)
             conv: Array = numbers(zero.conv.shape, -2.0, 2.0)
-            if self.pipeline is Pipeline.BF16_ROWS_FP32_STATE:
+            if self.pipeline is not Pipeline.FLOAT64:
                 conv = bf16_round(conv)
             h = numbers(zero.h.shape, -2.0, 2.0)
             dtype = self.pipeline.dtype
@@ -123,6 +152,15 @@ def decode_machine(make: DecoderFactory, /) -> type[RuleBasedStateMachine]:
         @invariant()
         def rollback_equals_plain_decoding(self) -> None:
             rebuilt = self.decoder.state()
+            if bound is not None:
+                error = _relative_error(rebuilt.h, self.plain.h)
+                assert np.array_equal(rebuilt.conv, self.plain.conv), "conv"
+                assert rebuilt.h.dtype == self.plain.h.dtype, "dtype"
+                assert error <= bound, (
+                    f"{self.pipeline.value}, after {', '.join(self.history)}: h off by "
+                    f"{error:.3g} relative, past {bound:g}"
+                )
+                return
             assert rebuilt.equals(self.plain), (
                 f"{self.pipeline.value}, K ceiling {self.k_ceiling}, after "
                 f"{', '.join(self.history) or 'no round'}:\n"
@@ -158,9 +196,17 @@ def machine_settings(*, find_only: bool = False) -> settings:
 _run_machine: Final = cast("Callable[..., None]", run_state_machine_as_test)
 
 
-def run_decode_machine(make: DecoderFactory, /, *, find_only: bool = False) -> None:
+def run_decode_machine(
+    make: DecoderFactory,
+    /,
+    *,
+    find_only: bool = False,
+    pipelines: tuple[Pipeline, ...] = ROUND_PIPELINES,
+    bound: float | None = None,
+) -> None:
     """Run the decode machine of ``make`` under :func:`machine_settings`.
 
     RB-REPLAY-6.
     """
-    _run_machine(decode_machine(make), settings=machine_settings(find_only=find_only))
+    machine = decode_machine(make, pipelines=pipelines, bound=bound)
+    _run_machine(machine, settings=machine_settings(find_only=find_only))

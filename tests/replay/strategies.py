@@ -58,9 +58,10 @@ def replay_cases(
     min_window: int = 1,
     accepted: Callable[[int], st.SearchStrategy[int]] = _any_accepted,
     generic: bool = False,
+    pipelines: tuple[Pipeline, ...] = tuple(Pipeline),
 ) -> ReplayCase:
-    """A case of any pipeline, window ``min_window..MAX_WINDOW`` and accepted count."""
-    pipeline = draw(st.sampled_from(Pipeline))
+    """A case of any of ``pipelines``, window ``min_window..MAX_WINDOW`` and accepted count."""
+    pipeline = draw(st.sampled_from(pipelines))
     numbers = drawer(draw)
     layer = make_layer(draw(shapes()), numbers, generic=generic)
     window = draw(st.integers(min_window, MAX_WINDOW))

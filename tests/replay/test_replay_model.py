@@ -22,6 +22,7 @@ from ssm_rollback_spec.replay.layer import (
     Pipeline,
     bf16_round,
     delta_rule_step,
+    stored,
 )
 from ssm_rollback_spec.replay.paths import (
     SeedRow,
@@ -226,7 +227,8 @@ def test_post_conv_rows_alone_rebuild_h(case: ReplayCase) -> None:
     h = case.checkpoint.h
     for row in capture_post_conv_ring(case.layer, verified)[: case.accepted]:
         h = delta_rule_step(case.layer, h, row.k_and_v, row.g, row.beta)
-    assert np.array_equal(h, restore_from_snapshots(verified, case.accepted).h)
+    rebuilt = stored(case.layer, replace(case.checkpoint, h=h))
+    assert np.array_equal(rebuilt.h, restore_from_snapshots(verified, case.accepted).h)
 
 
 def _silu(x: float, /) -> float:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Final
 
 import numpy as np
 
-from ssm_rollback_spec.replay.layer import LayerState, delta_rule_step
+from ssm_rollback_spec.replay.layer import LayerState, delta_rule_step, stored
 from ssm_rollback_spec.replay.paths import (
     MinimalRow,
     capture_minimal_ring,
@@ -149,7 +149,7 @@ def _seed_row_replay(
     state = checkpoint
     for row in verified.rows[:accepted]:
         state, _ = step(layer, state, row.qkv, row.g, row.beta)
-    return state
+    return stored(layer, state)  # as the pipeline stores it (vLLM's h in BF16)
 
 
 _EVERY_FIELD_REJECTED_BY: Final = (

@@ -184,6 +184,15 @@ fn size(result: Result<u64, Overflow>, call: String) -> Reply {
     }
 }
 
+/// Who this adapter is, and what its `replay` computes (docs/protocol.md, "What an
+/// adapter's replay computes"): the model's two pipelines, both layouts, and the
+/// designs whose states are the model's per-token step (replay.rs ports it).
+const DESCRIBE: &str = concat!(
+    r#"{"name":"ssm-rollback-adapter (Rust)","usize_bits":64,"replay":{"#,
+    r#""pipelines":["float64","transformers-bf16"],"layouts":["pre-conv","post-conv"],"#,
+    r#""designs":["seed-row","minimal-pre-conv","replayssm","post-conv-with-conv-window"]}}"#
+);
+
 fn answer(line: &str) -> Result<Reply, Reply> {
     let request = json::parse(line).map_err(|e| bad(format!("not a JSON line: {e}")))?;
     if !matches!(request, Json::Object(_)) {
@@ -193,7 +202,7 @@ fn answer(line: &str) -> Result<Reply, Reply> {
         .as_str()
         .ok_or_else(|| bad("field 'op' must be a string".into()))?;
     Ok(match op {
-        "describe" => Reply::Ok(r#"{"name":"ssm-rollback-adapter (Rust)","usize_bits":64}"#.into()),
+        "describe" => Reply::Ok(DESCRIBE.into()),
         "parse" => {
             let text = field(&request, "text")?
                 .as_str()

@@ -16,7 +16,7 @@
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Pipeline {
     Float64,
-    Bf16RowsFp32State,
+    TransformersBf16,
 }
 
 /// A layer's head shapes and conv kernel.
@@ -243,7 +243,7 @@ pub fn replay_rounds(
 ) -> Vec<State> {
     match pipeline {
         Pipeline::Float64 => replay_in::<f64>(dims, weight, checkpoint, rounds),
-        Pipeline::Bf16RowsFp32State => replay_in::<f32>(dims, weight, checkpoint, rounds),
+        Pipeline::TransformersBf16 => replay_in::<f32>(dims, weight, checkpoint, rounds),
     }
 }
 
@@ -292,7 +292,7 @@ pub fn replay_post_conv(
 ) -> State {
     match pipeline {
         Pipeline::Float64 => post_conv_in::<f64>(dims, checkpoint, rows, conv_window, accepted),
-        Pipeline::Bf16RowsFp32State => {
+        Pipeline::TransformersBf16 => {
             post_conv_in::<f32>(dims, checkpoint, rows, conv_window, accepted)
         }
     }

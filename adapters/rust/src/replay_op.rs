@@ -151,10 +151,10 @@ fn write_state(out: &mut String, state: &State, dims: Dims) {
 pub(crate) fn answer(request: &Json) -> Result<Reply, Reply> {
     let pipeline = match field(request, "pipeline")?.as_str() {
         Some("float64") => Pipeline::Float64,
-        Some("bf16-rows-fp32-state") => Pipeline::Bf16RowsFp32State,
+        Some("transformers-bf16") => Pipeline::TransformersBf16,
         _ => {
             return Err(bad(
-                "field 'pipeline' must be \"float64\" or \"bf16-rows-fp32-state\"".into(),
+                "field 'pipeline' must be \"float64\" or \"transformers-bf16\"".into(),
             ))
         }
     };

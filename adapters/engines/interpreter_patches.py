@@ -1,0 +1,172 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
+"""Every change this project makes to Triton's CPU interpreter, each with its reason.
+
+The engines' kernels run unchanged from their released wheels. On a machine
+without a CUDA device they run under ``TRITON_INTERPRET=1`` (Triton 3.9.0's
+interpreter, ``triton/runtime/interpreter.py``), which differs from a compiled
+kernel in the five ways below. :func:`apply` makes the five changes, once, before any kernel
+runs; nothing else in the adapters touches Triton. With ``--device cuda`` none
+of this is applied: the kernels compile and run natively (docs/engines.md).
+
+1. Masks. A mask built as ``scalar_i1 & block_i1`` comes out as an int64
+   array, and the interpreter's masked load then fails with "mask has
+   unsupported dtype" (vLLM 0.33.0, ``causal_conv1d.py`` line 789, the
+   ``(conv_states_input_coord < num_cache_lines) & ...`` mask). A compiled
+   kernel treats any such mask as i1. The change: cast the mask of every
+   masked load and store to bool.
+2. The autotuner. With more than one config, Triton's autotuner benchmarks
+   them, which asks for a GPU driver: "0 active drivers ([]). There should
+   only be one." (FLA 0.6.0, the chunk rule's kernels). The change: keep the
+   first config that survives the kernel's own pruning, so no benchmark runs.
+   Which config a kernel runs changes tile sizes, not its arithmetic per
+   element, except for the order of a reduction.
+3. Loop variables. In a compiled kernel the variable of ``for i in
+   range(n)`` is a tensor; under the interpreter it is a Python int, so
+   ``i.to(tl.int64)`` fails (FLA 0.6.0, ``ops/common/chunk_delta_h.py`` line
+   176). The change: the interpreter's source rewriter binds the variable to
+   a tensor at the top of the loop body, as it already does for assignments.
+4. BF16 arithmetic. The interpreter holds BF16 values as 16-bit integers:
+   it multiplies and adds their bit patterns as integers, and it casts
+   float32 to BF16 by truncation. A GPU computes a correctly rounded BF16
+   result and rounds float32 to BF16 to nearest, ties to even (PTX
+   ``cvt.rn.bf16.f32``). The change: a BF16 operation is computed in float32
+   from the exact BF16 values and rounded to BF16 to nearest even, which is
+   the correctly rounded BF16 result for +, -, *, / (float32 has 24 bits, at
+   least 2 * 8 + 2, so rounding twice loses nothing); a float32 to BF16 cast
+   rounds to nearest even; a dot of BF16 operands multiplies their exact
+   values and accumulates in float32, as a tensor core does.
+5. Not here: vLLM swaps its Triton conv for a torch CPU path when
+   ``current_platform.is_cpu()`` is true (``causal_conv1d.py`` lines
+   1131-1138). That is a stub's answer, not an interpreter change: the
+   adapters' stand-in for ``vllm.platforms`` says it is not a CPU
+   (``kernels.py``).
+
+What stays out of reach on a CPU (docs/engines.md, "What the CPU run cannot
+show"): TF32 dots (``input_precision="tf32"`` runs as an IEEE float32 dot),
+inline PTX (FLA's softplus on NVIDIA uses ``ex2.approx``/``lg2.approx``),
+the GPU's own exp and log (the interpreter uses numpy's), and CUDA-only
+operations.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Any, Final
+
+import numpy as np
+
+__all__ = ["PATCHES", "apply"]
+
+#: What :func:`apply` changes, one line each, in the order of the docstring.
+PATCHES: Final = (
+    "masks of masked loads and stores cast to bool",
+    "the autotuner keeps its first config",
+    "range() loop variables bound as tensors",
+    "BF16 arithmetic, casts and dots correctly rounded",
+)
+
+_applied: list[bool] = []
+
+
+def _to_bf16_bits(values: Any) -> Any:
+    bits = np.ascontiguousarray(values, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def _from_bf16_bits(values: Any) -> Any:
+    return (np.asarray(values, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
+
+
+def _patch_masks(interp: Any) -> None:
+    load, store = (
+        interp.InterpreterBuilder.create_masked_load,
+        interp.InterpreterBuilder.create_masked_store,
+    )
+
+    def as_bool(mask: Any) -> Any:
+        return interp.TensorHandle(mask.data.astype(np.bool_), mask.dtype)
+
+    def masked_load(self: Any, ptrs: Any, mask: Any, other: Any, *rest: Any) -> Any:
+        return load(self, ptrs, as_bool(mask), other, *rest)
+
+    def masked_store(self: Any, ptrs: Any, value: Any, mask: Any, *rest: Any) -> Any:
+        return store(self, ptrs, value, as_bool(mask), *rest)
+
+    interp.InterpreterBuilder.create_masked_load = masked_load
+    interp.InterpreterBuilder.create_masked_store = masked_store
+
+
+def _patch_autotuner() -> None:
+    from triton.runtime.autotuner import Autotuner  # noqa: PLC0415 - triton is the kernels venv's
+
+    prune = Autotuner.prune_configs
+
+    def first_config(self: Any, kwargs: Any) -> Any:
+        return prune(self, kwargs)[:1]
+
+    Autotuner.prune_configs = first_config  # type: ignore[method-assign]
+
+
+def _patch_loop_variables(interp: Any) -> None:
+    def visit_for(self: Any, node: ast.For) -> ast.For:
+        node = self.generic_visit(node)
+        loop = node.iter
+        if (
+            isinstance(node.target, ast.Name)
+            and isinstance(loop, ast.Call)
+            and isinstance(loop.func, ast.Name)
+            and loop.func.id == "range"
+        ):
+            name = node.target.id
+            rebind = ast.Assign(
+                targets=[ast.Name(id=name, ctx=ast.Store())],
+                value=ast.Name(id=name, ctx=ast.Load()),
+            )
+            node.body.insert(0, self.visit_Assign(rebind))
+        return node
+
+    interp.ASTTransformer.visit_For = visit_for
+
+
+def _patch_bf16(interp: Any, tl: Any) -> None:
+    builder = interp.InterpreterBuilder
+    cast, binary, dot = builder.cast_impl, builder.binary_op, builder.create_dot
+
+    def cast_impl(self: Any, src: Any, dst_type: Any) -> Any:
+        if src.dtype.scalar == tl.float32 and dst_type.scalar == tl.bfloat16:
+            return interp.TensorHandle(_to_bf16_bits(src.data), dst_type.scalar)
+        return cast(self, src, dst_type)
+
+    def binary_op(self: Any, lhs: Any, rhs: Any, op: Any) -> Any:
+        if lhs.dtype.scalar == tl.bfloat16 and rhs.dtype.scalar == tl.bfloat16:
+            result = op(_from_bf16_bits(lhs.data), _from_bf16_bits(rhs.data))
+            if result.dtype == np.float32:
+                return interp.TensorHandle(_to_bf16_bits(result), tl.bfloat16)
+            return interp.TensorHandle(result, lhs.dtype.scalar)
+        return binary(self, lhs, rhs, op)
+
+    def create_dot(self: Any, a: Any, b: Any, d: Any, *rest: Any) -> Any:
+        def exact(operand: Any) -> Any:
+            if operand.dtype.scalar != tl.bfloat16:
+                return operand
+            return interp.TensorHandle(_from_bf16_bits(operand.data), tl.float32)
+
+        return dot(self, exact(a), exact(b), d, *rest)
+
+    builder.cast_impl = cast_impl
+    builder.binary_op = binary_op
+    builder.create_dot = create_dot
+
+
+def apply() -> None:
+    """Make the interpreter changes, once (see the module's docstring for each reason)."""
+    if _applied:
+        return
+    import triton.language as tl  # noqa: PLC0415 - triton is the kernels venv's
+    from triton.runtime import interpreter as interp  # noqa: PLC0415
+
+    _patch_masks(interp)
+    _patch_autotuner()
+    _patch_loop_variables(interp)
+    _patch_bf16(interp, tl)
+    _applied.append(True)

@@ -1,0 +1,251 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
+"""What the three engine adapters share: the protocol loop, describe, and the replay request.
+
+An engine adapter answers ``describe`` with its name and what its ``replay``
+computes (docs/protocol.md, "What an adapter's replay computes"), answers
+``replay`` with its engine's kernels, and leaves every other operation to the
+package's Python reference adapter (``ssm_rollback_spec.harness.adapter``):
+an engine has no mode cell of its own to test, so the contract's operations
+are the reference's answers. Torch and the kernels load on the first
+``replay``, so the contract's operations answer at once.
+
+Command line, the same for each adapter::
+
+    python adapters/engines/vllm_adapter.py [--device cpu|cuda] [--control off-by-one]
+
+``--device cuda`` runs the kernels compiled on a CUDA device instead of under
+Triton's interpreter. ``--control off-by-one`` is the wrong build: it hands
+the engine an accepted count one off from the request's (one more where the
+window has room, else one fewer), so every replay case of a partial accept
+must fail.
+"""
+
+from __future__ import annotations
+
+import argparse
+import enum
+import json
+import sys
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+import kernels
+
+from ssm_rollback_spec.harness import adapter, protocol
+from ssm_rollback_spec.harness.protocol import ErrorKind, Op
+from ssm_rollback_spec.harness.python_impl import REFERENCE, load_python_implementation
+from ssm_rollback_spec.harness.replay_wire import ReplayLayout, decode_replay, encode_replay_states
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    from ssm_rollback_spec.harness.replay_wire import ReplayRequest, ReplayState
+
+__all__ = [
+    "ENGINE_DESIGNS",
+    "Arrays",
+    "Build",
+    "EngineAdapter",
+    "EngineLimitError",
+    "arrays",
+    "control_accepted",
+    "main",
+]
+
+#: The design name each adapter's replay follows (docs/engines.md).
+ENGINE_DESIGNS: Final = {
+    "vllm": "snapshot",
+    "sglang": "sglang-gdn-replayssm",
+    "fla": "minimal-pre-conv",
+}
+
+
+class EngineLimitError(ValueError):
+    """A request the engine's kernels cannot take (answered ``bad-request``, naming the limit)."""
+
+
+class Build(enum.Enum):
+    """Which build of an adapter runs: the real one, or the control that must fail."""
+
+    REAL = "real"
+    #: The accepted count handed to the engine is one off (:func:`control_accepted`).
+    OFF_BY_ONE = "off-by-one"
+
+    def accepted(self, accepted: int, window: int, /) -> int:
+        """The accepted count this build hands to the engine."""
+        if self is Build.REAL:
+            return accepted
+        return control_accepted(accepted, window)
+
+
+@dataclass(frozen=True)
+class EngineAdapter:
+    """One engine's adapter: its name, pipeline, design, and its replay."""
+
+    engine: str
+    pipeline: str
+    #: (request as arrays, device, build) -> the state after each round.
+    replay: Callable[[Arrays, kernels.Device, Build], list[ReplayState]]
+    #: Which of the engine's kernels, where it has a choice (FLA's rule).
+    variant: str = ""
+
+    def describe(self, build: Build, /) -> dict[str, object]:
+        """The describe reply's value, with what its replay computes."""
+        variant = f", {self.variant}" if self.variant else ""
+        wrong = "" if build is Build.REAL else ", control build: off by one in the accepted count"
+        return {
+            "name": f"{self.engine} engine kernels (adapters/engines){variant}{wrong}",
+            "usize_bits": 64,
+            "replay": {
+                "pipelines": [self.pipeline],
+                "layouts": [ReplayLayout.PRE_CONV.value],
+                "designs": [ENGINE_DESIGNS[self.engine]],
+            },
+        }
+
+
+@dataclass(frozen=True)
+class Arrays:
+    """A replay request as float64 numpy arrays, in the protocol's layouts."""
+
+    dims: tuple[int, int, int, int, int]
+    conv_weight: Any
+    a_log: Any
+    dt_bias: Any
+    conv: Any
+    h: Any
+    #: Per round: qkv (K x conv_dim), a (K x nv), b (K x nv), accepted.
+    rounds: list[tuple[Any, Any, Any, int]]
+
+
+def arrays(request: ReplayRequest, /) -> Arrays:
+    """The request's numbers as numpy arrays (the kernels' inputs, before the dtype they take)."""
+    import numpy as np  # noqa: PLC0415 - the kernels venv's
+
+    dims = request["dims"]
+    shape = (
+        dims["num_key_heads"],
+        dims["key_head_dim"],
+        dims["num_value_heads"],
+        dims["value_head_dim"],
+        dims["conv_kernel"],
+    )
+    rounds = [
+        (
+            np.array([row["values"] for row in item["rows"]]),
+            np.array([row.get("a", []) for row in item["rows"]]),
+            np.array([row.get("b", []) for row in item["rows"]]),
+            item["accepted"],
+        )
+        for item in request["rounds"]
+    ]
+    return Arrays(
+        dims=shape,
+        conv_weight=np.array(request["conv_weight"]),
+        a_log=np.array(request.get("a_log", [])),
+        dt_bias=np.array(request.get("dt_bias", [])),
+        conv=np.array(request["checkpoint"]["conv"]),
+        h=np.array(request["checkpoint"]["h"]),
+        rounds=rounds,
+    )
+
+
+def control_accepted(accepted: int, window: int, /) -> int:
+    """The off-by-one control's accepted count: one more where the window has room, else one less.
+
+    A window of one token has no other count, so it keeps its one.
+    """
+    if accepted < window:
+        return accepted + 1
+    return accepted - 1 if accepted > 1 else accepted
+
+
+def _replay(
+    engine: EngineAdapter, request: dict[str, object], device: kernels.Device, build: Build, /
+) -> object:
+    decoded = decode_replay(request)
+    if decoded["pipeline"] != engine.pipeline:
+        raise protocol.ProtocolError(
+            ErrorKind.BAD_REQUEST,
+            f"{engine.engine}'s kernels compute pipeline {engine.pipeline}, "
+            f"not {decoded['pipeline']} (see its describe)",
+        )
+    if decoded["layout"] is not ReplayLayout.PRE_CONV:
+        raise protocol.ProtocolError(
+            ErrorKind.BAD_REQUEST, f"{engine.engine}'s adapter replays pre-conv rows only"
+        )
+    if "a_log" not in decoded:
+        raise protocol.ProtocolError(
+            ErrorKind.BAD_REQUEST,
+            f"pipeline {engine.pipeline} needs the raw gate inputs: a_log, dt_bias, and a and b "
+            "on every row",
+        )
+    kernels.prepare(device)
+    try:
+        return encode_replay_states(engine.replay(arrays(decoded), device, build))
+    except EngineLimitError as error:
+        raise protocol.ProtocolError(ErrorKind.BAD_REQUEST, str(error)) from None
+
+
+def _respond(
+    engine: EngineAdapter, api: object, line: str, device: kernels.Device, build: Build, /
+) -> dict[str, object]:
+    try:
+        request = protocol.decode_request(line)
+        op = protocol.op_named(str(request["op"]))
+        if op is Op.DESCRIBE:
+            return protocol.ok_reply(engine.describe(build))
+        if op is Op.REPLAY:
+            # decode_request keeps only the contract's fields; the replay fields are the line's.
+            whole = json.loads(line)
+            return protocol.ok_reply(_replay(engine, whole, device, build))
+    except protocol.ProtocolError as error:
+        return protocol.error_reply(error.kind, str(error))
+    return adapter.respond(api, line)  # type: ignore[arg-type]
+
+
+def _parser(engine: EngineAdapter, /) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=f"python adapters/engines/{engine.engine}_adapter.py",
+        description=f"Serve {engine.engine}'s released kernels over the adapter protocol's "
+        "replay operation (docs/engines.md).",
+    )
+    parser.add_argument(
+        "--device",
+        choices=[device.value for device in kernels.Device],
+        default=kernels.Device.CPU.value,
+        help="cpu: Triton's interpreter, patched (default); cuda: compiled, on the GPU",
+    )
+    parser.add_argument(
+        "--control",
+        choices=[Build.OFF_BY_ONE.value],
+        help="the wrong build: the accepted count handed to the engine is one off",
+    )
+    return parser
+
+
+def main(engine: EngineAdapter, argv: Sequence[str] | None = None, /) -> int:
+    """Serve ``engine`` on standard input and output; return the exit status."""
+    arguments = _parser(engine).parse_args(argv)
+    device = kernels.Device(arguments.device)
+    build = Build(arguments.control or Build.REAL.value)
+    api = load_python_implementation(REFERENCE).api
+    try:
+        for raw in adapter.read_lines(sys.stdin.buffer):
+            if raw is None:
+                limit = protocol.MAX_LINE_BYTES
+                reply = protocol.error_reply(
+                    ErrorKind.BAD_REQUEST, f"line longer than {limit} bytes"
+                )
+            else:
+                try:
+                    text = raw.decode("utf-8")
+                except UnicodeDecodeError as error:
+                    reply = protocol.error_reply(ErrorKind.BAD_REQUEST, f"not UTF-8: {error}")
+                else:
+                    reply = _respond(engine, api, text, device, build)
+            sys.stdout.buffer.write(protocol.encode(reply).encode("utf-8") + b"\n")
+            sys.stdout.buffer.flush()
+    except (BrokenPipeError, KeyboardInterrupt):
+        return 1
+    return 0

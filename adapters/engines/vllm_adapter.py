@@ -1,0 +1,117 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
+"""vLLM 0.33.0's speculative GDN path over the protocol's ``replay``: snapshot rollback.
+
+vLLM keeps no replay ring: a verify writes the state after every window token
+to its own slot, and rolls back when the NEXT verify reads the slot of the
+last accepted token (``num_accepted_tokens``). Per round, as
+``qwen_gdn_linear_attn.py`` (vLLM 0.33.0, ``_forward_core``'s spec branch,
+about lines 1643-1764) calls them:
+
+1. ``causal_conv1d_update`` (``mamba/ops/causal_conv1d.py``) on the window's
+   pre-conv columns with ``conv_state_indices``, ``num_accepted_tokens`` (the
+   previous round's accepted count) and ``query_start_loc``: the conv state
+   is a sliding window whose start the accepted count moves.
+2. ``fused_sigmoid_gating_delta_rule_update``
+   (``third_party/flash_linear_attention/ops/fused_sigmoid_gating.py``) with
+   ``A_log``, ``a``, ``b``, ``dt_bias``, ``ssm_state_indices`` (one slot per
+   window token), ``num_accepted_tokens`` and ``use_qk_l2norm_in_kernel``:
+   it starts from the slot of the previous round's last accepted token and
+   writes each token's state to its slot.
+
+This is the Triton path vLLM takes when ``VLLM_GDN_DECODE_KERNEL`` is not
+``cuda`` (the default CUDA decode op, ``fused_gdn_decode``, is a compiled
+CUDA kernel that cannot run here; docs/engines.md).
+
+The state reported after a round is what the next verify would read: the
+conv window at offset ``accepted - 1`` and the slot of the last accepted
+token. The pipeline is ``vllm-bf16``: BF16 activations, conv state and
+weights, and h in a BF16 cache (vLLM's ``mamba_ssm_cache_dtype`` "auto",
+``mamba_utils.py`` lines 98-110).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, Any
+
+import kernels
+import serve
+
+if TYPE_CHECKING:
+    from ssm_rollback_spec.harness.replay_wire import ReplayState
+
+__all__ = ["ADAPTER", "replay"]
+
+
+def replay(
+    request: serve.Arrays, device: kernels.Device, build: serve.Build, /
+) -> list[ReplayState]:
+    """The state after each round, from vLLM's kernels."""
+    import torch  # noqa: PLC0415
+
+    conv_module, gating = kernels.load_vllm()
+    on = torch.device(device.value)
+    bf16 = torch.bfloat16
+    nk, dk, nv, dv, width = request.dims
+    key_dim = nk * dk
+    conv_dim = 2 * key_dim + nv * dv
+    longest = max(len(qkv) for qkv, _, _, _ in request.rounds)
+
+    def tensor(values: Any, dtype: torch.dtype = bf16) -> torch.Tensor:
+        return torch.as_tensor(values, dtype=torch.float32).to(dtype).to(on)
+
+    # Slot 0 is vLLM's null block; the sequence's conv state and its states live in slot 1 on.
+    conv_cache = torch.zeros(2, conv_dim, width - 1 + longest - 1, dtype=bf16, device=on)
+    conv_cache[1, :, : width - 1] = tensor(request.conv)
+    ssm_cache = torch.zeros(1 + longest, nv, dv, dk, dtype=bf16, device=on)
+    ssm_cache[1] = tensor(request.h).transpose(1, 2)
+    weight = tensor(request.conv_weight).contiguous()
+    a_log, dt_bias = tensor(request.a_log), tensor(request.dt_bias)
+    slots = torch.arange(1, longest + 1, dtype=torch.int32, device=on)[None, :]
+    sequence = torch.tensor([1], dtype=torch.int32, device=on)
+    previous = 1
+    states: list[ReplayState] = []
+    for qkv, a, b, accepted in request.rounds:
+        window = len(qkv)
+        starts = torch.tensor([0, window], dtype=torch.int32, device=on)
+        count = torch.tensor([previous], dtype=torch.int32, device=on)
+        post = conv_module.causal_conv1d_update(
+            tensor(qkv),
+            conv_cache,
+            weight,
+            None,
+            "silu",
+            conv_state_indices=sequence,
+            num_accepted_tokens=count,
+            query_start_loc=starts,
+            max_query_len=window,
+        )
+        q = post[:, :key_dim].reshape(1, window, nk, dk).contiguous()
+        k = post[:, key_dim : 2 * key_dim].reshape(1, window, nk, dk).contiguous()
+        v = post[:, 2 * key_dim :].reshape(1, window, nv, dv).contiguous()
+        gating.fused_sigmoid_gating_delta_rule_update(
+            A_log=a_log,
+            a=tensor(a),
+            b=tensor(b),
+            dt_bias=dt_bias,
+            q=q,
+            k=k,
+            v=v,
+            initial_state=ssm_cache,
+            inplace_final_state=True,
+            cu_seqlens=starts,
+            ssm_state_indices=slots,
+            num_accepted_tokens=count,
+            use_qk_l2norm_in_kernel=True,
+        )
+        previous = build.accepted(accepted, window)
+        conv = conv_cache[1, :, previous - 1 : previous - 1 + width - 1]
+        h = ssm_cache[previous].transpose(1, 2)
+        states.append({"conv": conv.double().tolist(), "h": h.double().tolist()})
+    return states
+
+
+ADAPTER = serve.EngineAdapter("vllm", "vllm-bf16", replay)
+
+if __name__ == "__main__":
+    sys.exit(serve.main(ADAPTER))

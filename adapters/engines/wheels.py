@@ -1,0 +1,165 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
+"""The engines' released wheels: fetched by pip, cached, unpacked in part, licences read.
+
+Nothing from the engines is in this repository. ``pip download --no-deps``
+fetches each wheel from the package index the first time it is needed; the
+wheel and the few files the adapters import from it are kept under the cache
+folder, ``$SSM_ROLLBACK_ENGINE_CACHE`` or ``~/.cache/ssm-rollback-spec/engines``.
+
+``python adapters/engines/wheels.py`` fetches all three and prints, per
+engine, its version, its licence as its wheel's metadata states it, and where
+its files are.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+__all__ = ["CACHE_ENV", "ENGINES", "Engine", "EngineFetchError", "cache_root", "fetch", "main"]
+
+#: The environment variable that moves the cache folder.
+CACHE_ENV: Final = "SSM_ROLLBACK_ENGINE_CACHE"
+
+
+class EngineFetchError(RuntimeError):
+    """An engine's wheel could not be fetched, unpacked, or is not under the licence expected."""
+
+
+@dataclass(frozen=True)
+class Engine:
+    """One engine: its distribution, version, licence, and the files the adapters import."""
+
+    name: str
+    distribution: str
+    version: str
+    license: str
+    #: Paths in the wheel, or folder prefixes ending in "/", that the adapters read.
+    members: tuple[str, ...]
+
+    @property
+    def requirement(self) -> str:
+        """The exact requirement pip downloads."""
+        return f"{self.distribution}=={self.version}"
+
+    @property
+    def dist_info(self) -> str:
+        """The wheel's metadata folder."""
+        return f"{self.distribution.replace('-', '_')}-{self.version}.dist-info/"
+
+
+ENGINES: Final = {
+    "vllm": Engine(
+        "vllm",
+        "vllm",
+        "0.33.0",
+        "Apache-2.0",
+        (
+            "vllm/model_executor/layers/mamba/ops/causal_conv1d.py",
+            "vllm/third_party/flash_linear_attention/ops/fused_sigmoid_gating.py",
+            "vllm/v1/attention/backends/utils.py",
+        ),
+    ),
+    "sglang": Engine(
+        "sglang",
+        "sglang",
+        "0.5.23",
+        "Apache-2.0",
+        (
+            "sglang/kernels/ops/mamba/causal_conv1d_triton.py",
+            "sglang/kernels/ops/attention/linear/gdn_replayssm_spec_decode.py",
+        ),
+    ),
+    "fla": Engine("fla", "fla-core", "0.6.0", "MIT", ("fla/",)),
+}
+
+
+def cache_root() -> Path:
+    """``$SSM_ROLLBACK_ENGINE_CACHE``, or ``~/.cache/ssm-rollback-spec/engines``."""
+    chosen = os.environ.get(CACHE_ENV)
+    return Path(chosen) if chosen else Path.home() / ".cache" / "ssm-rollback-spec" / "engines"
+
+
+def _wheel(engine: Engine, wheels: Path, /) -> Path:
+    stem = f"{engine.distribution.replace('-', '_')}-{engine.version}-"
+    found = sorted(wheels.glob(f"{stem}*.whl"))
+    if found:
+        return found[0]
+    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:"]
+    command += ["--quiet", "--dest", str(wheels), engine.requirement]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    found = sorted(wheels.glob(f"{stem}*.whl"))
+    if done.returncode != 0 or not found:
+        last = (done.stderr.strip().splitlines() or ["no wheel written"])[-1]
+        raise EngineFetchError(f"pip download {engine.requirement} failed: {last}")
+    return found[0]
+
+
+def _license(dist_info: Path, /) -> str:
+    metadata = (dist_info / "METADATA").read_text(encoding="utf-8")
+    for line in metadata.splitlines():
+        if line.startswith("License-Expression:"):
+            return line.partition(":")[2].strip()
+    texts = [path.read_text(encoding="utf-8") for path in sorted(dist_info.rglob("LICENSE*"))]
+    opening = " ".join(" ".join(texts[0].split()[:6]).split()) if texts else ""
+    if opening.startswith("Apache License Version 2.0"):
+        return "Apache-2.0"
+    if opening.startswith("MIT License"):
+        return "MIT"
+    return opening or "unstated"
+
+
+def fetch(engine: Engine, /) -> Path:
+    """The folder holding ``engine``'s kernel files, fetching and unpacking them once.
+
+    Raises:
+        EngineFetchError: pip could not download the wheel, the wheel lacks a
+            file the adapters need, or its licence is not the one expected.
+    """
+    root = cache_root()
+    unpacked = root / "unpacked" / f"{engine.distribution}-{engine.version}"
+    done = unpacked / ".complete"
+    if not done.exists():
+        wheels = root / "wheels"
+        wheels.mkdir(parents=True, exist_ok=True)
+        wheel = _wheel(engine, wheels)
+        wanted = (*engine.members, engine.dist_info)
+        with zipfile.ZipFile(wheel) as archive:
+            names = [
+                name
+                for name in archive.namelist()
+                if any(name == w or (w.endswith("/") and name.startswith(w)) for w in wanted)
+            ]
+            missing = [m for m in engine.members if not any(n.startswith(m) for n in names)]
+            if missing:
+                raise EngineFetchError(f"{wheel.name} lacks {', '.join(missing)}")
+            archive.extractall(unpacked, members=names)
+        done.write_text(wheel.name + "\n", encoding="utf-8")
+    found = _license(unpacked / engine.dist_info)
+    if found != engine.license:
+        raise EngineFetchError(
+            f"{engine.requirement}: its metadata states the licence {found!r}, "
+            f"not {engine.license!r}"
+        )
+    return unpacked
+
+
+def main() -> int:
+    """Fetch every engine and print what was found; 1 with one line on a failure."""
+    for engine in ENGINES.values():
+        try:
+            where = fetch(engine)
+        except EngineFetchError as error:
+            sys.stderr.write(f"wheels.py: {error}\n")
+            return 1
+        sys.stdout.write(f"{engine.requirement}  {engine.license}  {where}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,78 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
+"""Measure the kernels tier's cost: the wheels' download, the venv's install, the run.
+
+Run from the repository root::
+
+    python benchmarks/kernels_tier.py [--work DIR]
+
+Everything starts cold, in ``--work`` (a new temporary folder by default): the
+three engine wheels downloaded into an empty cache, the tier's venv made from
+nothing (torch 2.13.0 CPU, triton 3.9.0, numpy, einops, packaging, the
+package), then made again warm (what every later run pays: the package
+reinstalled), then ``python -m pytest -m kernels tests/kernels`` on that venv
+and cache. Prints one Markdown table; BENCHMARKS.md ("The kernels tier")
+keeps a run of it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Final
+
+ROOT: Final = Path(__file__).resolve().parents[1]
+ENGINES: Final = ROOT / "adapters" / "engines"
+
+
+def _timed(command: list[str], env: dict[str, str], /) -> tuple[float, str]:
+    start = time.perf_counter()
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+    seconds = time.perf_counter() - start
+    if done.returncode != 0 and "pytest" not in command:
+        sys.exit(f"kernels_tier.py: {' '.join(command)} failed: {done.stderr.strip()[-400:]}")
+    last = (done.stdout.strip().splitlines() or [""])[-1]
+    return seconds, last
+
+
+def _megabytes(folder: Path, /) -> float:
+    return sum(path.stat().st_size for path in folder.rglob("*") if path.is_file()) / 1e6
+
+
+def main() -> int:
+    """Measure, print the table; 0."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--work", type=Path, help="an empty folder for the cache and the venv")
+    arguments = parser.parse_args()
+    work = arguments.work or Path(tempfile.mkdtemp(prefix="kernels-tier-"))
+    cache, venv = work / "cache", work / "venv"
+    env = {
+        **os.environ,
+        "SSM_ROLLBACK_ENGINE_CACHE": str(cache),
+        "SSM_ROLLBACK_KERNELS_VENV": str(venv),
+    }
+    download, _ = _timed([sys.executable, str(ENGINES / "wheels.py")], env)
+    wheels_mb = _megabytes(cache / "wheels")
+    cold, _ = _timed([sys.executable, str(ENGINES / "environment.py")], env)
+    venv_mb = _megabytes(venv)
+    warm, _ = _timed([sys.executable, str(ENGINES / "environment.py")], env)
+    tier, outcome = _timed([sys.executable, "-m", "pytest", "-m", "kernels", "tests/kernels"], env)
+    print(
+        f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+    )
+    print("| step | seconds | size |")
+    print("| --- | --- | --- |")
+    print(f"| download the three engine wheels | {download:.0f} | {wheels_mb:.0f} MB |")
+    print(f"| make the venv, cold | {cold:.0f} | {venv_mb:.0f} MB |")
+    print(f"| refresh the venv, warm (the package reinstalled) | {warm:.0f} | |")
+    print(f"| `python -m pytest -m kernels tests/kernels` | {tier:.0f} | {outcome} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

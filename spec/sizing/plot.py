@@ -1,0 +1,130 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
+"""``size --plot``: bytes against num_drafts, for design documents.
+
+matplotlib is an optional extra (``ssm-rollback-spec[plot]``); it is imported
+inside :func:`plot_sweep` only, so ``check``, ``vectors`` and the contract
+never load it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from .views import SweepRow
+
+__all__ = ["PlotError", "plot_sweep"]
+
+
+class PlotError(RuntimeError):
+    """A plot that cannot be drawn: matplotlib is missing, or the file cannot be written."""
+
+
+#: How the legend names each view's speculative state: engine and version said once.
+_VIEW_LABELS: Final = {
+    "module": "dense snapshot (k full states, engine-neutral)",
+    "vllm": "vLLM 0.33.0 snapshot (resident blocks)",
+    "sglang": "SGLang 0.5.23 snapshot (one draft chain)",
+    "sglang-replayssm": "SGLang 0.5.23 ReplaySSM ring + conv windows",
+}
+
+#: Each line's marker, size and style, so that lines that coincide stay visible:
+#: a large hollow marker under a smaller filled one, and distinct dashes.
+_STYLES: Final = (
+    ("s", 11, "--"),
+    ("^", 8, "-."),
+    ("o", 5, ":"),
+    ("D", 4, (0, (5, 1))),
+    ("x", 9, (0, (1, 1))),
+    ("+", 9, (0, (3, 1, 1, 1))),
+)
+
+
+#: Markers larger than this are drawn hollow, so a smaller one inside stays visible.
+_HOLLOW_ABOVE: Final = 6
+
+
+def plot_sweep(rows: Sequence[SweepRow], target: str, /, *, title: str) -> None:
+    """Draw the three rings and each view's speculative state against num_drafts, per GPU.
+
+    The rings: the seed's, the minimal one (minimal for the seed's
+    replay-from-checkpoint design, not for ReplaySSM) and SGLang's ReplaySSM
+    ring; a log scale. The legend sits below the axes, so it covers no line.
+
+    The format follows the suffix of ``target``: ``.png`` or ``.svg``.
+
+    Raises:
+        PlotError: matplotlib is not installed, or the file cannot be written.
+    """
+    try:
+        # Agg draws without a display; the Figure API keeps no global state.
+        from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: PLC0415
+        from matplotlib.figure import Figure  # noqa: PLC0415
+        from matplotlib.ticker import MaxNLocator  # noqa: PLC0415
+    except ImportError:
+        raise PlotError("--plot needs matplotlib: pip install 'ssm-rollback-spec[plot]'") from None
+    figure = Figure(figsize=(9, 6.5), layout="constrained")
+    FigureCanvasAgg(figure)
+    axes = figure.add_subplot()
+    # A log axis cannot show zero: no drafts means no ring, so that point is left out.
+    kept = [row for row in rows if row.seed_ring[1] > 0]
+    drafts = [row.num_drafts for row in kept]
+    axes.plot(
+        drafts,
+        [row.seed_ring[1] for row in kept],
+        marker="o",
+        markersize=7,
+        linewidth=2.5,
+        color="black",
+        label="seed's replay ring (the contract)",
+    )
+    axes.plot(
+        drafts,
+        [row.minimal_ring[1] for row in kept],
+        marker="o",
+        markersize=4,
+        linewidth=1.5,
+        color="dimgray",
+        label="minimal ring (replay from a checkpoint)",
+    )
+    axes.plot(
+        [row.num_drafts for row in rows],
+        [row.replayssm_ring[1] for row in rows],
+        marker="*",
+        markersize=9,
+        linewidth=1.5,
+        color="tab:green",
+        label="SGLang 0.5.23 ReplaySSM ring alone",
+    )
+    colors = ("tab:blue", "tab:orange", "tab:red", "tab:purple", "tab:brown", "tab:pink")
+    for view, (marker, size, dashes), color in zip(
+        rows[0].speculative, _STYLES, colors, strict=False
+    ):
+        shown = [(row.num_drafts, row.speculative[view][1]) for row in rows]
+        shown = [(x, y) for x, y in shown if y > 0]
+        axes.plot(
+            [x for x, _ in shown],
+            [y for _, y in shown],
+            marker=marker,
+            markersize=size,
+            markerfacecolor="none" if size > _HOLLOW_ABOVE else color,
+            linestyle=dashes,
+            color=color,
+            label=_VIEW_LABELS.get(view.value, view.value),
+        )
+    axes.set_yscale("log")
+    # Whole draft counts only, with room either side even for a single one.
+    low, high = rows[0].num_drafts, rows[-1].num_drafts
+    axes.set_xlim(low - 1, high + 1)
+    axes.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
+    axes.set_xlabel("drafts per step (num_drafts)")
+    axes.set_ylabel("bytes per GPU (log scale)")
+    axes.set_title(title)
+    axes.grid(visible=True, which="both", alpha=0.3)
+    figure.legend(loc="outside lower center", ncols=2, fontsize="small")
+    try:
+        figure.savefig(target, dpi=110)
+    except OSError as error:
+        raise PlotError(f"--plot {target}: {error.strerror or error}") from None

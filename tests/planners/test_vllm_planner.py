@@ -1,0 +1,171 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
+"""Every figure ``size`` prints for the vllm view, against vLLM 0.33.0's own planner.
+
+Runs ``tests/planners/vllm_planner.py`` in the planners venv
+(``tests/planners/install.sh``; ``$PLANNERS_PYTHON`` names another
+interpreter), over the example configs, one that leaves its attention fields
+to transformers' defaults and three other sizes of the same families, at TP
+1, 2 and 8, 1 to 8 drafts, with prefix caching on and off and with an MTP or
+an n-gram drafter.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any, Final
+
+import pytest
+
+from tests.child import ROOT, run_module
+
+pytestmark = pytest.mark.planners
+
+EXAMPLES: Final = ROOT / "examples"
+QWEN3_NEXT: Final = EXAMPLES / "qwen3-next-80b-a3b-instruct.config.json"
+QWEN3_5_27B: Final = EXAMPLES / "qwen3.5-27b.config.json"
+QWEN3_5_35B_A3B: Final = EXAMPLES / "qwen3.5-35b-a3b.config.json"
+PLANNER: Final = ROOT / "tests" / "planners" / "vllm_planner.py"
+GIB: Final = 2**30
+
+
+def _python() -> str:
+    python = os.environ.get("PLANNERS_PYTHON", str(ROOT / ".planners" / "venv" / "bin" / "python"))
+    if not Path(python).is_file():
+        pytest.fail(f"no planners venv at {python}: run tests/planners/install.sh first")
+    return python
+
+
+def _defaults_config(directory: Path) -> Path:
+    # Qwen3.5-35B-A3B with no attention fields: both engines read transformers'
+    # Qwen3_5MoeTextConfig defaults (2 KV heads of 256).
+    config = json.loads(QWEN3_5_35B_A3B.read_text(encoding="utf-8"))
+    for field in ("num_key_value_heads", "head_dim", "num_attention_heads"):
+        del config["text_config"][field]
+    path = directory / "qwen3.5-35b-a3b-no-attention-fields.config.json"
+    path.write_text(json.dumps(config), encoding="utf-8")
+    return path
+
+
+def _family_configs(directory: Path) -> list[Path]:
+    # Other sizes of the same families: a Qwen3-Next whose attention and GDN
+    # counts are within 1.5x of each other (the group size is then the larger),
+    # a Qwen3.5 dense with transformers' attention defaults (4 KV heads of 256)
+    # and 64 value heads, and a Qwen3.5 MoE laid out by layer_types alone.
+    next_config = json.loads(QWEN3_NEXT.read_text(encoding="utf-8"))
+    next_config.update({"num_hidden_layers": 24, "full_attention_interval": 2})
+    dense = json.loads(QWEN3_5_27B.read_text(encoding="utf-8"))
+    for field in ("num_key_value_heads", "head_dim", "num_attention_heads"):
+        del dense["text_config"][field]
+    dense["text_config"].update({"num_hidden_layers": 32, "linear_num_value_heads": 64})
+    moe = json.loads(QWEN3_5_35B_A3B.read_text(encoding="utf-8"))
+    layers = ["full_attention" if (i + 1) % 5 == 0 else "linear_attention" for i in range(40)]
+    moe["text_config"]["layer_types"] = layers
+    del moe["text_config"]["full_attention_interval"]
+    paths = []
+    for name, config in (("next-24", next_config), ("dense-32", dense), ("moe-5", moe)):
+        path = directory / f"{name}.config.json"
+        path.write_text(json.dumps(config), encoding="utf-8")
+        paths.append(path)
+    return paths
+
+
+def _cases(directory: Path) -> list[dict[str, Any]]:
+    cases: list[dict[str, Any]] = []
+    for config in (QWEN3_NEXT, QWEN3_5_27B, QWEN3_5_35B_A3B):
+        for tp in (1, 2):
+            cases += [{"config": str(config), "tp": tp, "drafts": s} for s in (1, 3, 7)]
+        cases.append({"config": str(config), "tp": 1, "drafts": 3, "prefix_caching": False})
+        cases.append({"config": str(config), "tp": 1, "drafts": 3, "method": "ngram"})
+        cases.append({"config": str(config), "tp": 8, "drafts": 8})
+    cases.append({"config": str(_defaults_config(directory)), "tp": 1, "drafts": 3})
+    for config in _family_configs(directory):
+        cases += [{"config": str(config), "tp": tp, "drafts": 2} for tp in (1, 2)]
+    # The example configs leave max_position_embeddings at its class default, 32,768.
+    lengths = (32_768, 4_096, 20_000)
+    for index, case in enumerate(cases):
+        case["kv_cache_memory_bytes"] = (40 + index) * GIB
+        case["max_model_len"] = lengths[index % len(lengths)]
+    return cases
+
+
+@pytest.fixture(scope="module")
+def planned(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+    directory = tmp_path_factory.mktemp("planners")
+    cases = directory / "cases.json"
+    cases.write_text(json.dumps(_cases(directory)), encoding="utf-8")
+    finished = subprocess.run(
+        [_python(), str(PLANNER), str(cases)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=3600,
+        check=False,
+    )
+    assert finished.returncode == 0, finished.stderr[-4000:]
+    return [json.loads(line) for line in finished.stdout.splitlines()]
+
+
+def _size(case: dict[str, Any]) -> dict[str, Any]:
+    arguments = [
+        "size", "--config", case["config"], "--tp", str(case["tp"]),
+        "--num-drafts", str(case["drafts"]), "--mtp-slots", "1", "--engine", "vllm",
+        "--speculative-method", case.get("method", "mtp"),
+        "--kv-cache-memory-bytes", str(case["kv_cache_memory_bytes"]),
+        "--max-model-len", str(case["max_model_len"]), "--json", "-",
+    ]  # fmt: skip
+    if not case.get("prefix_caching", True):
+        arguments.append("--no-enable-prefix-caching")
+    finished = run_module("ssm_rollback_spec.tools.cli", *arguments, timeout=120)
+    assert finished.returncode == 0, finished.stderr
+    report: dict[str, Any] = json.loads(finished.stdout)
+    return report
+
+
+def test_every_case_was_planned(planned: list[dict[str, Any]], tmp_path: Path) -> None:
+    names = [Path(case["config"]).name for case in _cases(tmp_path)]
+    assert [Path(case["config"]).name for case in planned] == names
+    assert len(planned) == 34
+
+
+def test_size_prints_vllms_own_figures(planned: list[dict[str, Any]]) -> None:
+    for case in planned:
+        report = _size(case)
+        snapshot, fit = report["snapshot"], report["fit"]
+        (vllm_fit, *_) = fit["designs"]
+        groups = case["group_layers"]
+        ours = {
+            "page_bytes": snapshot["page_bytes"],
+            "padded_page_bytes": snapshot["padded_page_bytes"],
+            "block_size": snapshot["block_size"],
+            "block_bytes": snapshot["block_bytes"],
+            "null block": snapshot["base_padding_bytes"],
+            "group_size": snapshot["group_size"],
+            "gdn_groups": snapshot["gdn_groups"],
+            "resident_blocks": snapshot["resident_blocks"],
+            "admission_blocks": snapshot["admission_blocks"],
+            "num_blocks": vllm_fit["num_blocks"],
+            "tokens": vllm_fit["tokens"],
+            "concurrency": vllm_fit["concurrency"],
+            "recurrent_dtype": snapshot["recurrent_dtype"],
+            "conv_dtype": snapshot["conv_dtype"],
+        }
+        theirs = {
+            "page_bytes": case["page_bytes"],
+            "padded_page_bytes": case["padded_page_bytes"],
+            "block_size": case["block_size"],
+            "block_bytes": case["block_bytes"],
+            "null block": case["block_bytes"],
+            "group_size": max(groups),
+            "gdn_groups": len(groups) - 1,
+            "resident_blocks": case["resident_blocks"],
+            "admission_blocks": case["admission_blocks"],
+            "num_blocks": case["num_blocks"],
+            "tokens": case["tokens"],
+            "concurrency": case["concurrency"],
+            "recurrent_dtype": {"float32": "fp32", "bfloat16": "bf16"}[case["recurrent_dtype"]],
+            "conv_dtype": {"float32": "fp32", "bfloat16": "bf16"}[case["conv_dtype"]],
+        }
+        assert ours == theirs, case

@@ -1,0 +1,358 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
+"""Run vLLM 0.33.0's own KV-cache planner on CPU, in the planners venv, and print its figures.
+
+``python tests/planners/vllm_planner.py CASES.json`` reads a list of cases
+(``config``, ``tp``, ``drafts``, ``kv_cache_memory_bytes``, ``max_model_len``,
+and optionally ``prefix_caching`` and ``method``) and prints one JSON object
+per case. No weights are loaded and no GPU is needed. What stands in for the
+hardware, and nothing else:
+
+- the CUDA extension modules (``vllm/*.so``) are empty modules, and the four
+  capability-query ops of ``vllm._custom_ops`` answer for SM 9.0;
+- the CUDA platform's hardware probes say SM 9.0 (an H200), and
+  ``current_device`` is the meta device;
+- the tensor-parallel groups are rank 0's view of ``tp`` ranks;
+- model inspection runs in this process (vLLM runs it in a child, which would
+  not have these stand-ins), and torchvision, which only the Qwen3.5
+  processor's imports name, is a module of placeholders.
+
+Then vLLM's own chain: ``EngineArgs.create_engine_config``; the model's mixer
+layers (its GDN and attention layers, and the MTP drafter's attention layers)
+built on the meta device, as the model classes build them;
+``update_block_size_for_backend``; the runner's ``get_kv_cache_spec``;
+``resolve_kv_cache_layout``; ``get_global_kv_cache_groups``; the worker's
+``reserve_mm_ipc_gpu_memory`` on ``--kv-cache-memory-bytes``;
+``get_kv_cache_configs``; and ``get_kv_cache_capacity``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import json
+import os
+import sys
+import tempfile
+import types
+from pathlib import Path
+from typing import Any, Final
+
+__all__ = ["main", "plan"]
+
+#: SM 9.0 as ``major * 10 + minor``, the capability the stand-ins report.
+_SM90: Final = 90
+#: An H200's memory, which only the platform's probes read.
+_H200_BYTES: Final = 143_771_566_080
+#: The capability-query ops vLLM calls while importing its quantization layers.
+_CAPABILITY_OPS: Final = (
+    "cutlass_scaled_mm_supports_fp4",
+    "cutlass_scaled_mm_supports_fp8",
+    "cutlass_scaled_mm_supports_block_fp8",
+    "cutlass_group_gemm_supported",
+)
+#: The parallel groups vLLM's layers ask for, and whether they span the TP ranks.
+_GROUPS: Final = {
+    "_TP": True,
+    "_EP": True,
+    "_PP": False,
+    "_DCP": False,
+    "_PCP": False,
+    "_DP": False,
+    "_EPLB": False,
+}
+
+
+class _PlaceholderMeta(type):
+    def __getattr__(cls, name: str) -> type:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return cls
+
+
+class _Placeholder(metaclass=_PlaceholderMeta):
+    """Any attribute of a placeholder module: a class that is never called here."""
+
+
+class _PlaceholderModule(types.ModuleType):
+    def __getattr__(self, name: str) -> type:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return _Placeholder
+
+
+class _PlaceholderFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Finds ``torchvision`` and its submodules as placeholder modules."""
+
+    def find_spec(
+        self, fullname: str, path: object = None, target: object = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        del path, target
+        if fullname == "torchvision" or fullname.startswith("torchvision."):
+            return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
+        return None
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
+        module = _PlaceholderModule(spec.name)
+        module.__path__ = []
+        return module
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        del module
+
+
+def _stand_ins() -> None:
+    os.environ["CUDA_VISIBLE_DEVICES"] = ""  # triton's driver check then lets it import
+    root = Path(str(importlib.util.find_spec("vllm").origin)).parent  # type: ignore[union-attr]
+    for library in root.rglob("*.so"):
+        name = library.relative_to(root.parent).as_posix().split(".")[0].replace("/", ".")
+        sys.modules[name] = types.ModuleType(name)
+    sys.meta_path.insert(0, _PlaceholderFinder())
+    metadata = Path(tempfile.mkdtemp()) / "torchvision-0.28.0.dist-info"
+    metadata.mkdir()
+    (metadata / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: torchvision\nVersion: 0.28.0\n", encoding="utf-8"
+    )
+    sys.path.append(str(metadata.parent))
+
+    import torch  # noqa: PLC0415
+
+    library = torch.library.Library("_C", "FRAGMENT")
+    for op in _CAPABILITY_OPS:
+        library.define(f"{op}(int cuda_device_capability) -> bool")
+        library.impl(op, lambda capability: capability == _SM90, "CompositeExplicitAutograd")
+    _KEPT.append(library)
+
+    from vllm import platforms  # noqa: PLC0415
+    from vllm.model_executor.models import registry  # noqa: PLC0415
+    from vllm.platforms.cuda import NonNvmlCudaPlatform  # noqa: PLC0415
+    from vllm.platforms.interface import DeviceCapability  # noqa: PLC0415
+
+    class _Sm90(NonNvmlCudaPlatform):  # type: ignore[misc]
+        @classmethod
+        def get_device_capability(cls, device_id: int = 0) -> Any:
+            del device_id
+            return DeviceCapability(major=9, minor=0)
+
+        @classmethod
+        def get_device_name(cls, device_id: int = 0) -> str:
+            del device_id
+            return "NVIDIA H200"
+
+        @classmethod
+        def get_device_total_memory(cls, device_id: int = 0) -> int:
+            del device_id
+            return _H200_BYTES
+
+        @classmethod
+        def is_fully_connected(cls, physical_device_ids: list[int]) -> bool:
+            del physical_device_ids
+            return True
+
+        @classmethod
+        def current_device(cls) -> Any:
+            return torch.device("meta")
+
+        @classmethod
+        def device_count(cls) -> int:
+            return 8
+
+    platforms._current_platform = _Sm90()  # noqa: SLF001
+    registry._run_in_subprocess = lambda function: function()  # noqa: SLF001
+
+
+#: Objects that must outlive ``_stand_ins`` (a torch library unregisters when collected).
+_KEPT: Final[list[object]] = []
+
+
+@dataclasses.dataclass
+class _Group:
+    """Rank 0's view of one parallel group of ``world_size`` ranks."""
+
+    world_size: int
+    rank_in_group: int = 0
+    rank: int = 0
+    local_rank: int = 0
+    is_first_rank: bool = True
+    device_group: object = None
+    cpu_group: object = None
+    unique_name: str = "rank0"
+
+    @property
+    def ranks(self) -> list[int]:
+        """Every rank of the group."""
+        return list(range(self.world_size))
+
+    @property
+    def is_last_rank(self) -> bool:
+        """Whether rank 0 is the last rank."""
+        return self.world_size == 1
+
+
+def _mixers(
+    vllm_config: Any,
+    model_config: Any,
+    text: Any,
+    prefix: str,
+    layer_types: list[tuple[int, str]],
+) -> None:
+    # As Qwen3NextDecoderLayer (qwen3_next.py:500-516) and Qwen3_5DecoderLayer
+    # (qwen3_5.py:149-166) build their mixers.
+    from vllm.model_executor.layers.mamba.gdn.qwen_gdn_linear_attn import (  # noqa: PLC0415
+        QwenGatedDeltaNetAttention,
+    )
+    from vllm.model_executor.models.qwen3_5 import mrope_positions_factor  # noqa: PLC0415
+    from vllm.model_executor.models.qwen3_next import Qwen3NextAttention  # noqa: PLC0415
+
+    qwen3_5 = str(text.model_type).startswith("qwen3_5")
+    for index, kind in layer_types:
+        if kind == "linear_attention":
+            QwenGatedDeltaNetAttention(
+                text,
+                vllm_config=vllm_config,
+                prefix=f"{prefix}.{index}.linear_attn",
+                gqa_interleaved_layout=not qwen3_5,
+            )
+            continue
+        extra = {"mrope_positions_factor": mrope_positions_factor(vllm_config)} if qwen3_5 else {}
+        Qwen3NextAttention(
+            text,
+            model_config=model_config,
+            cache_config=vllm_config.cache_config,
+            quant_config=None,
+            prefix=f"{prefix}.{index}.self_attn",
+            **extra,
+        )
+
+
+def plan(case: dict[str, Any]) -> dict[str, Any]:
+    """vLLM's own figures for one case."""
+    import torch  # noqa: PLC0415
+    import vllm.distributed.parallel_state as parallel  # noqa: PLC0415
+    from vllm.config import set_current_vllm_config  # noqa: PLC0415
+    from vllm.engine.arg_utils import EngineArgs  # noqa: PLC0415
+    from vllm.multimodal.gpu_ipc_memory import reserve_mm_ipc_gpu_memory  # noqa: PLC0415
+    from vllm.platforms import current_platform  # noqa: PLC0415
+    from vllm.v1.attention.backends.utils import resolve_kv_cache_layout  # noqa: PLC0415
+    from vllm.v1.core.kv_cache_planning import (  # noqa: PLC0415
+        get_global_kv_cache_groups,
+        get_kv_cache_configs,
+    )
+    from vllm.v1.core.kv_cache_utils import (  # noqa: PLC0415
+        generate_scheduler_kv_cache_config,
+        get_kv_cache_capacity,
+    )
+    from vllm.v1.core.single_type_kv_cache_manager import (  # noqa: PLC0415
+        register_all_kvcache_specs,
+    )
+    from vllm.v1.worker.gpu_model_runner import GPUModelRunner  # noqa: PLC0415
+    from vllm.v1.worker.worker_base import WorkerBase  # noqa: PLC0415
+
+    tp, drafts = int(case["tp"]), int(case["drafts"])
+    method = str(case.get("method", "mtp"))
+    memory = int(case["kv_cache_memory_bytes"])
+    for name, spans_tp in _GROUPS.items():
+        if hasattr(parallel, name):
+            setattr(parallel, name, _Group(tp if spans_tp else 1))
+    speculative = {"method": method, "num_speculative_tokens": drafts} if drafts else None
+    with tempfile.TemporaryDirectory() as model:
+        config = json.loads(Path(case["config"]).read_text(encoding="utf-8"))
+        (Path(model) / "config.json").write_text(json.dumps(config), encoding="utf-8")
+        engine = EngineArgs(
+            model=model,
+            skip_tokenizer_init=True,
+            tensor_parallel_size=tp,
+            speculative_config=speculative,
+            kv_cache_memory_bytes=memory,
+            max_model_len=int(case["max_model_len"]),
+            load_format="dummy",
+            enable_prefix_caching=bool(case.get("prefix_caching", True)),
+        ).create_engine_config()
+    text = engine.model_config.hf_text_config
+    with set_current_vllm_config(engine), torch.device("meta"):
+        _mixers(
+            engine, engine.model_config, text, "model.layers", list(enumerate(text.layer_types))
+        )
+        if speculative is not None and method == "mtp":
+            # The drafter is built with its own model config (qwen3_next_mtp.py:63,
+            # 89-95; qwen3_5_mtp.py:82, 118-124).
+            draft = engine.speculative_config.draft_model_config
+            draft_text = draft.hf_text_config
+            named: Any = getattr(draft_text, "num_nextn_predict_layers", None)
+            count = int(named or getattr(draft_text, "mtp_num_hidden_layers", 1))
+            drafter = dataclasses.replace(engine, model_config=draft)
+            layers = [(i, "full_attention") for i in range(count)]
+            _mixers(drafter, draft, draft_text, "mtp.layers", layers)
+            # As the proposer marks them (v1/spec_decode/llm_base_proposer.py:1328-1335).
+            for name, layer in engine.compilation_config.static_forward_context.items():
+                if name.startswith("mtp."):
+                    layer.is_draft_layer = True
+    current_platform.update_block_size_for_backend(engine)
+    with set_current_vllm_config(engine):
+        register_all_kvcache_specs(engine)
+        runner = types.SimpleNamespace(vllm_config=engine, shared_kv_cache_layers={})
+        specs = GPUModelRunner.get_kv_cache_spec(runner)
+        layouts = WorkerBase.get_supported_kv_cache_layouts(
+            types.SimpleNamespace(vllm_config=engine)
+        )
+        resolve_kv_cache_layout(engine, [layouts], list(specs.values()))
+        groups = get_global_kv_cache_groups(engine, [specs])
+        # What the worker reports for --kv-cache-memory-bytes (gpu_worker.py:656-681):
+        # the flag's bytes, less any multimodal frontend reservation (none by default).
+        available = reserve_mm_ipc_gpu_memory(memory, engine.model_config.multimodal_config, 1)
+        (kv_config,) = get_kv_cache_configs(engine, [specs], [available], groups)
+        tokens, concurrency = get_kv_cache_capacity(
+            engine, generate_scheduler_kv_cache_config([kv_config])
+        )
+    return {**case, **_figures(engine, specs, kv_config, tokens, concurrency)}
+
+
+def _figures(
+    engine: Any,
+    specs: dict[str, Any],
+    kv_config: Any,
+    tokens: int,
+    concurrency: float,
+) -> dict[str, Any]:
+    from vllm.v1.kv_cache_interface import FullAttentionSpec, MambaSpec  # noqa: PLC0415
+
+    mamba = next(spec for spec in specs.values() if isinstance(spec, MambaSpec))
+    attention = next(spec for spec in specs.values() if isinstance(spec, FullAttentionSpec))
+    (pool,) = {tensor.size for tensor in kv_config.kv_cache_tensors}
+    align = engine.cache_config.mamba_cache_mode == "align"
+    return {
+        "page_bytes": int(mamba.real_page_size_bytes),
+        "padded_page_bytes": int(mamba.page_size_bytes),
+        "block_size": int(attention.block_size),
+        "gdn_layers": sum(isinstance(spec, MambaSpec) for spec in specs.values()),
+        "attention_layers": sum(isinstance(spec, FullAttentionSpec) for spec in specs.values()),
+        "group_layers": sorted(len(group.layer_names) for group in kv_config.kv_cache_groups),
+        "block_bytes": int(pool) // int(kv_config.num_blocks),
+        "num_blocks": int(kv_config.num_blocks),
+        # kv_cache_interface.py:1146-1150: 2 + num_speculative_blocks resident in align mode.
+        "resident_blocks": (2 if align else 1) + int(mamba.num_speculative_blocks),
+        "admission_blocks": int(mamba.max_memory_usage_bytes(engine)) // int(mamba.page_size_bytes),
+        "tokens": int(tokens),
+        "concurrency": float(concurrency),
+        "recurrent_dtype": str(mamba.dtypes[-1]).removeprefix("torch."),
+        "conv_dtype": str(mamba.dtypes[0]).removeprefix("torch."),
+    }
+
+
+def main(arguments: list[str]) -> int:
+    """Plan every case in the JSON file ``arguments[0]``; one JSON line each on stdout."""
+    cases = json.loads(Path(arguments[0]).read_text(encoding="utf-8"))
+    _stand_ins()
+    for case in cases:
+        # vLLM logs to stdout; only the figures go there from here.
+        with contextlib.redirect_stdout(sys.stderr):
+            figures = plan(case)
+        sys.stdout.write(json.dumps(figures) + "\n")
+        sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,140 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
+"""The engine adapters' protocol, without their kernels: describe, refusals, the contract's ops.
+
+Torch and the engines' kernels load on an adapter's first replay, so all of
+this runs with the suite's own Python; the kernels themselves are the
+``kernels`` tier's (tests/kernels, docs/engines.md).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from typing import Final
+
+import pytest
+
+from tests.child import ROOT
+
+ENGINES: Final = ROOT / "adapters" / "engines"
+PROTOCOL_PAGE: Final = ROOT / "docs" / "protocol.md"
+_OFFERS: Final = {
+    "vllm": ("vllm-bf16", "snapshot"),
+    "sglang": ("sglang-bf16", "sglang-gdn-replayssm"),
+    "fla": ("fla-bf16", "minimal-pre-conv"),
+}
+_REQUEST: Final = {
+    "op": "replay",
+    "pipeline": "float64",
+    "layout": "pre-conv",
+    "dims": {
+        "num_key_heads": 1,
+        "key_head_dim": 1,
+        "num_value_heads": 1,
+        "value_head_dim": 1,
+        "conv_kernel": 2,
+    },
+    "conv_weight": [["0x1p-1", "0x1p+0"]] * 3,
+    "checkpoint": {"conv": [["0x0p+0"]] * 3, "h": [[["0x0p+0"]]]},
+    "rounds": [
+        {"rows": [{"qkv": ["0x1p-2", "0x1p-1", "0x1p+0"], "g": ["-0x1p-3"], "beta": ["0x1p-1"]}]}
+        | {"accepted": 1}
+    ],
+}
+
+
+# The adapters import the package beside them, as the kernels tier's venv installs it.
+_ENV: Final = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
+def _exchange(engine: str, *requests: object, arguments: tuple[str, ...] = ()) -> list[object]:
+    lines = "".join(json.dumps(request) + "\n" for request in requests)
+    finished = subprocess.run(
+        [sys.executable, str(ENGINES / f"{engine}_adapter.py"), *arguments],
+        input=lines,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+        cwd=ROOT,
+        env=_ENV,
+    )
+    assert finished.stderr == ""
+    return [json.loads(line) for line in finished.stdout.splitlines()]
+
+
+@pytest.mark.parametrize("engine", sorted(_OFFERS))
+def test_each_engine_adapter_describes_the_one_pipeline_and_design_it_computes(
+    engine: str,
+) -> None:
+    pipeline, design = _OFFERS[engine]
+    [reply] = _exchange(engine, {"op": "describe"})
+    variant = ", rule recurrent" if engine == "fla" else ""
+    assert reply == {
+        "ok": {
+            "name": f"{engine} engine kernels (adapters/engines){variant}",
+            "usize_bits": 64,
+            "replay": {"pipelines": [pipeline], "layouts": ["pre-conv"], "designs": [design]},
+        }
+    }
+
+
+def test_the_control_build_says_so_in_its_name() -> None:
+    [reply] = _exchange("vllm", {"op": "describe"}, arguments=("--control", "off-by-one"))
+    assert reply["ok"]["name"] == (  # type: ignore[index]
+        "vllm engine kernels (adapters/engines), control build: off by one in the accepted count"
+    )
+
+
+def test_the_protocol_pages_describe_with_replay_is_the_vllm_adapters() -> None:
+    page = PROTOCOL_PAGE.read_text(encoding="utf-8").splitlines()
+    documented = next(line[2:] for line in page if line.startswith('< {"ok":{"name":"vllm'))
+    assert _exchange("vllm", {"op": "describe"}) == [json.loads(documented)]
+
+
+@pytest.mark.parametrize("engine", sorted(_OFFERS))
+def test_an_engine_adapter_refuses_a_pipeline_it_does_not_compute_in_one_line(
+    engine: str,
+) -> None:
+    pipeline, _ = _OFFERS[engine]
+    [reply] = _exchange(engine, _REQUEST)
+    assert reply == {
+        "error": {
+            "kind": "bad-request",
+            "message": f"{engine}'s kernels compute pipeline {pipeline}, not float64 "
+            "(see its describe)",
+        }
+    }
+
+
+def test_an_engine_pipeline_request_without_the_raw_gate_inputs_is_refused() -> None:
+    [reply] = _exchange("vllm", _REQUEST | {"pipeline": "vllm-bf16"})
+    assert reply == {
+        "error": {
+            "kind": "bad-request",
+            "message": "pipeline vllm-bf16 needs the raw gate inputs: a_log, dt_bias, "
+            "and a and b on every row",
+        }
+    }
+
+
+def test_an_engine_adapter_answers_the_contracts_operations_as_the_reference() -> None:
+    requests = [
+        {"op": "parse", "text": "Replay "},
+        {"op": "row_bytes", "qkvz_elems": 12288, "nv": 32},
+        {"op": "verify_entry", "mode": "replay"},
+        {"op": "rewind"},
+    ]
+    reference = subprocess.run(
+        [sys.executable, "-m", "ssm_rollback_spec.harness.adapter"],
+        input="".join(json.dumps(request) + "\n" for request in requests),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+        cwd=ROOT,
+    )
+    expected = [json.loads(line) for line in reference.stdout.splitlines()]
+    assert _exchange("fla", *requests) == expected

@@ -1,0 +1,152 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
+"""What an adapter's describe says its replay computes: cases of anything else are not offered."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from typing import TYPE_CHECKING, Any, Final
+
+import pytest
+
+from ssm_rollback_spec import corpus
+from ssm_rollback_spec.corpus.replay_run import NOT_OFFERED
+from tests.child import ROOT, run_module
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+REPLAY: Final = ROOT / "vectors" / "replay"
+_FLOAT64_PRE_CONV: Final = {"pipelines": ["float64"], "layouts": ["pre-conv"], "designs": []}
+
+# An adapter that is the Python reference in all but describe, which states ``offer``.
+_WRAPPER: Final = """
+import json, sys
+from ssm_rollback_spec.harness import adapter
+from ssm_rollback_spec.harness.python_impl import REFERENCE, load_python_implementation
+api = load_python_implementation(REFERENCE).api
+OFFER = json.loads(sys.argv[1])
+for raw in sys.stdin:
+    reply = adapter.respond(api, raw)
+    if json.loads(raw).get("op") == "describe":
+        reply = {"ok": {"name": "offer test", "usize_bits": 64, "replay": OFFER}}
+    sys.stdout.write(json.dumps(reply) + "\\n")
+    sys.stdout.flush()
+"""
+
+
+def _adapter(tmp_path: Path, offer: object, /) -> str:
+    script = tmp_path / "offer_adapter.py"
+    script.write_text(_WRAPPER, encoding="utf-8")
+    return f"{sys.executable} {script} '{json.dumps(offer)}'"
+
+
+def test_a_describe_without_replay_offers_everything() -> None:
+    reply: dict[str, object] = {"ok": {"name": "x", "usize_bits": 64}}
+    assert corpus.replay_offer(reply) is None
+    case = corpus.load_replay_cases(REPLAY)[0]
+    assert corpus.not_offered(case, None) is None
+
+
+def test_a_describe_replay_is_read_as_three_sets() -> None:
+    reply: dict[str, object] = {"ok": {"replay": _FLOAT64_PRE_CONV}}
+    assert corpus.replay_offer(reply) == corpus.ReplayOffer(
+        frozenset({"float64"}), frozenset({"pre-conv"}), frozenset()
+    )
+
+
+@pytest.mark.parametrize(
+    ("replay", "message"),
+    [
+        (3, "describe's replay must be an object, got 3"),
+        (
+            {"pipelines": "float64", "layouts": [], "designs": []},
+            'describe\'s replay.pipelines must be a list of strings, got {"pipelines":"float64"}',
+        ),
+        (
+            {"pipelines": [], "designs": []},
+            'describe\'s replay.layouts must be a list of strings, got {"layouts":null}',
+        ),
+        (
+            {"pipelines": [], "layouts": [], "designs": [1]},
+            'describe\'s replay.designs must be a list of strings, got {"designs":[1]}',
+        ),
+    ],
+)
+def test_a_malformed_describe_replay_is_named(replay: object, message: str) -> None:
+    with pytest.raises(corpus.ReplayOfferError) as raised:
+        corpus.replay_offer({"ok": {"replay": replay}})
+    assert str(raised.value) == message
+
+
+def test_a_case_is_not_offered_for_its_pipeline_layout_or_design() -> None:
+    offer = corpus.ReplayOffer(frozenset({"float64"}), frozenset({"pre-conv"}), frozenset({"d"}))
+    case = next(c for c in corpus.load_replay_cases(REPLAY) if c.pipeline == "float64")
+    assert corpus.not_offered(dataclasses.replace(case, layout="pre-conv"), offer) is None
+    assert corpus.not_offered(dataclasses.replace(case, pipeline="vllm-bf16"), offer) == (
+        "not offered: the adapter's describe does not list pipeline vllm-bf16"
+    )
+    assert corpus.not_offered(dataclasses.replace(case, layout="post-conv"), offer) == (
+        "not offered: the adapter's describe does not list layout post-conv"
+    )
+    designed = dataclasses.replace(case, layout="pre-conv", design="snapshot")
+    assert corpus.not_offered(designed, offer) == (
+        "not offered: the adapter's describe does not list design snapshot"
+    )
+    assert corpus.not_offered(dataclasses.replace(designed, design="d"), offer) is None
+
+
+def _run(tmp_path: Path, command: str, *arguments: str) -> tuple[int, dict[str, Any], str]:
+    report = tmp_path / "report.json"
+    finished = run_module(
+        "ssm_rollback_spec.tools.cli", *arguments, "--impl-cmd", command, "--json", str(report)
+    )
+    assert "Traceback" not in finished.stdout + finished.stderr
+    document = json.loads(report.read_text(encoding="utf-8")) if report.exists() else {}
+    return finished.returncode, document, finished.stderr
+
+
+def test_vectors_run_sends_only_the_replay_cases_a_describe_offers(tmp_path: Path) -> None:
+    command = _adapter(tmp_path, _FLOAT64_PRE_CONV)
+    status, report, _ = _run(tmp_path, command, "vectors", "run", "--clause", "RB-REPLAY")
+    offer = corpus.replay_offer({"ok": {"replay": _FLOAT64_PRE_CONV}})
+    details = {case["id"]: case["detail"] for case in report["cases"]}
+    expected = {
+        # Offered, so sent: the reference answers unknown-op, as before.
+        case.case_id: corpus.not_offered(case, offer) or NOT_OFFERED
+        for case in corpus.load_replay_cases(REPLAY)
+    }
+    assert status == 0
+    assert {case["outcome"] for case in report["cases"]} == {"skipped"}
+    assert details == expected
+    reasons = set(details.values())
+    assert "not offered: the adapter's describe does not list pipeline transformers-bf16" in (
+        reasons
+    )
+    assert "not offered: the adapter's describe does not list layout post-conv" in reasons
+
+
+def test_vectors_run_names_a_malformed_describe_replay_in_one_line(tmp_path: Path) -> None:
+    command = _adapter(tmp_path, {"pipelines": "float64"})
+    status, _, stderr = _run(tmp_path, command, "vectors", "run", "--clause", "RB-REPLAY")
+    assert status == 1
+    assert stderr == (
+        "ssm-rollback-spec: error: the adapter's describe: describe's replay.pipelines must be "
+        'a list of strings, got {"pipelines":"float64"}\n'
+    )
+
+
+def test_check_skips_the_replay_properties_a_describe_does_not_offer(tmp_path: Path) -> None:
+    command = _adapter(tmp_path, {"pipelines": [], "layouts": ["pre-conv"], "designs": []})
+    status, report, _ = _run(tmp_path, command, "check", "--clause", "RB-REPLAY")
+    details = {row["property"]: row["detail"] for row in report["properties"]}
+    assert status == 0
+    assert {row["outcome"] for row in report["properties"]} == {"skipped"}
+    shipped = "test_replay.py::test_every_shipped_replay_case_is_rebuilt_within_its_bound"
+    assert details.pop(shipped) == (
+        "the implementation's describe offers none of the shipped replay cases"
+    )
+    assert set(details.values()) == {
+        "the implementation's describe offers no pipeline of the replay corpus for pre-conv rows"
+    }
