@@ -30,7 +30,9 @@ if TYPE_CHECKING:
     from ssm_rollback_spec.harness.driver import Implementation
 
 U64_MAX: Final = 2**64 - 1
-_DESCRIBED: Final = 'exactly {"ok": {"name": TEXT (not empty), "usize_bits": 64}}, and maybe "replay"'
+_DESCRIBED: Final = (
+    'exactly {"ok": {"name": TEXT (not empty), "usize_bits": 64}}, and maybe "replay"'
+)
 
 
 @pytest.mark.clause("RB-PROTO-2")
