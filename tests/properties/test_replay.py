@@ -312,7 +312,10 @@ def test_a_drawn_float64_replay_gives_the_models_states_within_the_bound(
 ) -> None:
     # Judged by the model itself (its float64 step, replay_reference.py), not
     # by the implementation against itself: wrong arithmetic fails here.
-    if "float64" not in _pipelines(impl):
+    pipelines = _pipelines(impl)
+    if not pipelines:
+        pytest.skip(_NONE_OFFERED)
+    if "float64" not in pipelines:
         pytest.skip("the implementation's describe does not offer the float64 pipeline")
     layer = _as_pipeline(layer, "float64")
     request = _request(layer, _windows(_rows(layer), data))
