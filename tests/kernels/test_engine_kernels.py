@@ -101,6 +101,10 @@ def test_check_runs_the_replay_properties_through_the_engine_kernels(
     )
     outcomes = {row["property"]: row["outcome"] for row in report["properties"]}
     assert status == 0, report["properties"]
+    # The drawn float64 property is judged by the model's float64 step, which
+    # an engine's kernels (FP32 and BF16) do not offer; every other passes.
+    float64 = "test_replay.py::test_a_drawn_float64_replay_gives_the_models_states_within_the_bound"
+    assert outcomes.pop(float64) == "skipped"
     assert len(outcomes) == 4
     assert set(outcomes.values()) == {"passed"}
 
