@@ -215,13 +215,15 @@ def _with_pipeline(
 
 
 def _as_pipeline(layer: dict[str, object], pipeline: str, /) -> dict[str, object]:
+    # The pipeline follows the op, as a request is written (docs/protocol.md).
+    named = {"op": layer["op"], "pipeline": pipeline}
     if pipeline in ENGINE_PIPELINES:
-        return layer | {"pipeline": pipeline}
+        return named | layer
     rows = [
         {key: value for key, value in row.items() if key not in {"a", "b"}} for row in _rows(layer)
     ]
     kept = {key: value for key, value in layer.items() if key not in {"a_log", "dt_bias"}}
-    return kept | {"pipeline": pipeline, "rows": rows}
+    return named | kept | {"rows": rows}
 
 
 def _request(layer: dict[str, object], rounds: Sequence[object], /) -> dict[str, object]:
