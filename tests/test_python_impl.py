@@ -303,3 +303,18 @@ def test_a_reproduction_runs_and_prints_what_the_call_returns(
     )  # fmt: skip
     assert finished.returncode == 0, finished.stderr
     assert finished.stdout == f"{printed}\n"
+
+
+def test_a_missing_module_with_an_empty_import_path_names_the_current_folder(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # An empty sys.path (python -I -c with nothing added) searches nothing but
+    # what is already loaded; the message still names the folder it started in.
+    monkeypatch.setattr(sys, "path", [])
+    with pytest.raises(ImplementationModuleError) as raised:
+        load_python_implementation("no_such_module_anywhere")
+    assert str(raised.value) == (
+        "cannot import no_such_module_anywhere: ModuleNotFoundError: "
+        "No module named 'no_such_module_anywhere' "
+        f"(searched the current folder, {Path.cwd()}, then this Python's installed packages)"
+    )
