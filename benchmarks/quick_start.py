@@ -35,9 +35,7 @@ def _readme_test_command() -> str:
     block = re.search(r"```sh\n(.*?)```", quick_start, re.DOTALL)
     if block is None:
         sys.exit("README.md has no Quick start block")
-    # Comment lines (the "# untested:" marker) are for readers, not commands.
-    lines = block[1].splitlines()
-    commands = [line for line in lines if line.strip() and not line.lstrip().startswith("#")]
+    commands = [line for line in block[1].splitlines() if line.strip()]
     return commands[1]
 
 

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from tests.installed import Installed
 
 __all__ = [
+    "BLOCK_UNTESTED",
     "UNTESTED",
     "Command",
     "Job",
@@ -53,6 +54,9 @@ __all__ = [
 
 #: The marker, on the line before a block or a command, of what is not run.
 UNTESTED: Final = "# untested: "
+#: The same mark for a whole block, on the line before its fence, where a
+#: line inside would break a block that must hold its commands alone.
+BLOCK_UNTESTED: Final = re.compile(r"^<!-- untested: (?P<reason>.+) -->$")
 
 #: The command whose every run is recorded, judged and whose reports are looked for.
 _COMMAND: Final = "ssm-rollback-spec"
@@ -154,19 +158,26 @@ class _Block:
     line: int
     info: str
     lines: tuple[str, ...]
+    untested: str | None = None
 
 
 def _blocks(text: str, /) -> Iterator[_Block]:
     opened: tuple[int, str, str] | None = None
     body: list[str] = []
+    before = ""
+    marked: str | None = None
     for number, line in enumerate(text.splitlines(), start=1):
         fence = _FENCE.match(line)
         if opened is None:
             if fence is not None:
+                above = BLOCK_UNTESTED.match(before.strip())
+                marked = above["reason"] if above else None
                 opened, body = (number, fence["info"], fence["indent"]), []
+            elif line.strip():
+                before = line
         elif fence is not None and fence["indent"] == opened[2] and not fence["info"]:
-            yield _Block(opened[0], opened[1], tuple(body))
-            opened = None
+            yield _Block(opened[0], opened[1], tuple(body), marked)
+            opened, before = None, ""
         else:
             body.append(line.removeprefix(opened[2]))
 
@@ -182,7 +193,7 @@ def _untested_reason(line: str, /) -> str | None:
 
 def _shell_commands(document: str, block: _Block, /) -> list[Command]:
     commands: list[Command] = []
-    whole = _untested_reason(block.lines[0]) if block.lines else None
+    whole = block.untested or (_untested_reason(block.lines[0]) if block.lines else None)
     reason = whole
     pending: list[str] = []
     start = 0

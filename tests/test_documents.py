@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Final
 import pytest
 
 from tests.child import ROOT, RUST_CRATE
-from tests.documents import UNTESTED, Command, Job, Kind, Runner, jobs
+from tests.documents import BLOCK_UNTESTED, UNTESTED, Command, Job, Kind, Runner, jobs
 from tests.installed import GROUP
 
 if TYPE_CHECKING:
@@ -69,6 +69,11 @@ def test_what_is_not_run_is_marked_for_readers_with_its_reason() -> None:
         for document in DOCUMENTS
         for line in _text(document).splitlines()
         if line.strip().startswith(UNTESTED)
+    } | {
+        (document, found["reason"])
+        for document in DOCUMENTS
+        for line in _text(document).splitlines()
+        if (found := BLOCK_UNTESTED.match(line.strip())) is not None
     }
     assert {reason for _, reason in untested} == {reason for _, reason in shown}
     # Only what cannot run here: a clone's own commands, a root install, a big extra.
