@@ -48,5 +48,5 @@ def wrong_replay_rust_adapter(request: pytest.FixtureRequest, cargo: str) -> tup
 
 @pytest.fixture(scope="session")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
-    """The built wheel in a fresh venv (tests using it carry the ``installed-wheel`` group)."""
+    """The built wheel in a fresh venv, made once per run and shared by every worker."""
     return install_wheel(tmp_path_factory)

@@ -1,13 +1,14 @@
 # SPDX-License-Identifier: MIT OR Apache-2.0
 """The built wheel, installed once in a fresh venv, for the tests that run it as users do.
 
-Every module that uses the ``installed`` fixture is marked with the
-:data:`GROUP` xdist group, so under ``-n`` one worker builds and installs
-the wheel once for all of them.
+Under ``-n`` the first worker to need it builds and installs the wheel, under
+a file lock in the run's shared temporary folder; the other workers wait for
+it and reuse it, so the tests that use it spread over every worker.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
 import sys
@@ -21,10 +22,10 @@ if TYPE_CHECKING:
 
     import pytest
 
-__all__ = ["GROUP", "Installed", "clean_environment", "install_wheel"]
+__all__ = ["Installed", "clean_environment", "install_wheel"]
 
-#: The xdist group of every test that uses the installed wheel.
-GROUP: Final = "installed-wheel"
+#: The folder, in the run's shared temporary folder, that holds the wheel and its venv.
+_SHARED: Final = "installed-wheel"
 
 
 def clean_environment() -> dict[str, str]:
@@ -79,16 +80,39 @@ def _checked(command: list[str], /) -> str:
     return finished.stdout + finished.stderr
 
 
-def install_wheel(tmp_path_factory: pytest.TempPathFactory) -> Installed:
-    """Build the wheel from the clone and install it with its ``check`` extra in a fresh venv."""
-    dist = tmp_path_factory.mktemp("dist")
+def _shared_folder(tmp_path_factory: pytest.TempPathFactory, /) -> Path:
+    # xdist gives each worker a folder of its own inside the run's; the run's
+    # is the one every worker sees, and no other run does.
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if "PYTEST_XDIST_WORKER" in os.environ else base
+
+
+def _build_and_install(folder: Path, /) -> None:
+    dist = folder / "dist"
     build = [sys.executable, "-m", "build", "--wheel", "--outdir", str(dist), str(ROOT)]
     built = _checked(build)
     # What the build prints is part of what a user sees: no warnings in it.
     assert "warning" not in built.lower(), built
     [wheel] = dist.glob("ssm_rollback_spec-*.whl")
-    root = tmp_path_factory.mktemp("venv")
+    root = folder / "venv"
     venv.EnvBuilder(with_pip=True, clear=True).create(root)
     pip = [str(root / "bin" / "python"), "-m", "pip", "install", "-q"]
     _checked([*pip, f"{wheel}[check]"])
-    return Installed(root, wheel, tmp_path_factory.mktemp("elsewhere"))
+
+
+def install_wheel(tmp_path_factory: pytest.TempPathFactory) -> Installed:
+    """Build the wheel from the clone and install it with its ``check`` extra in a fresh venv.
+
+    Once per run: the first caller builds it under a lock; later callers, in
+    any worker, wait for the lock and reuse what it made.
+    """
+    folder = _shared_folder(tmp_path_factory) / _SHARED
+    folder.mkdir(exist_ok=True)
+    done = folder / "installed"
+    with (folder / "lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            _build_and_install(folder)
+            done.touch()
+    [wheel] = (folder / "dist").glob("ssm_rollback_spec-*.whl")
+    return Installed(folder / "venv", wheel, tmp_path_factory.mktemp("elsewhere"))

@@ -9,13 +9,9 @@ import pytest
 
 from tests.child import ROOT, RUST_CRATE
 from tests.documents import BLOCK_UNTESTED, UNTESTED, Command, Job, Kind, Runner, jobs
-from tests.installed import GROUP
 
 if TYPE_CHECKING:
     from tests.installed import Installed
-
-# The installed wheel is built once, on the worker of its group.
-pytestmark = pytest.mark.xdist_group(GROUP)
 
 DOCUMENTS: Final = ("README.md", "docs/ci.md", "docs/protocol.md", "docs/replay.md")
 

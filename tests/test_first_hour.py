@@ -11,14 +11,12 @@ from typing import TYPE_CHECKING, Any, Final
 import pytest
 
 from tests.child import run_cargo, wrong_target
-from tests.installed import GROUP, clean_environment
+from tests.installed import clean_environment
 
 if TYPE_CHECKING:
     from pathlib import Path
 
     from tests.installed import Installed
-
-pytestmark = pytest.mark.xdist_group(GROUP)
 
 #: What README.md ("Vendoring") says to copy.
 VENDORED: Final = (
