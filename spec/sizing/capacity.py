@@ -39,7 +39,9 @@ __all__ = [
     "FitFigures",
     "SglangFit",
     "SglangFitFigures",
+    "SglangFitReport",
     "sglang_fit",
+    "sglang_fit_report",
     "vllm_fit",
     "vllm_kv_cache_bytes",
 ]
@@ -201,6 +203,18 @@ class SglangFitFigures(TypedDict):
     refused: str | None
 
 
+class SglangFitReport(TypedDict):
+    """SGLang's fit as JSON: the engine, the memory inputs and each design's figures."""
+
+    engine: str
+    gpu_memory_bytes: int
+    weights_bytes: int
+    mem_fraction_static: float
+    context_length: int
+    max_running_requests: int | None
+    designs: list[SglangFitFigures]
+
+
 @dataclass(frozen=True)
 class SglangFit:
     """What one design makes of the memory under SGLang 0.5.23's startup sizing."""
@@ -309,3 +323,16 @@ def sglang_fit(
         )
         for design, (view, ring) in rings.items()
     ]
+
+
+def sglang_fit_report(fits: list[SglangFit], memory: sglang.SglangMemory, /) -> SglangFitReport:
+    """The fits of :func:`sglang_fit` with their memory inputs, as JSON."""
+    return SglangFitReport(
+        engine=sglang.ENGINE,
+        gpu_memory_bytes=memory.gpu_memory_bytes,
+        weights_bytes=memory.weights_bytes,
+        mem_fraction_static=memory.mem_fraction_static,
+        context_length=memory.context_length,
+        max_running_requests=memory.max_running_requests,
+        designs=[fit.as_dict() for fit in fits],
+    )
