@@ -13,6 +13,7 @@ loaded and no GPU is needed. What stands in, and nothing else:
   modules of placeholders;
 - SGLang's platform facts (``override_platform``) and its platform say an
   SM 9.0 CUDA GPU;
+- ``HF_HUB_OFFLINE`` is set, so no lookup reaches the Hub;
 - the WORLD group is rank 0's view of ``tp`` ranks with no CPU group;
 - the free-memory probe the configurator reads after loading answers
   ``gpu_memory_bytes - weights_bytes``, and the memory measured before
@@ -85,6 +86,10 @@ class _PlaceholderFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 def _stand_ins() -> None:
     os.environ["CUDA_VISIBLE_DEVICES"] = ""
+    # Every model here is a local folder, so nothing should reach the Hub; should a
+    # lookup ever try, huggingface_hub 1.33.0 (constants.py line 194, read at import)
+    # makes it a local cache miss rather than a network retry.
+    os.environ["HF_HUB_OFFLINE"] = "1"
     sys.meta_path.insert(0, _PlaceholderFinder())
     metadata = Path(tempfile.mkdtemp()) / "torchvision-0.28.0.dist-info"
     metadata.mkdir()
@@ -126,7 +131,24 @@ def _stand_ins() -> None:
 
 
 def plan(case: dict[str, Any]) -> dict[str, Any]:
-    """SGLang's own figures for one case."""
+    """SGLang's own figures for one case, its config in a model folder that outlives the sizing.
+
+    SGLang reads the folder again after ``ModelConfig.from_server_args``: a
+    NEXTN drafter with no draft path is the target checkpoint, which
+    ``resolve_spec_aux_hidden_state_config`` loads as a second ``ModelConfig``
+    (0.5.23, ``model_runner_components/spec_aux_hidden_state.py`` line 150).
+    A path that no longer exists is taken for a Hub repo id, and
+    ``_parse_quant_hf_config`` retries a ``hf_quant_config.json`` lookup on it
+    three times, with back-off (``configs/model_config.py`` lines 1751-1776),
+    which was most of this tier's SGLang time.
+    """
+    with tempfile.TemporaryDirectory() as model:
+        config = json.loads(Path(case["config"]).read_text(encoding="utf-8"))
+        (Path(model) / "config.json").write_text(json.dumps(config), encoding="utf-8")
+        return _plan_in(model, case)
+
+
+def _plan_in(model: str, case: dict[str, Any]) -> dict[str, Any]:
     from sglang.srt.configs.model_config import ModelConfig  # noqa: PLC0415
     from sglang.srt.mem_cache import kv_cache_configurator, kv_cache_dtype  # noqa: PLC0415
     from sglang.srt.model_executor.model_runner_components.layer_setup import (  # noqa: PLC0415
@@ -157,26 +179,23 @@ def plan(case: dict[str, Any]) -> dict[str, Any]:
         if drafts
         else {}
     )
-    with tempfile.TemporaryDirectory() as model:
-        config = json.loads(Path(case["config"]).read_text(encoding="utf-8"))
-        (Path(model) / "config.json").write_text(json.dumps(config), encoding="utf-8")
-        server_args = ServerArgs(
-            model_path=model,
-            tp_size=int(case["tp"]),
-            mem_fraction_static=float(case["mem_fraction_static"]),
-            context_length=int(case["context_length"]),
-            skip_tokenizer_init=True,
-            load_format="dummy",
-            device="cuda",
-            disable_radix_cache=not case.get("radix_cache", True),
-            enable_linear_replayssm_spec=bool(case.get("replayssm", False)),
-            **speculative,
-        )
-        publish(server_args, role="scheduler")
-        get_parallel().override_permanently(
-            world_group=types.SimpleNamespace(cpu_group=None, world_size=int(case["tp"]))
-        )
-        model_config = ModelConfig.from_server_args(server_args)
+    server_args = ServerArgs(
+        model_path=model,
+        tp_size=int(case["tp"]),
+        mem_fraction_static=float(case["mem_fraction_static"]),
+        context_length=int(case["context_length"]),
+        skip_tokenizer_init=True,
+        load_format="dummy",
+        device="cuda",
+        disable_radix_cache=not case.get("radix_cache", True),
+        enable_linear_replayssm_spec=bool(case.get("replayssm", False)),
+        **speculative,
+    )
+    publish(server_args, role="scheduler")
+    get_parallel().override_permanently(
+        world_group=types.SimpleNamespace(cpu_group=None, world_size=int(case["tp"]))
+    )
+    model_config = ModelConfig.from_server_args(server_args)
     algorithm = SpeculativeAlgorithm.from_string(get_spec().speculative_algorithm)
     _, kv_dtype = kv_cache_dtype.configure_kv_cache_dtype(
         server_args_kv_cache_dtype=get_model().kv_cache_dtype,
