@@ -40,9 +40,12 @@ __all__ = [
     "SglangFit",
     "SglangFitFigures",
     "SglangFitReport",
+    "VllmFitReport",
+    "VllmUtilization",
     "sglang_fit",
     "sglang_fit_report",
     "vllm_fit",
+    "vllm_fit_report",
     "vllm_kv_cache_bytes",
 ]
 
@@ -186,6 +189,56 @@ def vllm_kv_cache_bytes(
     """
     requested = math.ceil(gpu_memory_bytes * utilization)
     return requested - weights_bytes - activation_bytes
+
+
+@dataclass(frozen=True)
+class VllmUtilization:
+    """The flags of a ``--gpu-memory-utilization`` fit, kept so the output can name them."""
+
+    gpu_memory_utilization: float
+    gpu_memory_bytes: int
+    weights_bytes: int
+    activation_bytes: int
+
+    @property
+    def kv_cache_bytes(self) -> int:
+        """The KV-cache memory they leave (:func:`vllm_kv_cache_bytes`)."""
+        return vllm_kv_cache_bytes(
+            gpu_memory_bytes=self.gpu_memory_bytes,
+            utilization=self.gpu_memory_utilization,
+            weights_bytes=self.weights_bytes,
+            activation_bytes=self.activation_bytes,
+        )
+
+
+class VllmFitReport(TypedDict):
+    """VLLM's fit as JSON: the KV memory (given, or derived from the flags beside it)."""
+
+    engine: str
+    kv_cache_memory_bytes: int
+    max_model_len: int
+    #: The ``--gpu-memory-utilization`` flags the memory was derived from; None when
+    #: ``--kv-cache-memory-bytes`` gave it.
+    gpu_memory_utilization: float | None
+    gpu_memory_bytes: int | None
+    weights_bytes: int | None
+    activation_bytes: int | None
+    designs: list[FitFigures]
+
+
+def vllm_fit_report(fits: list[Fit], utilization: VllmUtilization | None, /) -> VllmFitReport:
+    """The fits of :func:`vllm_fit` with their memory inputs, as JSON."""
+    u = utilization
+    return VllmFitReport(
+        engine=vllm.ENGINE,
+        kv_cache_memory_bytes=fits[0].capacity.kv_cache_bytes,
+        max_model_len=fits[0].capacity.max_model_len,
+        gpu_memory_utilization=u.gpu_memory_utilization if u else None,
+        gpu_memory_bytes=u.gpu_memory_bytes if u else None,
+        weights_bytes=u.weights_bytes if u else None,
+        activation_bytes=u.activation_bytes if u else None,
+        designs=[fit.as_dict() for fit in fits],
+    )
 
 
 class SglangFitFigures(TypedDict):

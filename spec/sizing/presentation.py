@@ -145,8 +145,14 @@ _DESIGN_LABELS: Final = {
 }
 
 
-def fit_section(fits: Sequence[capacity.Fit], /) -> Section:
-    """How many requests fit: vLLM's startup line for each design, as rows under a heading."""
+def fit_section(
+    fits: Sequence[capacity.Fit], utilization: capacity.VllmUtilization | None = None, /
+) -> Section:
+    """How many requests fit: vLLM's startup line for each design, as rows under a heading.
+
+    The heading names the memory flags given: ``--kv-cache-memory-bytes``, or
+    ``utilization``'s flags and the KV memory they leave.
+    """
     length = fits[0].capacity.max_model_len
     memory = fits[0].capacity.kv_cache_bytes
     rows = []
@@ -168,10 +174,18 @@ def fit_section(fits: Sequence[capacity.Fit], /) -> Section:
                 ),
             )
         )
+    given = f"in --kv-cache-memory-bytes {memory:,} per GPU"
+    if utilization is not None:
+        u = utilization
+        given = (
+            f"in the KV memory left by --gpu-memory-utilization {u.gpu_memory_utilization} of"
+            f" --gpu-memory-bytes {u.gpu_memory_bytes:,} less --weights-bytes"
+            f" {u.weights_bytes:,} and --activation-bytes {u.activation_bytes:,}"
+            f" ({memory:,} B per GPU)"
+        )
     heading = (
-        f"How many requests fit in --kv-cache-memory-bytes {memory:,}"
-        f" per GPU at --max-model-len {length:,} ({vllm.ENGINE}; the replay lines are"
-        " estimates)"
+        f"How many requests fit {given} at --max-model-len {length:,} ({vllm.ENGINE};"
+        " the replay lines are estimates)"
     )
     return heading, rows
 

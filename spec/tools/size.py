@@ -104,19 +104,12 @@ _VIEW_ALIASES: Final = {"vllm-align": View.VLLM}
 _PLOT_SUFFIXES: Final = (".png", ".svg")
 
 
-class _FitReport(TypedDict):
-    engine: str
-    kv_cache_memory_bytes: int
-    max_model_len: int
-    designs: list[capacity.FitFigures]
-
-
 class _Report(TypedDict):
     spec_version: str
     tp: int
     replay: rings.ReplayFigures
     snapshot: SnapshotFigures
-    fit: _FitReport | capacity.SglangFitReport | None
+    fit: capacity.VllmFitReport | capacity.SglangFitReport | None
     snapshot_to_replay: float | None
     preflight_covers_pool: bool
     shortfall_bytes: int
@@ -474,12 +467,7 @@ def _size(arguments: argparse.Namespace, /) -> int:
             if fits is None
             else capacity.sglang_fit_report(fits[1], fits[0])
             if isinstance(fits, tuple)
-            else _FitReport(
-                engine=vllm.ENGINE,
-                kv_cache_memory_bytes=arguments.kv_cache_memory_bytes,
-                max_model_len=arguments.max_model_len,
-                designs=[fit.as_dict() for fit in fits],
-            ),
+            else capacity.vllm_fit_report(fits, _utilization(arguments)),
             snapshot_to_replay=ratio,
             preflight_covers_pool=replay.preflight_covers_pool,
             shortfall_bytes=replay.shortfall_bytes,
@@ -490,7 +478,7 @@ def _size(arguments: argparse.Namespace, /) -> int:
         if isinstance(fits, tuple):
             sections.append(sglang_fit_section(fits[1], fits[0]))
         elif fits is not None:
-            sections.append(fit_section(fits))
+            sections.append(fit_section(fits, _utilization(arguments)))
         print(
             markdown_sections(sections)
             if output is OutputFormat.MARKDOWN
@@ -509,18 +497,23 @@ def _fit_kind(arguments: argparse.Namespace, /) -> FitKind:
         raise CliError(str(error)) from None
 
 
+def _utilization(arguments: argparse.Namespace, /) -> capacity.VllmUtilization | None:
+    if arguments.gpu_memory_utilization is None:
+        return None
+    flags = ("gpu_memory_utilization", "gpu_memory_bytes", "weights_bytes", "activation_bytes")
+    return capacity.VllmUtilization(*(getattr(arguments, flag) for flag in flags))
+
+
 def _fits(
     arguments: argparse.Namespace, model: Model, setup: Setup, kind: FitKind, /
 ) -> list[capacity.Fit] | tuple[sglang.SglangMemory, list[capacity.SglangFit]] | None:
     memory = {d: getattr(arguments, d) for d in ("gpu_memory_bytes", "weights_bytes")}
-    if kind is FitKind.VLLM_UTILIZATION:
-        utilization = arguments.gpu_memory_utilization
-        budget = capacity.vllm_kv_cache_bytes(
-            **memory, utilization=utilization, activation_bytes=arguments.activation_bytes
-        )
-        if budget <= 0:
+    used = _utilization(arguments)
+    if used is not None:
+        if used.kv_cache_bytes <= 0:
+            utilization = used.gpu_memory_utilization
             raise CliError(f"--gpu-memory-utilization {utilization} leaves no KV-cache memory")
-        arguments.kv_cache_memory_bytes = budget
+        arguments.kv_cache_memory_bytes = used.kv_cache_bytes
     try:
         if kind is FitKind.SGLANG:
             given = sglang.SglangMemory(
