@@ -73,6 +73,42 @@ def test_the_startup_figures_are_sglangs(
     assert (up.max_total_num_tokens, up.max_running_requests, up.max_mamba_cache_size) == figures
 
 
+def test_the_documented_figures_of_qwen3_next() -> None:
+    # docs/sizing.md's worked figures: 140,000,000,000 B free before loading,
+    # 80,000,000,000 B of weights, 0.85, 32,768 tokens, three drafts, TP 1.
+    memory = sglang.SglangMemory(140_000_000_000, 80_000_000_000, 0.85, 32_768)
+    fits = capacity.sglang_fit(_model(QWEN3_NEXT, 1), Setup(), memory, num_drafts=3)
+    snapshot, _, replay = (fit.startup for fit in fits)
+    assert snapshot is not None
+    assert replay is not None
+    # The rest, 39,000,000,000 B, less 131 states and 4 states for 27 slots.
+    assert snapshot.speculative_bytes == 4 * 77_266_944 * 27 == 8_344_829_952
+    assert snapshot.kv_pool_bytes == 39_000_000_000 - 131 * 77_266_944 - 8_344_829_952
+    figures = (snapshot.max_total_num_tokens, snapshot.max_running_requests)
+    assert (*figures, snapshot.max_mamba_cache_size) == (835_498, 26, 130)
+    figures = (replay.max_total_num_tokens, replay.max_running_requests)
+    assert (*figures, replay.max_mamba_cache_size) == (835_423, 45, 229)
+    # The ReplaySSM ring for 48 + 1 slots instead of the intermediate states.
+    assert replay.speculative_bytes == 49 * 16 * 36 * 24_704
+
+
+@pytest.mark.parametrize(
+    ("name", "weights", "figures"),
+    [
+        ("qwen3.5-27b", 56e9, (515_742, 20, 104, 153_944_064)),
+        ("qwen3.5-35b-a3b", 70e9, (1_261_906, 39, 197, 64_389_120)),
+    ],
+)
+def test_the_documented_figures_of_qwen3_5(
+    name: str, weights: float, figures: tuple[int, int, int, int]
+) -> None:
+    memory = sglang.SglangMemory(140_000_000_000, int(weights), 0.85, 32_768)
+    up = capacity.sglang_fit(_model(name, 1), Setup(), memory, num_drafts=3)[0].startup
+    assert up is not None
+    counts = (up.max_total_num_tokens, up.max_running_requests, up.max_mamba_cache_size)
+    assert (*counts, up.mamba_bytes_per_state) == figures
+
+
 def test_the_mamba_state_and_kv_token_of_qwen3_next() -> None:
     # 36 layers x (524,288 x 4 + 3 x 8,192 x 2) B; 12 layers x 2 heads x 512 x 2 B.
     memory = sglang.SglangMemory(GPU, 80_000_000_000, 0.85, 32_768)
