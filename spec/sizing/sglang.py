@@ -223,7 +223,7 @@ SOURCES: Final = {
     ),
     "kv heads per gpu": Source(
         "sglang/srt/configs/model_config.py",
-        "1711-1722",
+        "1700-1711",
         "max(1, total_num_kv_heads // tp)",
     ),
     "kv dtype": Source(
