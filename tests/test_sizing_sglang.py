@@ -187,6 +187,11 @@ def test_the_command_prints_sglangs_startup_line() -> None:
     )  # fmt: skip
     assert finished.returncode == 0, finished.stderr
     assert (
+        "What SGLang 0.5.23 sizes at startup with --mem-fraction-static 0.85,"
+        " --gpu-memory-bytes 150,000,000,000 and --weights-bytes 80,000,000,000 per GPU, at"
+        " --context-length 32,768 (the replay lines are estimates)"
+    ) in finished.stdout.splitlines()
+    assert (
         "  SGLang 0.5.23 as it runs                               max_total_num_tokens=1030451,"
         " max_running_requests=31, max_mamba_cache_size=158  (KV pool 25,324,387,072 B"
         " (23.6 GiB) at 24,576 B (24.0 KiB) per token; mamba state 77,266,944 B (73.7 MiB)"

@@ -231,10 +231,16 @@ def sglang_fit_section(
                 ),
             )
         )
+    running = (
+        ""
+        if memory.max_running_requests is None
+        else f" and --max-running-requests {memory.max_running_requests}"
+    )
     heading = (
         f"What {sglang.ENGINE} sizes at startup with --mem-fraction-static"
-        f" {memory.mem_fraction_static} of {memory.gpu_memory_bytes:,} B, weights"
-        f" {memory.weights_bytes:,} B per GPU (the replay lines are estimates)"
+        f" {memory.mem_fraction_static}, --gpu-memory-bytes {memory.gpu_memory_bytes:,}"
+        f" and --weights-bytes {memory.weights_bytes:,} per GPU, at --context-length"
+        f" {memory.context_length:,}{running} (the replay lines are estimates)"
     )
     return heading, rows
 
