@@ -25,7 +25,9 @@ pytestmark = pytest.mark.planners
 EXAMPLES: Final = ROOT / "examples"
 QWEN3_NEXT: Final = EXAMPLES / "qwen3-next-80b-a3b-instruct.config.json"
 PLANNER: Final = ROOT / "tests" / "planners" / "sglang_planner.py"
-#: Each example and the weights it loads per GPU at TP 1 (about its BF16 size).
+#: Each example and the weights it loads per GPU at TP 1, an input: about the Qwen3.5
+#: checkpoints' BF16 size, and Qwen3-Next's at one byte a parameter (80B in BF16 would
+#: not fit one GPU).
 WEIGHTS: Final = {
     QWEN3_NEXT: 80_000_000_000,
     EXAMPLES / "qwen3.5-27b.config.json": 56_000_000_000,
