@@ -163,6 +163,63 @@ def test_the_command_prints_vllms_startup_line() -> None:
     ) in finished.stdout
 
 
+#: ``size`` under vLLM's --gpu-memory-utilization: ceil(0.9 x the H200's bytes) less 85 GiB.
+UTILIZATION: Final = (
+    "size", "--config", str(QWEN3_NEXT), "--num-drafts", "3", "--mtp-slots", "1",
+    "--engine", "vllm", "--gpu-memory-utilization", "0.9", "--gpu-memory-bytes",
+    "143771566080", "--weights-bytes", "80GiB", "--activation-bytes", "5GiB",
+    "--max-model-len", "32768",
+)  # fmt: skip
+UTILIZATION_HEADING: Final = (
+    "How many requests fit in the KV memory left by --gpu-memory-utilization 0.9 of"
+    " --gpu-memory-bytes 143,771,566,080 less --weights-bytes 85,899,345,920 and"
+    " --activation-bytes 5,368,709,120 (38,126,354,432 B per GPU) at --max-model-len 32,768"
+    " (vLLM 0.33.0; the replay lines are estimates)"
+)
+
+
+@pytest.mark.parametrize(("output", "line"), [
+    ("text", UTILIZATION_HEADING),
+    ("markdown", f"**{UTILIZATION_HEADING}**"),
+])  # fmt: skip
+def test_the_utilization_heading_names_the_flags_given(output: str, line: str) -> None:
+    finished = run_module(
+        "ssm_rollback_spec.tools.cli", *UTILIZATION, "--format", output, timeout=120
+    )
+    assert finished.returncode == 0, finished.stderr
+    assert line in finished.stdout.splitlines()
+    assert "--kv-cache-memory-bytes" not in finished.stdout
+
+
+def test_the_utilization_report_names_the_flags_given() -> None:
+    finished = run_module("ssm_rollback_spec.tools.cli", *UTILIZATION, "--json", "-", timeout=120)
+    assert finished.returncode == 0, finished.stderr
+    fit = json.loads(finished.stdout)["fit"]
+    assert {key: value for key, value in fit.items() if key != "designs"} == {
+        "engine": "vLLM 0.33.0",
+        "kv_cache_memory_bytes": 38_126_354_432,
+        "max_model_len": 32_768,
+        "gpu_memory_utilization": 0.9,
+        "gpu_memory_bytes": 143_771_566_080,
+        "weights_bytes": 80 * GIB,
+        "activation_bytes": 5 * GIB,
+    }
+
+
+def test_the_kv_memory_report_leaves_the_utilization_flags_null() -> None:
+    finished = run_module(
+        "ssm_rollback_spec.tools.cli", "size", "--config", str(QWEN3_NEXT),
+        "--num-drafts", "3", "--mtp-slots", "1", "--engine", "vllm",
+        "--kv-cache-memory-bytes", "40GiB", "--max-model-len", "32768", "--json", "-",
+        timeout=120,
+    )  # fmt: skip
+    assert finished.returncode == 0, finished.stderr
+    fit = json.loads(finished.stdout)["fit"]
+    assert fit["kv_cache_memory_bytes"] == 40 * GIB
+    flags = ("gpu_memory_utilization", "gpu_memory_bytes", "weights_bytes", "activation_bytes")
+    assert [fit[flag] for flag in flags] == [None] * 4
+
+
 def test_the_memory_flag_needs_a_model_length() -> None:
     finished = run_module(
         "ssm_rollback_spec.tools.cli", "size", "--config", str(QWEN3_NEXT),

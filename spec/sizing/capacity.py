@@ -20,18 +20,34 @@ ring, and the concurrency is the budget over that cost.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypedDict
 
-from . import replayssm, vllm
+from . import replayssm, sglang, vllm
 from .rings import seed_ring_bytes
 from .views import View, view_dtypes
 
 if TYPE_CHECKING:
     from .views import Model, Setup
 
-__all__ = ["Design", "Fit", "FitFigures", "vllm_fit"]
+__all__ = [
+    "Design",
+    "Fit",
+    "FitFigures",
+    "SglangFit",
+    "SglangFitFigures",
+    "SglangFitReport",
+    "VllmFitReport",
+    "VllmUtilization",
+    "sglang_fit",
+    "sglang_fit_report",
+    "vllm_fit",
+    "vllm_fit_report",
+    "vllm_kv_cache_bytes",
+]
 
 
 class Design(enum.Enum):
@@ -159,3 +175,217 @@ def vllm_fit(
         )
         for design, (plan, ring) in rings.items()
     ]
+
+
+def vllm_kv_cache_bytes(
+    *, gpu_memory_bytes: int, utilization: float, weights_bytes: int, activation_bytes: int
+) -> int:
+    """The KV-cache memory vLLM 0.33.0 takes under ``--gpu-memory-utilization`` (``vllm.SOURCES``).
+
+    ``ceil(total x utilization)`` less what vLLM's profiling run measures:
+    the weights and, given here as ``activation_bytes``, the peak activation,
+    non-torch memory and the CUDA-graph estimate. May be zero or less: vLLM
+    then has no memory for the KV cache.
+    """
+    requested = math.ceil(gpu_memory_bytes * utilization)
+    return requested - weights_bytes - activation_bytes
+
+
+@dataclass(frozen=True)
+class VllmUtilization:
+    """The flags of a ``--gpu-memory-utilization`` fit, kept so the output can name them."""
+
+    gpu_memory_utilization: float
+    gpu_memory_bytes: int
+    weights_bytes: int
+    activation_bytes: int
+
+    @property
+    def kv_cache_bytes(self) -> int:
+        """The KV-cache memory they leave (:func:`vllm_kv_cache_bytes`)."""
+        return vllm_kv_cache_bytes(
+            gpu_memory_bytes=self.gpu_memory_bytes,
+            utilization=self.gpu_memory_utilization,
+            weights_bytes=self.weights_bytes,
+            activation_bytes=self.activation_bytes,
+        )
+
+
+class VllmFitReport(TypedDict):
+    """VLLM's fit as JSON: the KV memory (given, or derived from the flags beside it)."""
+
+    engine: str
+    kv_cache_memory_bytes: int
+    max_model_len: int
+    #: The ``--gpu-memory-utilization`` flags the memory was derived from; None when
+    #: ``--kv-cache-memory-bytes`` gave it.
+    gpu_memory_utilization: float | None
+    gpu_memory_bytes: int | None
+    weights_bytes: int | None
+    activation_bytes: int | None
+    designs: list[FitFigures]
+
+
+def vllm_fit_report(fits: list[Fit], utilization: VllmUtilization | None, /) -> VllmFitReport:
+    """The fits of :func:`vllm_fit` with their memory inputs, as JSON."""
+    u = utilization
+    return VllmFitReport(
+        engine=vllm.ENGINE,
+        kv_cache_memory_bytes=fits[0].capacity.kv_cache_bytes,
+        max_model_len=fits[0].capacity.max_model_len,
+        gpu_memory_utilization=u.gpu_memory_utilization if u else None,
+        gpu_memory_bytes=u.gpu_memory_bytes if u else None,
+        weights_bytes=u.weights_bytes if u else None,
+        activation_bytes=u.activation_bytes if u else None,
+        designs=[fit.as_dict() for fit in fits],
+    )
+
+
+class SglangFitFigures(TypedDict):
+    """One design's SGLang startup figures as JSON."""
+
+    design: str
+    max_total_num_tokens: int | None
+    max_running_requests: int | None
+    max_mamba_cache_size: int | None
+    kv_bytes_per_token: int
+    mamba_bytes_per_state: int
+    kv_pool_bytes: int | None
+    speculative_bytes: int | None
+    ring_bytes_per_request: int
+    refused: str | None
+
+
+class SglangFitReport(TypedDict):
+    """SGLang's fit as JSON: the engine, the memory inputs and each design's figures."""
+
+    engine: str
+    gpu_memory_bytes: int
+    weights_bytes: int
+    mem_fraction_static: float
+    context_length: int
+    max_running_requests: int | None
+    designs: list[SglangFitFigures]
+
+
+@dataclass(frozen=True)
+class SglangFit:
+    """What one design makes of the memory under SGLang 0.5.23's startup sizing."""
+
+    design: Design
+    #: SGLang's figures, or None when it refuses to start (``refused`` says why).
+    startup: sglang.SglangStartup | None
+    refused: str | None
+    kv_bytes_per_token: int
+    mamba_bytes_per_state: int
+    #: The ring's bytes per request slot (0 for SGLang's own intermediate states).
+    ring_bytes_per_request: int
+
+    def as_dict(self) -> SglangFitFigures:
+        """The figures as a JSON-ready mapping."""
+        up = self.startup
+        return SglangFitFigures(
+            design=self.design.value,
+            max_total_num_tokens=None if up is None else up.max_total_num_tokens,
+            max_running_requests=None if up is None else up.max_running_requests,
+            max_mamba_cache_size=None if up is None else up.max_mamba_cache_size,
+            kv_bytes_per_token=self.kv_bytes_per_token,
+            mamba_bytes_per_state=self.mamba_bytes_per_state,
+            kv_pool_bytes=None if up is None else up.kv_pool_bytes,
+            speculative_bytes=None if up is None else up.speculative_bytes,
+            ring_bytes_per_request=self.ring_bytes_per_request,
+            refused=self.refused,
+        )
+
+
+def _sglang_design(  # noqa: PLR0913 - the design and SGLang's inputs, each separate
+    design: Design,
+    memory: sglang.SglangMemory,
+    /,
+    *,
+    model: Model,
+    setup: Setup,
+    num_drafts: int,
+    view: View,
+    ring: int,
+) -> SglangFit:
+    d = model.dimensions
+    layers = model.sglang_gdn_layers or d.num_gdn_layers
+    dtypes = view_dtypes(view, model, setup)
+    per_state = layers * (
+        d.recurrent_state_values * dtypes.recurrent.bytes
+        + (d.conv_kernel - 1) * d.conv_dim * dtypes.conv.bytes
+    )
+    attention = model.attention
+    per_token = 0
+    if attention is not None:
+        # SGLang's full-attention layers are those its interval leaves.
+        attending = model.attention_layers + d.num_gdn_layers - layers
+        width = attention.num_kv_heads * 2 * attention.head_dim
+        per_token = width * attending * sglang.KV_BYTES
+    state = sglang.SpeculativeState.INTERMEDIATE
+    if design is not Design.SNAPSHOT:
+        state = sglang.SpeculativeState.RING
+    try:
+        startup = sglang.sglang_startup(
+            memory,
+            mamba_bytes_per_state=per_state,
+            kv_bytes_per_token=per_token,
+            drafts=num_drafts,
+            radix_cache=setup.sglang.radix_cache,
+            multimodal=model.architecture in sglang.MULTIMODAL_ARCHITECTURES,
+            state=state,
+            ring_bytes_per_request=ring,
+        )
+    except sglang.SglangStartError as error:
+        return SglangFit(design, None, str(error), per_token, per_state, ring)
+    return SglangFit(design, startup, None, per_token, per_state, ring)
+
+
+def sglang_fit(
+    model: Model, setup: Setup, memory: sglang.SglangMemory, /, *, num_drafts: int
+) -> list[SglangFit]:
+    """SGLang's startup figures for the memory, then the same with each replay ring.
+
+    The snapshot design is SGLang as it runs (the ``sglang`` view's dtypes);
+    the seed's ring is charged as SGLang charges its GDN ReplaySSM ring (a
+    fixed ring per request slot, no intermediate states), which is this
+    package's estimate; the ReplaySSM design is SGLang with
+    ``--enable-linear-replayssm-spec`` (that view's dtypes).
+
+    Raises:
+        UnsupportedDtypeError: a forced dtype SGLang does not offer.
+        SizingOverflowError: the seed's ring exceeds the usize range.
+    """
+    d = model.dimensions
+    layers = model.sglang_gdn_layers or d.num_gdn_layers
+    sglang_d = dataclasses.replace(d, num_gdn_layers=layers)
+    conv = view_dtypes(View.SGLANG_REPLAYSSM, model, setup).conv
+    record = replayssm.replayssm_record_bytes(d, conv)
+    rings = {
+        Design.SNAPSHOT: (View.SGLANG, 0),
+        Design.SEED_ROW: (View.SGLANG, seed_ring_bytes(sglang_d, num_drafts + 1, 1)),
+        Design.REPLAYSSM: (
+            View.SGLANG_REPLAYSSM,
+            setup.replayssm_cache_len * record * layers if num_drafts else 0,
+        ),
+    }
+    return [
+        _sglang_design(
+            design, memory, model=model, setup=setup, num_drafts=num_drafts, view=view, ring=ring
+        )
+        for design, (view, ring) in rings.items()
+    ]
+
+
+def sglang_fit_report(fits: list[SglangFit], memory: sglang.SglangMemory, /) -> SglangFitReport:
+    """The fits of :func:`sglang_fit` with their memory inputs, as JSON."""
+    return SglangFitReport(
+        engine=sglang.ENGINE,
+        gpu_memory_bytes=memory.gpu_memory_bytes,
+        weights_bytes=memory.weights_bytes,
+        mem_fraction_static=memory.mem_fraction_static,
+        context_length=memory.context_length,
+        max_running_requests=memory.max_running_requests,
+        designs=[fit.as_dict() for fit in fits],
+    )

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 from ..replay.rows import ReplayDesign
-from . import capacity, vllm
+from . import capacity, sglang, vllm
 from .views import View
 
 if TYPE_CHECKING:
@@ -31,6 +31,7 @@ __all__ = [
     "markdown_sections",
     "plan_rows",
     "ratio",
+    "sglang_fit_section",
     "short",
     "sweep_table",
     "text_sections",
@@ -144,8 +145,14 @@ _DESIGN_LABELS: Final = {
 }
 
 
-def fit_section(fits: Sequence[capacity.Fit], /) -> Section:
-    """How many requests fit: vLLM's startup line for each design, as rows under a heading."""
+def fit_section(
+    fits: Sequence[capacity.Fit], utilization: capacity.VllmUtilization | None = None, /
+) -> Section:
+    """How many requests fit: vLLM's startup line for each design, as rows under a heading.
+
+    The heading names the memory flags given: ``--kv-cache-memory-bytes``, or
+    ``utilization``'s flags and the KV memory they leave.
+    """
     length = fits[0].capacity.max_model_len
     memory = fits[0].capacity.kv_cache_bytes
     rows = []
@@ -167,10 +174,73 @@ def fit_section(fits: Sequence[capacity.Fit], /) -> Section:
                 ),
             )
         )
+    given = f"in --kv-cache-memory-bytes {memory:,} per GPU"
+    if utilization is not None:
+        u = utilization
+        given = (
+            f"in the KV memory left by --gpu-memory-utilization {u.gpu_memory_utilization} of"
+            f" --gpu-memory-bytes {u.gpu_memory_bytes:,} less --weights-bytes"
+            f" {u.weights_bytes:,} and --activation-bytes {u.activation_bytes:,}"
+            f" ({memory:,} B per GPU)"
+        )
     heading = (
-        f"How many requests fit in --kv-cache-memory-bytes {memory:,}"
-        f" per GPU at --max-model-len {length:,} ({vllm.ENGINE}; the replay lines are"
-        " estimates)"
+        f"How many requests fit {given} at --max-model-len {length:,} ({vllm.ENGINE};"
+        " the replay lines are estimates)"
+    )
+    return heading, rows
+
+
+#: How each design is named in SGLang's fit section.
+_SGLANG_DESIGN_LABELS: Final = {
+    capacity.Design.SNAPSHOT: f"{sglang.ENGINE} as it runs",
+    capacity.Design.SEED_ROW: "with the seed's replay ring",
+    capacity.Design.REPLAYSSM: "with ReplaySSM's ring",
+}
+
+
+def sglang_fit_section(
+    fits: Sequence[capacity.SglangFit], memory: sglang.SglangMemory, /
+) -> Section:
+    """SGLang's startup figures for each design, as rows under a heading."""
+    rows = []
+    for fit in fits:
+        label = _SGLANG_DESIGN_LABELS[fit.design]
+        if fit.design is capacity.Design.REPLAYSSM:
+            label += " (--enable-linear-replayssm-spec)"
+        up = fit.startup
+        if up is None:
+            rows.append((label, f"SGLang refuses to start: {fit.refused}"))
+            continue
+        ring = (
+            f", ring {human(fit.ring_bytes_per_request)} per request slot"
+            if fit.ring_bytes_per_request
+            else ""
+        )
+        whole = up.max_total_num_tokens // memory.context_length
+        rows.append(
+            (
+                label,
+                (
+                    f"max_total_num_tokens={up.max_total_num_tokens},"
+                    f" max_running_requests={up.max_running_requests},"
+                    f" max_mamba_cache_size={up.max_mamba_cache_size}"
+                    f"  (KV pool {human(up.kv_pool_bytes)} at"
+                    f" {human(up.kv_bytes_per_token)} per token; mamba state"
+                    f" {human(up.mamba_bytes_per_state)} per slot{ring};"
+                    f" {count(whole, 'request')} of {memory.context_length:,} tokens fit)"
+                ),
+            )
+        )
+    running = (
+        ""
+        if memory.max_running_requests is None
+        else f" and --max-running-requests {memory.max_running_requests}"
+    )
+    heading = (
+        f"What {sglang.ENGINE} sizes at startup with --mem-fraction-static"
+        f" {memory.mem_fraction_static}, --gpu-memory-bytes {memory.gpu_memory_bytes:,}"
+        f" and --weights-bytes {memory.weights_bytes:,} per GPU, at --context-length"
+        f" {memory.context_length:,}{running} (the replay lines are estimates)"
     )
     return heading, rows
 

@@ -215,6 +215,19 @@ SOURCES: Final = {
         "357-367",
         "kernel block sizes MultipleOf(16) on CUDA (FA4 hd256 only on SM100/SM110)",
     ),
+    "requested memory": Source(
+        "vllm/v1/worker/utils.py",
+        "716-726",
+        "requested_memory = ceil(total GPU memory x gpu_memory_utilization)",
+    ),
+    "kv memory under utilization": Source(
+        "vllm/v1/worker/gpu_worker.py",
+        "683-757",
+        "available KV memory = requested - non_kv_cache_memory (weights, non-torch memory and "
+        "the profile run's transient peak, vllm/utils/mem_utils.py:311-321) - the CUDA-graph "
+        "estimate (applied by default, VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1), all "
+        "measured by a profiling run; --kv-cache-memory-bytes skips it (656-681)",
+    ),
     "null block": Source(
         "vllm/v1/core/block_pool.py",
         "189-192",

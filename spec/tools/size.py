@@ -14,6 +14,7 @@ from ..replay.rows import ReplayDesign
 from ..sizing import capacity, replayssm, rings, sglang, vllm
 from ..sizing import dimensions as dims
 from ..sizing.dtypes import Dtype, UnsupportedDtypeError, dtypes_from_config
+from ..sizing.memory import FLAGS, FitFlagsError, FitKind, fit_kind
 from ..sizing.presentation import (
     ASSUMED_DTYPES,
     BASE_FORMULA,
@@ -25,6 +26,7 @@ from ..sizing.presentation import (
     human,
     markdown_sections,
     plan_rows,
+    sglang_fit_section,
     sweep_table,
     text_sections,
 )
@@ -102,19 +104,12 @@ _VIEW_ALIASES: Final = {"vllm-align": View.VLLM}
 _PLOT_SUFFIXES: Final = (".png", ".svg")
 
 
-class _FitReport(TypedDict):
-    engine: str
-    kv_cache_memory_bytes: int
-    max_model_len: int
-    designs: list[capacity.FitFigures]
-
-
 class _Report(TypedDict):
     spec_version: str
     tp: int
     replay: rings.ReplayFigures
     snapshot: SnapshotFigures
-    fit: _FitReport | None
+    fit: capacity.VllmFitReport | capacity.SglangFitReport | None
     snapshot_to_replay: float | None
     preflight_covers_pool: bool
     shortfall_bytes: int
@@ -179,6 +174,17 @@ def _bytes(text: str, /) -> int:
         if text.endswith(unit):
             return _positive(text.removesuffix(unit)) * scale
     return _positive(text)
+
+
+def _fraction(text: str, /) -> float:
+    """An argparse type: a fraction above 0 and at most 1."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"a fraction above 0 and at most 1, got {text!r}")
+    return value
 
 
 def add_size_command(commands: argparse._SubParsersAction[argparse.ArgumentParser], /) -> None:
@@ -263,19 +269,9 @@ def add_size_command(commands: argparse._SubParsersAction[argparse.ArgumentParse
         help="the vllm view's drafter: mtp (default, as the Qwen model cards serve) adds the"
         " MTP layer's attention to the KV-cache grouping; ngram adds none",
     )
-    size.add_argument(
-        "--kv-cache-memory-bytes",
-        type=_bytes,
-        metavar="BYTES",
-        help="KV-cache memory per GPU (vLLM's flag; 40GiB or bytes): print what vLLM logs at"
-        " startup, and what each replay ring makes of the same memory (needs --max-model-len)",
-    )
-    size.add_argument(
-        "--max-model-len",
-        type=_positive,
-        metavar="TOKENS",
-        help="tokens per request for --kv-cache-memory-bytes (vLLM's flag)",
-    )
+    for dest, (metavar, help_text) in FLAGS.items():
+        kind = {"FRACTION": _fraction, "BYTES": _bytes}.get(metavar, _positive)
+        size.add_argument(f"--{dest.replace('_', '-')}", type=kind, metavar=metavar, help=help_text)
     size.add_argument(
         "--disable-radix-cache",
         action="store_true",
@@ -414,8 +410,7 @@ def _requests(arguments: argparse.Namespace, /) -> int:
 
 def _size(arguments: argparse.Namespace, /) -> int:
     _check_plot_path(arguments)
-    if len(arguments.num_drafts) > 1 and _check_fit_flags(arguments):
-        raise CliError("--kv-cache-memory-bytes sizes one review; leave it out of a sweep")
+    kind = _fit_kind(arguments)
     config = _config(arguments)
     model = _model(arguments, config)
     setup = _setup(arguments)
@@ -457,7 +452,7 @@ def _size(arguments: argparse.Namespace, /) -> int:
     # one slot's ring.
     ring = replay.pool_ring_bytes // replay.pool_slots
     ratio = snapshot.speculative_bytes_per_request / ring if ring else None
-    fits = _fits(arguments, model, setup)
+    fits = _fits(arguments, model, setup, kind)
     # Drawn first, so that a plot that cannot be written leaves no report behind.
     if arguments.plot is not None:
         _plot(arguments, model, setup, counts)
@@ -470,12 +465,9 @@ def _size(arguments: argparse.Namespace, /) -> int:
             snapshot=snapshot.as_dict(),
             fit=None
             if fits is None
-            else _FitReport(
-                engine=vllm.ENGINE,
-                kv_cache_memory_bytes=arguments.kv_cache_memory_bytes,
-                max_model_len=arguments.max_model_len,
-                designs=[fit.as_dict() for fit in fits],
-            ),
+            else capacity.sglang_fit_report(fits[1], fits[0])
+            if isinstance(fits, tuple)
+            else capacity.vllm_fit_report(fits, _utilization(arguments)),
             snapshot_to_replay=ratio,
             preflight_covers_pool=replay.preflight_covers_pool,
             shortfall_bytes=replay.shortfall_bytes,
@@ -483,8 +475,10 @@ def _size(arguments: argparse.Namespace, /) -> int:
         write_json(arguments.json or "-", report)
     else:
         sections = _sections(model.dimensions, replay, snapshot, ratio, arguments)
-        if fits is not None:
-            sections.append(fit_section(fits))
+        if isinstance(fits, tuple):
+            sections.append(sglang_fit_section(fits[1], fits[0]))
+        elif fits is not None:
+            sections.append(fit_section(fits, _utilization(arguments)))
         print(
             markdown_sections(sections)
             if output is OutputFormat.MARKDOWN
@@ -493,23 +487,44 @@ def _size(arguments: argparse.Namespace, /) -> int:
     return ExitStatus.OK
 
 
-def _check_fit_flags(arguments: argparse.Namespace, /) -> bool:
-    memory, length = arguments.kv_cache_memory_bytes, arguments.max_model_len
-    if memory is None and length is None:
-        return False
-    if memory is None or length is None:
-        given = "--kv-cache-memory-bytes" if length is None else "--max-model-len"
-        other = "--max-model-len" if length is None else "--kv-cache-memory-bytes"
-        raise CliError(f"{given} needs {other}")
-    return True
+def _fit_kind(arguments: argparse.Namespace, /) -> FitKind:
+    given = [dest for dest in FLAGS if getattr(arguments, dest) is not None]
+    if len(arguments.num_drafts) > 1 and given:
+        raise CliError(f"--{given[0].replace('_', '-')} sizes one review; leave it out of a sweep")
+    try:
+        return fit_kind({d: getattr(arguments, d) for d in FLAGS}, view=_view(arguments).value)
+    except FitFlagsError as error:
+        raise CliError(str(error)) from None
+
+
+def _utilization(arguments: argparse.Namespace, /) -> capacity.VllmUtilization | None:
+    if arguments.gpu_memory_utilization is None:
+        return None
+    flags = ("gpu_memory_utilization", "gpu_memory_bytes", "weights_bytes", "activation_bytes")
+    return capacity.VllmUtilization(*(getattr(arguments, flag) for flag in flags))
 
 
 def _fits(
-    arguments: argparse.Namespace, model: Model, setup: Setup, /
-) -> list[capacity.Fit] | None:
-    if not _check_fit_flags(arguments):
-        return None
+    arguments: argparse.Namespace, model: Model, setup: Setup, kind: FitKind, /
+) -> list[capacity.Fit] | tuple[sglang.SglangMemory, list[capacity.SglangFit]] | None:
+    memory = {d: getattr(arguments, d) for d in ("gpu_memory_bytes", "weights_bytes")}
+    used = _utilization(arguments)
+    if used is not None:
+        if used.kv_cache_bytes <= 0:
+            utilization = used.gpu_memory_utilization
+            raise CliError(f"--gpu-memory-utilization {utilization} leaves no KV-cache memory")
+        arguments.kv_cache_memory_bytes = used.kv_cache_bytes
     try:
+        if kind is FitKind.SGLANG:
+            given = sglang.SglangMemory(
+                **memory,
+                mem_fraction_static=arguments.mem_fraction_static,
+                context_length=arguments.context_length,
+                max_running_requests=arguments.max_running_requests,
+            )
+            return given, capacity.sglang_fit(model, setup, given, num_drafts=arguments.num_drafts)
+        if kind is FitKind.NONE:
+            return None
         return capacity.vllm_fit(
             model,
             setup,
