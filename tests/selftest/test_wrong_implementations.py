@@ -63,5 +63,7 @@ def test_every_wrong_implementation_is_rejected_through_the_protocol(name: str) 
     command = (
         f"{sys.executable} -m ssm_rollback_spec.harness.adapter --impl-module {import_path(name)}"
     )
-    finished = _run_family(WRONG[name].family, "--impl-cmd", command)
+    expected = WRONG[name]
+    alone = ("-k", expected.caught_by) if expected.caught_by else ()
+    finished = _run_family(expected.family, "--impl-cmd", command, *alone)
     _require_rejection(finished, name)
