@@ -8,14 +8,19 @@ request when OP is left out), where it does HOW.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from ssm_rollback_spec import rollback
 from ssm_rollback_spec.harness import protocol
 from ssm_rollback_spec.harness.adapter import respond
+
+#: A file the holders' PIDs are added to, one a line, when this names one.
+HOLDERS_ENV = "BROKEN_ADAPTER_HOLDERS"
 
 _HOW = (
     "crash",
@@ -76,6 +81,12 @@ def _leave_a_holder(*, own_session: bool) -> None:
     child = subprocess.Popen(_SLEEPER, start_new_session=own_session)
     sys.stderr.write(f"holder {child.pid}\n")
     sys.stderr.flush()
+    # A run may start the adapter more than once and show only some of its
+    # stderr: the test that must end the holders reads them all from here.
+    record = os.environ.get(HOLDERS_ENV)
+    if record:
+        with Path(record).open("a", encoding="ascii") as holders:
+            holders.write(f"{child.pid}\n")
 
 
 def main() -> int:

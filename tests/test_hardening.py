@@ -37,6 +37,7 @@ from ssm_rollback_spec.harness.files import (
 )
 from ssm_rollback_spec.harness.subprocess_driver import SubprocessDriver
 from ssm_rollback_spec.tools.cli import main
+from tests.broken_adapter import HOLDERS_ENV
 from tests.child import ROOT
 
 if TYPE_CHECKING:
@@ -288,31 +289,34 @@ def test_an_adapter_that_ignores_sigterm_is_killed_all_the_same() -> None:
     assert raised.value.breakage is Breakage.HANG
 
 
+def _reap_recorded(holders: Path, /) -> None:
+    # Each start of the adapter left a holder, and the output shows only some.
+    if holders.exists():
+        with _reaped([int(pid) for pid in holders.read_text(encoding="ascii").split()]):
+            pass
+
+
 def test_vectors_run_against_a_detached_holder_ends_with_a_clear_report(tmp_path: Path) -> None:
     report = tmp_path / "report.json"
+    holders = tmp_path / "holders"
     argv = ["vectors", "run", "--impl-cmd", f"{sys.executable} {BROKEN} detached-holder"]
-    finished = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "ssm_rollback_spec.tools.cli",
-            *argv,
-            "--impl-timeout",
-            "2",
-            "--json",
-            str(report),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
+    command = [sys.executable, "-m", "ssm_rollback_spec.tools.cli", *argv]
+    try:
+        finished = subprocess.run(
+            [*command, "--impl-timeout", "2", "--json", str(report)],
+            cwd=ROOT,
+            env={**os.environ, HOLDERS_ENV: str(holders)},
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+    finally:
+        _reap_recorded(holders)
     output = finished.stdout + finished.stderr
-    with _reaped([int(pid) for pid in re.findall(r"holder (\d+)", output)]):
-        assert finished.returncode == 1, output[-3000:]
-        assert Breakage.OUTPUT_HELD.value in output
-        assert "Traceback" not in output
+    assert finished.returncode == 1, output[-3000:]
+    assert Breakage.OUTPUT_HELD.value in output
+    assert "Traceback" not in output
 
 
 def test_a_corpus_request_that_cannot_be_sent_is_a_bad_corpus(tmp_path: Path) -> None:
