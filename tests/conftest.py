@@ -3,16 +3,25 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 
 import pytest
 
-from tests.child import RACY_TARGET, RUST_CRATE, run_cargo, wrong_target
+from tests.child import RACY_TARGET, ROOT, RUST_CRATE, run_cargo, wrong_target
 from tests.installed import Installed, install_wheel
 
 # The plugin the installed suite runs under: profiles, the implementation
 # under test, clause markers and selection.
 pytest_plugins = ("ssm_rollback_spec.harness.pytest_plugin",)
+
+# The suite starts hundreds of Python children (pytest runs, adapters, the
+# command), and each would compile the clone's modules and pytest's rewritten
+# tests anew where PYTHONDONTWRITEBYTECODE is set, as on some CI hosts: about
+# half of a child pytest's start. They cache their bytecode instead, outside
+# the source tree, where no build or copy of the tree can pick it up.
+if os.environ.pop("PYTHONDONTWRITEBYTECODE", None) is not None:
+    os.environ["PYTHONPYCACHEPREFIX"] = str(ROOT / ".pytest_cache" / "pycache")
 
 
 @pytest.fixture(scope="session")
