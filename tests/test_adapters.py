@@ -1,11 +1,16 @@
 # SPDX-License-Identifier: MIT OR Apache-2.0
-"""The whole property suite passes through each shipped adapter."""
+"""The shipped adapters: the Python one passes the whole suite, the Rust one its own tests.
+
+The Rust adapter's whole-suite run is ``check``'s, in ``tests/test_strength.py``.
+"""
 
 from __future__ import annotations
 
 import os
 import sys
 from typing import TYPE_CHECKING
+
+import pytest
 
 from tests.child import run_cargo, run_module
 
@@ -27,12 +32,12 @@ def _require_pass(finished: subprocess.CompletedProcess[str]) -> None:
     assert " failed" not in summary
 
 
+# A slow tier of its own: an interpreter started afresh for every example of
+# the published-mode properties. The compiled adapter's whole run is
+# tests/test_strength.py's agreement of check with the vectors.
+@pytest.mark.slow
 def test_the_python_adapter_passes_the_whole_suite() -> None:
     _require_pass(_suite_through(f"{sys.executable} -m ssm_rollback_spec.harness.adapter"))
-
-
-def test_the_rust_adapter_passes_the_whole_suite(rust_adapter: str) -> None:
-    _require_pass(_suite_through(rust_adapter))
 
 
 def test_the_rust_crate_passes_its_own_unit_tests(cargo: str) -> None:

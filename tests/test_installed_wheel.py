@@ -94,19 +94,6 @@ def test_check_passes_installed_with_the_same_results_as_from_the_clone(
     assert set(_outcomes(installed_report)) == cloned
 
 
-def test_check_over_the_protocol_passes_installed(
-    installed: Installed, tmp_path: Path, rust_adapter: str
-) -> None:
-    # A compiled adapter: the installed command's protocol path, at a compiled
-    # adapter's speed (tests/test_adapters.py runs the Python adapter's).
-    report = tmp_path / "report.json"
-    finished = installed.run("check", "--impl-cmd", rust_adapter, "--json", str(report))
-    assert finished.returncode == 0, finished.stdout[-3000:] + finished.stderr
-    outcomes = set(_outcomes(_json(report)).values())
-    # The Python-API properties skip over the protocol; the rest pass.
-    assert outcomes == {"passed", "skipped"}
-
-
 def test_vectors_run_passes_installed(installed: Installed, tmp_path: Path) -> None:
     report = tmp_path / "report.json"
     finished = installed.run(
