@@ -10,6 +10,8 @@ if [ ! -x "$venv/bin/python" ]; then
     python -m venv "$venv"
 fi
 "$venv/bin/python" -m pip install -q --upgrade pip
-"$venv/bin/python" -m pip install -q --no-deps -r tests/planners/requirements.txt
+# --no-compile: the planners import a small part of torch, vLLM and SGLang,
+# so the install does not compile every module of them to bytecode.
+"$venv/bin/python" -m pip install -q --no-deps --no-compile -r tests/planners/requirements.txt
 "$venv/bin/python" -c "import torch, vllm; print('planners venv:', torch.__version__, vllm.__version__)"
 "$venv/bin/python" -m pip show sglang | grep '^Version: 0.5.23$'
