@@ -425,15 +425,26 @@ def test_the_plot_is_a_real_image(tmp_path: Path, suffix: str, magic: bytes) -> 
         assert b"bytes per GPU (log scale)" in data
 
 
-def test_a_plot_that_cannot_be_written_gets_one_line_and_no_report(tmp_path: Path) -> None:
+@pytest.mark.parametrize("flag", ["--plot", "--json"])
+def test_an_output_that_cannot_be_written_gets_one_line_and_no_report(
+    tmp_path: Path, flag: str
+) -> None:
     pytest.importorskip("matplotlib")
-    target = tmp_path / "missing" / "sweep.png"
-    finished = _size(*REVIEW, "--plot", str(target))
+    (tmp_path / "a-file").write_text("", encoding="utf-8")
+    target = tmp_path / "a-file" / "sweep.svg"
+    finished = _size(*REVIEW, flag, str(target))
     assert finished.returncode == 2
     assert finished.stdout == ""
-    assert finished.stderr == (
-        f"ssm-rollback-spec: error: --plot {target}: No such file or directory\n"
-    )
+    assert finished.stderr == f"ssm-rollback-spec: error: {flag} {target}: Not a directory\n"
+
+
+def test_the_plot_and_the_report_make_their_missing_folders(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    plot, report = tmp_path / "a" / "b" / "sweep.svg", tmp_path / "c" / "d" / "sizes.json"
+    finished = _size(*REVIEW, "--plot", str(plot), "--json", str(report))
+    assert finished.returncode == 0, finished.stderr
+    assert plot.read_bytes().startswith(b"<?xml")
+    assert json.loads(report.read_text(encoding="utf-8"))
 
 
 def test_nothing_but_plot_loads_matplotlib() -> None:

@@ -12,6 +12,7 @@ request: a usage error, said once, naming the command and what went wrong.
 
 from __future__ import annotations
 
+import errno
 import os
 import shlex
 from pathlib import Path
@@ -36,6 +37,10 @@ class PreflightError(ValueError):
 
 
 def _os_error(error: OSError, /) -> str:
+    # Making folders over a file says "File exists"; what the user typed
+    # names a folder that is a file.
+    if isinstance(error, FileExistsError):
+        return os.strerror(errno.ENOTDIR)
     return error.strerror or str(error)
 
 

@@ -18,6 +18,7 @@ __all__ = [
     "adapter_argv",
     "add_impl_arguments",
     "before_the_run",
+    "prepare_outputs",
     "race_budget",
     "whole_number",
 ]
@@ -117,6 +118,21 @@ def adapter_argv(command: str, /) -> list[str]:
         raise CliError(f"--impl-cmd: {error}") from None
 
 
+def prepare_outputs(*outputs: tuple[str, str | None]) -> None:
+    """Make each output file's missing folders and check it can be written, before any work.
+
+    Each output is its flag and the path given (None when the flag is not).
+
+    Raises:
+        CliError: an output cannot be written.
+    """
+    try:
+        for flag, target in outputs:
+            prepare_file(flag, target)
+    except PreflightError as error:
+        raise CliError(str(error)) from None
+
+
 def before_the_run(arguments: argparse.Namespace, /, *, export: str | None = None) -> None:
     """Check every output path (``--json``, ``--junit-xml``, ``export``) and the adapter's start.
 
@@ -124,9 +140,8 @@ def before_the_run(arguments: argparse.Namespace, /, *, export: str | None = Non
         CliError: an output cannot be written, or the adapter cannot be started
             or does not answer its first request.
     """
+    prepare_outputs(("--json", arguments.json), ("--junit-xml", arguments.junit_xml))
     try:
-        prepare_file("--json", arguments.json)
-        prepare_file("--junit-xml", arguments.junit_xml)
         prepare_directory("--export-failures", export)
         if arguments.impl_cmd is not None:
             argv = adapter_argv(arguments.impl_cmd)

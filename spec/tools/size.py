@@ -43,7 +43,7 @@ from ..sizing.views import (
     sweep,
     view_dtypes,
 )
-from .arguments import whole_number
+from .arguments import prepare_outputs, whole_number
 from .errors import CliError, ExitStatus
 from .report import write_json
 from .shipped import EXAMPLE_SUFFIX, example_config, examples_directory
@@ -293,8 +293,16 @@ def add_size_command(commands: argparse._SubParsersAction[argparse.ArgumentParse
         default="text",
         help="text (default), json (exact integers) or markdown tables",
     )
-    output.add_argument("--json", metavar="PATH", help="write the figures as JSON (- for stdout)")
-    size.add_argument("--plot", metavar="PATH", help="draw bytes against num_drafts (.png, .svg)")
+    output.add_argument(
+        "--json",
+        metavar="PATH",
+        help="write the figures as JSON (- for stdout; missing folders are made)",
+    )
+    size.add_argument(
+        "--plot",
+        metavar="PATH",
+        help="draw bytes against num_drafts (.png, .svg; missing folders are made)",
+    )
     size.set_defaults(run=_size)
 
 
@@ -410,6 +418,7 @@ def _requests(arguments: argparse.Namespace, /) -> int:
 
 def _size(arguments: argparse.Namespace, /) -> int:
     _check_plot_path(arguments)
+    prepare_outputs(("--plot", arguments.plot), ("--json", arguments.json))
     kind = _fit_kind(arguments)
     config = _config(arguments)
     model = _model(arguments, config)
