@@ -16,9 +16,8 @@ from typing import Any, Final
 
 import pytest
 
-from ssm_rollback_spec.sizing import dimensions as dims
-from ssm_rollback_spec.sizing.dtypes import dtypes_from_config
-from ssm_rollback_spec.sizing.views import Model, View, size_view, sweep
+from ssm_rollback_spec.sizing.views import View, size_view, sweep
+from tests.sizing_model import model_from_config
 
 EXAMPLES: Final = sorted((Path(__file__).resolve().parents[1] / "examples").glob("*.json"))
 BYTES: Final = {"float32": 4, "bfloat16": 2, "float16": 2}
@@ -102,24 +101,11 @@ def _sglang(config: dict[str, Any], tp: int, s: int, *, replay: bool) -> tuple[i
     return layers * base, layers * ((d + kernel - 2) * c + 16 * record)
 
 
-def _model(config: dict[str, Any], tp: int) -> Model:
-    attention = dims.attention_from_config(config)
-    assert attention is not None
-    return Model(
-        dimensions=dims.dimensions_from_config(config).per_gpu(tp),
-        attention=attention.per_gpu(tp),
-        dtypes=dtypes_from_config(config),
-        architecture=dims.architecture_from_config(config),
-        attention_layers=dims.attention_layers_from_config(config),
-        drafter_layers=dims.drafter_layers_from_config(config),
-    )
-
-
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
 @pytest.mark.parametrize("tp", [1, 2])
 def test_every_view_equals_the_engines_formulas(path: Path, tp: int) -> None:
     config = json.loads(path.read_text(encoding="utf-8"))
-    model = _model(config, tp)
+    model = model_from_config(config, tp)
     t = _text(config)
     layers = t["num_hidden_layers"] - t["num_hidden_layers"] // t["full_attention_interval"]
     nk, nv = t["linear_num_key_heads"] // tp, t["linear_num_value_heads"] // tp
@@ -155,6 +141,6 @@ def test_every_view_equals_the_engines_formulas(path: Path, tp: int) -> None:
 
 def test_the_replayssm_record_is_24704_bytes_for_qwen3_next_at_tp_1() -> None:
     path = next(p for p in EXAMPLES if p.name.startswith("qwen3-next"))
-    model = _model(json.loads(path.read_text(encoding="utf-8")), 1)
+    model = model_from_config(json.loads(path.read_text(encoding="utf-8")), 1)
     sized = size_view(View.SGLANG_REPLAYSSM, model, num_drafts=3, requests=1)
     assert sized.replayssm_record_bytes == 24_704

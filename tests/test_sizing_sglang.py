@@ -15,11 +15,10 @@ from typing import Final
 import pytest
 
 from ssm_rollback_spec.sizing import capacity, sglang
-from ssm_rollback_spec.sizing import dimensions as dims
-from ssm_rollback_spec.sizing.dtypes import dtypes_from_config
 from ssm_rollback_spec.sizing.memory import FitFlagsError, FitKind, fit_kind
 from ssm_rollback_spec.sizing.views import Model, Setup
 from tests.child import run_module
+from tests.sizing_model import model_from_config
 
 EXAMPLES: Final = Path(__file__).resolve().parents[1] / "examples"
 QWEN3_NEXT: Final = "qwen3-next-80b-a3b-instruct"
@@ -28,17 +27,7 @@ GPU: Final = 150_000_000_000
 
 def _model(name: str, tp: int) -> Model:
     config = json.loads((EXAMPLES / f"{name}.config.json").read_text(encoding="utf-8"))
-    attention = dims.attention_from_config(config)
-    assert attention is not None
-    return Model(
-        dimensions=dims.dimensions_from_config(config).per_gpu(tp),
-        attention=attention.per_gpu(tp),
-        dtypes=dtypes_from_config(config),
-        architecture=dims.architecture_from_config(config),
-        attention_layers=dims.attention_layers_from_config(config),
-        drafter_layers=dims.drafter_layers_from_config(config),
-        sglang_gdn_layers=dims.interval_gdn_layers_from_config(config),
-    )
+    return model_from_config(config, tp, sglang_layers=True)
 
 
 # (config, tp, drafts, weights, mem_fraction_static, radix cache, design):

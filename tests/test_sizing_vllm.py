@@ -17,10 +17,10 @@ import pytest
 
 from ssm_rollback_spec.sizing import capacity, vllm
 from ssm_rollback_spec.sizing import dimensions as dims
-from ssm_rollback_spec.sizing.dtypes import dtypes_from_config
 from ssm_rollback_spec.sizing.views import Model, Setup, View, size_view, vllm_plan
 from ssm_rollback_spec.tools.size import add_size_command
 from tests.child import run_module
+from tests.sizing_model import model_from_config
 
 EXAMPLES: Final = Path(__file__).resolve().parents[1] / "examples"
 QWEN3_NEXT: Final = EXAMPLES / "qwen3-next-80b-a3b-instruct.config.json"
@@ -29,17 +29,7 @@ GIB: Final = 2**30
 
 
 def _model(path: Path = QWEN3_NEXT, *, tp: int = 1) -> Model:
-    config = json.loads(path.read_text(encoding="utf-8"))
-    attention = dims.attention_from_config(config)
-    assert attention is not None
-    return Model(
-        dimensions=dims.dimensions_from_config(config).per_gpu(tp),
-        attention=attention.per_gpu(tp),
-        dtypes=dtypes_from_config(config),
-        architecture=dims.architecture_from_config(config),
-        attention_layers=dims.attention_layers_from_config(config),
-        drafter_layers=dims.drafter_layers_from_config(config),
-    )
+    return model_from_config(json.loads(path.read_text(encoding="utf-8")), tp)
 
 
 def _setup(**options: object) -> Setup:
@@ -293,15 +283,7 @@ def test_counts_within_half_of_each_other_take_the_larger_as_the_group() -> None
     # planners tier checks this Qwen3-Next of 24 layers against vLLM).
     config = json.loads(QWEN3_NEXT.read_text(encoding="utf-8"))
     config.update({"num_hidden_layers": 24, "full_attention_interval": 2})
-    model = Model(
-        dimensions=dims.dimensions_from_config(config),
-        attention=dims.attention_from_config(config),
-        dtypes=dtypes_from_config(config),
-        architecture=dims.architecture_from_config(config),
-        attention_layers=dims.attention_layers_from_config(config),
-        drafter_layers=dims.drafter_layers_from_config(config),
-    )
-    plan = vllm_plan(model, Setup(), 2)
+    plan = vllm_plan(model_from_config(config, 1), Setup(), 2)
     assert (plan.gdn_layers, plan.attention_layers, plan.group_size) == (12, 13, 13)
     assert (plan.gdn_groups, plan.attention_groups) == (1, 1)
     assert plan.block_bytes == 13 * plan.layout.allocated_page_bytes

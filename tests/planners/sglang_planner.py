@@ -28,16 +28,20 @@ pool, the token pool and the running requests); the pools are not built.
 
 from __future__ import annotations
 
-import contextlib
-import importlib.abc
-import importlib.machinery
 import json
 import os
 import sys
 import tempfile
 import types
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
+
+# The planners run as scripts, this folder first on sys.path, so the shared module is
+# the top-level ``driver`` there; mypy checks the tree as packages, where it is this.
+if TYPE_CHECKING:
+    from tests.planners.driver import install_placeholders, plan_cases
+else:
+    from driver import install_placeholders, plan_cases
 
 __all__ = ["main", "plan"]
 
@@ -46,57 +50,13 @@ _H200_BYTES: Final = 143_771_566_080
 _PLACEHOLDERS: Final = ("IPython", "gguf", "torchvision")
 
 
-class _PlaceholderMeta(type):
-    def __getattr__(cls, name: str) -> type:
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return cls
-
-
-class _Placeholder(metaclass=_PlaceholderMeta):
-    """Any attribute of a placeholder module: a class that is never called here."""
-
-
-class _PlaceholderModule(types.ModuleType):
-    def __getattr__(self, name: str) -> type:
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return _Placeholder
-
-
-class _PlaceholderFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Finds the placeholder packages and their submodules."""
-
-    def find_spec(
-        self, fullname: str, path: object = None, target: object = None
-    ) -> importlib.machinery.ModuleSpec | None:
-        del path, target
-        if fullname.split(".", maxsplit=1)[0] in _PLACEHOLDERS:
-            return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
-        return None
-
-    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
-        module = _PlaceholderModule(spec.name)
-        module.__path__ = []
-        return module
-
-    def exec_module(self, module: types.ModuleType) -> None:
-        del module
-
-
 def _stand_ins() -> None:
     os.environ["CUDA_VISIBLE_DEVICES"] = ""
     # Every model here is a local folder, so nothing should reach the Hub; should a
     # lookup ever try, huggingface_hub 1.33.0 (constants.py line 194, read at import)
     # makes it a local cache miss rather than a network retry.
     os.environ["HF_HUB_OFFLINE"] = "1"
-    sys.meta_path.insert(0, _PlaceholderFinder())
-    metadata = Path(tempfile.mkdtemp()) / "torchvision-0.28.0.dist-info"
-    metadata.mkdir()
-    (metadata / "METADATA").write_text(
-        "Metadata-Version: 2.1\nName: torchvision\nVersion: 0.28.0\n", encoding="utf-8"
-    )
-    sys.path.append(str(metadata.parent))
+    install_placeholders(*_PLACEHOLDERS)
 
     import torch  # noqa: PLC0415
     from sglang.srt import platforms  # noqa: PLC0415
@@ -238,14 +198,7 @@ def _plan_in(model: str, case: dict[str, Any]) -> dict[str, Any]:
 
 def main(arguments: list[str]) -> int:
     """Plan every case in the JSON file ``arguments[0]``; one JSON line each on stdout."""
-    cases = json.loads(Path(arguments[0]).read_text(encoding="utf-8"))
-    _stand_ins()
-    for case in cases:
-        with contextlib.redirect_stdout(sys.stderr):
-            figures = plan(case)
-        sys.stdout.write(json.dumps(figures) + "\n")
-        sys.stdout.flush()
-    return 0
+    return plan_cases(arguments, _stand_ins, plan)
 
 
 if __name__ == "__main__":

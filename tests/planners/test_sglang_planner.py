@@ -10,15 +10,12 @@ ReplaySSM, at several memories and fractions.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-from pathlib import Path
 from typing import Any, Final
 
 import pytest
 
-from tests.child import ROOT, run_module
+from tests.child import ROOT
+from tests.planners.run import run_planner, size_report
 
 pytestmark = pytest.mark.planners
 
@@ -33,13 +30,6 @@ WEIGHTS: Final = {
     EXAMPLES / "qwen3.5-27b.config.json": 56_000_000_000,
     EXAMPLES / "qwen3.5-35b-a3b.config.json": 70_000_000_000,
 }
-
-
-def _python() -> str:
-    python = os.environ.get("PLANNERS_PYTHON", str(ROOT / ".planners" / "venv" / "bin" / "python"))
-    if not Path(python).is_file():
-        pytest.fail(f"no planners venv at {python}: run tests/planners/install.sh first")
-    return python
 
 
 def _cases() -> list[dict[str, Any]]:
@@ -67,18 +57,7 @@ def _cases() -> list[dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def planned(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
-    cases = tmp_path_factory.mktemp("planners") / "cases.json"
-    cases.write_text(json.dumps(_cases()), encoding="utf-8")
-    finished = subprocess.run(
-        [_python(), str(PLANNER), str(cases)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=1800,
-        check=False,
-    )
-    assert finished.returncode == 0, finished.stderr[-4000:]
-    return [json.loads(line) for line in finished.stdout.splitlines()]
+    return run_planner(PLANNER, _cases(), tmp_path_factory.mktemp("planners"), timeout=1800)
 
 
 def _size(case: dict[str, Any]) -> dict[str, Any]:
@@ -93,10 +72,7 @@ def _size(case: dict[str, Any]) -> dict[str, Any]:
     ]  # fmt: skip
     if not case.get("radix_cache", True):
         arguments.append("--disable-radix-cache")
-    finished = run_module("ssm_rollback_spec.tools.cli", *arguments, timeout=120)
-    assert finished.returncode == 0, finished.stderr
-    report: dict[str, Any] = json.loads(finished.stdout)
-    return report
+    return size_report(arguments)
 
 
 def test_every_case_was_planned(planned: list[dict[str, Any]]) -> None:

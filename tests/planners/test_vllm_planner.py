@@ -12,14 +12,13 @@ an n-gram drafter.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from pathlib import Path
 from typing import Any, Final
 
 import pytest
 
-from tests.child import ROOT, run_module
+from tests.child import ROOT
+from tests.planners.run import run_planner, size_report
 
 pytestmark = pytest.mark.planners
 
@@ -29,13 +28,6 @@ QWEN3_5_27B: Final = EXAMPLES / "qwen3.5-27b.config.json"
 QWEN3_5_35B_A3B: Final = EXAMPLES / "qwen3.5-35b-a3b.config.json"
 PLANNER: Final = ROOT / "tests" / "planners" / "vllm_planner.py"
 GIB: Final = 2**30
-
-
-def _python() -> str:
-    python = os.environ.get("PLANNERS_PYTHON", str(ROOT / ".planners" / "venv" / "bin" / "python"))
-    if not Path(python).is_file():
-        pytest.fail(f"no planners venv at {python}: run tests/planners/install.sh first")
-    return python
 
 
 def _defaults_config(directory: Path) -> Path:
@@ -94,18 +86,7 @@ def _cases(directory: Path) -> list[dict[str, Any]]:
 @pytest.fixture(scope="module")
 def planned(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
     directory = tmp_path_factory.mktemp("planners")
-    cases = directory / "cases.json"
-    cases.write_text(json.dumps(_cases(directory)), encoding="utf-8")
-    finished = subprocess.run(
-        [_python(), str(PLANNER), str(cases)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=3600,
-        check=False,
-    )
-    assert finished.returncode == 0, finished.stderr[-4000:]
-    return [json.loads(line) for line in finished.stdout.splitlines()]
+    return run_planner(PLANNER, _cases(directory), directory, timeout=3600)
 
 
 def _size(case: dict[str, Any]) -> dict[str, Any]:
@@ -118,10 +99,7 @@ def _size(case: dict[str, Any]) -> dict[str, Any]:
     ]  # fmt: skip
     if not case.get("prefix_caching", True):
         arguments.append("--no-enable-prefix-caching")
-    finished = run_module("ssm_rollback_spec.tools.cli", *arguments, timeout=120)
-    assert finished.returncode == 0, finished.stderr
-    report: dict[str, Any] = json.loads(finished.stdout)
-    return report
+    return size_report(arguments)
 
 
 def test_every_case_was_planned(planned: list[dict[str, Any]], tmp_path: Path) -> None:

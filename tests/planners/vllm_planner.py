@@ -27,10 +27,7 @@ built on the meta device, as the model classes build them;
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import importlib.abc
-import importlib.machinery
 import importlib.util
 import json
 import os
@@ -38,7 +35,14 @@ import sys
 import tempfile
 import types
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
+
+# The planners run as scripts, this folder first on sys.path, so the shared module is
+# the top-level ``driver`` there; mypy checks the tree as packages, where it is this.
+if TYPE_CHECKING:
+    from tests.planners.driver import install_placeholders, plan_cases
+else:
+    from driver import install_placeholders, plan_cases
 
 __all__ = ["main", "plan"]
 
@@ -65,57 +69,13 @@ _GROUPS: Final = {
 }
 
 
-class _PlaceholderMeta(type):
-    def __getattr__(cls, name: str) -> type:
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return cls
-
-
-class _Placeholder(metaclass=_PlaceholderMeta):
-    """Any attribute of a placeholder module: a class that is never called here."""
-
-
-class _PlaceholderModule(types.ModuleType):
-    def __getattr__(self, name: str) -> type:
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return _Placeholder
-
-
-class _PlaceholderFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Finds ``torchvision`` and its submodules as placeholder modules."""
-
-    def find_spec(
-        self, fullname: str, path: object = None, target: object = None
-    ) -> importlib.machinery.ModuleSpec | None:
-        del path, target
-        if fullname == "torchvision" or fullname.startswith("torchvision."):
-            return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
-        return None
-
-    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
-        module = _PlaceholderModule(spec.name)
-        module.__path__ = []
-        return module
-
-    def exec_module(self, module: types.ModuleType) -> None:
-        del module
-
-
 def _stand_ins() -> None:
     os.environ["CUDA_VISIBLE_DEVICES"] = ""  # triton's driver check then lets it import
     root = Path(str(importlib.util.find_spec("vllm").origin)).parent  # type: ignore[union-attr]
     for library in root.rglob("*.so"):
         name = library.relative_to(root.parent).as_posix().split(".")[0].replace("/", ".")
         sys.modules[name] = types.ModuleType(name)
-    sys.meta_path.insert(0, _PlaceholderFinder())
-    metadata = Path(tempfile.mkdtemp()) / "torchvision-0.28.0.dist-info"
-    metadata.mkdir()
-    (metadata / "METADATA").write_text(
-        "Metadata-Version: 2.1\nName: torchvision\nVersion: 0.28.0\n", encoding="utf-8"
-    )
-    sys.path.append(str(metadata.parent))
+    install_placeholders("torchvision")
 
     import torch  # noqa: PLC0415
 
@@ -343,15 +303,7 @@ def _figures(
 
 def main(arguments: list[str]) -> int:
     """Plan every case in the JSON file ``arguments[0]``; one JSON line each on stdout."""
-    cases = json.loads(Path(arguments[0]).read_text(encoding="utf-8"))
-    _stand_ins()
-    for case in cases:
-        # vLLM logs to stdout; only the figures go there from here.
-        with contextlib.redirect_stdout(sys.stderr):
-            figures = plan(case)
-        sys.stdout.write(json.dumps(figures) + "\n")
-        sys.stdout.flush()
-    return 0
+    return plan_cases(arguments, _stand_ins, plan)
 
 
 if __name__ == "__main__":
