@@ -8,7 +8,6 @@ it and reuse it, so the tests that use it spread over every worker.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import subprocess
 import sys
@@ -16,6 +15,7 @@ import venv
 from typing import TYPE_CHECKING, Final
 
 from tests.child import ROOT
+from tests.once import once_per_run
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -80,13 +80,6 @@ def _checked(command: list[str], /) -> str:
     return finished.stdout + finished.stderr
 
 
-def _shared_folder(tmp_path_factory: pytest.TempPathFactory, /) -> Path:
-    # xdist gives each worker a folder of its own inside the run's; the run's
-    # is the one every worker sees, and no other run does.
-    base = tmp_path_factory.getbasetemp()
-    return base.parent if "PYTEST_XDIST_WORKER" in os.environ else base
-
-
 def _build_and_install(folder: Path, /) -> None:
     dist = folder / "dist"
     build = [sys.executable, "-m", "build", "--wheel", "--outdir", str(dist), str(ROOT)]
@@ -106,13 +99,6 @@ def install_wheel(tmp_path_factory: pytest.TempPathFactory) -> Installed:
     Once per run: the first caller builds it under a lock; later callers, in
     any worker, wait for the lock and reuse what it made.
     """
-    folder = _shared_folder(tmp_path_factory) / _SHARED
-    folder.mkdir(exist_ok=True)
-    done = folder / "installed"
-    with (folder / "lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not done.exists():
-            _build_and_install(folder)
-            done.touch()
+    folder = once_per_run(tmp_path_factory, _SHARED, _build_and_install)
     [wheel] = (folder / "dist").glob("ssm_rollback_spec-*.whl")
     return Installed(folder / "venv", wheel, tmp_path_factory.mktemp("elsewhere"))

@@ -25,6 +25,7 @@ from ssm_rollback_spec.harness.oracle import allowed_replies
 from ssm_rollback_spec.tools.report import CONFORMS
 from ssm_rollback_spec.tools.shipped import corpus_directory
 from tests.child import ROOT, run_module
+from tests.once import once_per_run
 from tests.properties.strategies import as_calls
 from tests.selftest.wrong import import_path
 from tests.test_strength import python_text_in
@@ -94,23 +95,32 @@ def test_vectors_run_runs_only_the_chosen_family(tmp_path: Path) -> None:
 # --- reading a failure, exporting it, pinning it -----------------------------
 
 
-@pytest.fixture(scope="module")
-def failed_check(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path, Path]:
-    where = tmp_path_factory.mktemp("failed-check")
-    exported = where / "exported"
+def _fail_a_check(where: Path, /) -> None:
     finished = _cli(
         "check",
         "--impl-cmd",
         _adapter("LastWriteWins"),
         "--clause",
         "RB-PUB",
+        # The failures to read and export are the traces'; the races in fresh
+        # processes would only spend their budget.
+        "--race-budget",
+        "0",
         "--export-failures",
-        str(exported),
+        str(where / "exported"),
         "--json",
         str(where / "report.json"),
     )
     assert finished.returncode == 1, finished.stdout[-3000:] + finished.stderr
-    return finished.stdout, where / "report.json", exported
+    (where / "stdout.txt").write_text(finished.stdout, encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def failed_check(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path, Path]:
+    # Run once, whichever worker asks first: the tests only read it.
+    where = once_per_run(tmp_path_factory, "failed-check", _fail_a_check)
+    output = (where / "stdout.txt").read_text(encoding="utf-8")
+    return output, where / "report.json", where / "exported"
 
 
 def test_failures_come_first_and_are_listed_at_the_end(
