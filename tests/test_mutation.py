@@ -7,7 +7,7 @@ on any survivor that is not listed below with the reason no test can tell it
 apart, and on any listed equivalent that mutmut no longer makes, so the list
 stays true. docs/mutation.md explains the run and repeats this list.
 
-It is the slow gate (about four minutes on two cores), so the everyday
+It is the slow gate (four to eight minutes on two cores), so the everyday
 ``python -m pytest`` leaves it out (``-m "not mutation"`` in pyproject.toml);
 ``.ci/run`` runs it as a step of its own, ``python -m pytest -m mutation``.
 """
