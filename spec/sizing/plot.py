@@ -46,6 +46,12 @@ _STYLES: Final = (
 _HOLLOW_ABOVE: Final = 6
 
 
+def _positive(drafts: Sequence[int], values: Sequence[int], /) -> tuple[list[int], list[int]]:
+    # A log axis cannot show zero (no drafts, no ring): those points are left out.
+    kept = [(x, y) for x, y in zip(drafts, values, strict=True) if y > 0]
+    return [x for x, _ in kept], [y for _, y in kept]
+
+
 def plot_sweep(rows: Sequence[SweepRow], target: str, /, *, title: str) -> None:
     """Draw the three rings and each view's speculative state against num_drafts, per GPU.
 
@@ -68,45 +74,42 @@ def plot_sweep(rows: Sequence[SweepRow], target: str, /, *, title: str) -> None:
     figure = Figure(figsize=(9, 6.5), layout="constrained")
     FigureCanvasAgg(figure)
     axes = figure.add_subplot()
-    # A log axis cannot show zero: no drafts means no ring, so that point is left out.
-    kept = [row for row in rows if row.seed_ring[1] > 0]
-    drafts = [row.num_drafts for row in kept]
-    axes.plot(
-        drafts,
-        [row.seed_ring[1] for row in kept],
-        marker="o",
-        markersize=7,
-        linewidth=2.5,
-        color="black",
-        label="seed's replay ring (the contract)",
+    drafts = [row.num_drafts for row in rows]
+    # The rings: label, bytes, then marker, marker size, line width, colour.
+    rings = (
+        ("seed's replay ring (the contract)", [r.seed_ring[1] for r in rows], "o", 7, 2.5, "black"),
+        (
+            "minimal ring (replay from a checkpoint)",
+            [r.minimal_ring[1] for r in rows],
+            "o",
+            4,
+            1.5,
+            "dimgray",
+        ),
+        (
+            "SGLang 0.5.23 ReplaySSM ring alone",
+            [r.replayssm_ring[1] for r in rows],
+            "*",
+            9,
+            1.5,
+            "tab:green",
+        ),
     )
-    axes.plot(
-        drafts,
-        [row.minimal_ring[1] for row in kept],
-        marker="o",
-        markersize=4,
-        linewidth=1.5,
-        color="dimgray",
-        label="minimal ring (replay from a checkpoint)",
-    )
-    axes.plot(
-        [row.num_drafts for row in rows],
-        [row.replayssm_ring[1] for row in rows],
-        marker="*",
-        markersize=9,
-        linewidth=1.5,
-        color="tab:green",
-        label="SGLang 0.5.23 ReplaySSM ring alone",
-    )
+    for label, values, marker, size, width, color in rings:
+        axes.plot(
+            *_positive(drafts, values),
+            marker=marker,
+            markersize=size,
+            linewidth=width,
+            color=color,
+            label=label,
+        )
     colors = ("tab:blue", "tab:orange", "tab:red", "tab:purple", "tab:brown", "tab:pink")
     for view, (marker, size, dashes), color in zip(
         rows[0].speculative, _STYLES, colors, strict=False
     ):
-        shown = [(row.num_drafts, row.speculative[view][1]) for row in rows]
-        shown = [(x, y) for x, y in shown if y > 0]
         axes.plot(
-            [x for x, _ in shown],
-            [y for _, y in shown],
+            *_positive(drafts, [row.speculative[view][1] for row in rows]),
             marker=marker,
             markersize=size,
             markerfacecolor="none" if size > _HOLLOW_ABOVE else color,
