@@ -238,41 +238,47 @@ def _holder_pid(message: str) -> int:
     return int(re.search(r"holder (\d+)", message).group(1))  # type: ignore[union-attr]
 
 
-@contextlib.contextmanager
-def _reaped(pids: list[int]) -> Iterator[None]:
+def _recorded(holders: Path, /) -> list[int]:
+    return [int(pid) for pid in holders.read_text(encoding="ascii").split()]
+
+
+@pytest.fixture
+def holders(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """Where the broken adapter records each detached holder it leaves; all ended after the test."""
+    record = tmp_path / "holders"
+    monkeypatch.setenv(HOLDERS_ENV, str(record))
+    yield record
     # A child that left the adapter's group is the adapter's, not the
-    # harness's: the test ends it itself.
-    try:
-        yield
-    finally:
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+    # harness's: the test ends every one, whether its output names it or not.
+    for pid in _recorded(record) if record.exists() else []:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
 
 
-def test_an_adapter_whose_detached_child_holds_its_output_is_reported_in_time() -> None:
-    pids: list[int] = []
-    with _reaped(pids):
-        started = time.monotonic()
-        driver = SubprocessDriver([sys.executable, BROKEN, "detached-holder"], timeout=2.0)
-        assert driver.request({"op": "describe"})["ok"]
-        with pytest.raises(AdapterFailure) as raised:
-            driver.close()
-        pids.append(_holder_pid(str(raised.value)))
-        assert raised.value.breakage is Breakage.OUTPUT_HELD
-        assert Breakage.OUTPUT_HELD.value in str(raised.value)
-        # Bounded by the timeouts, with room to spare on a loaded machine.
-        assert time.monotonic() - started < 30
+def test_an_adapter_whose_detached_child_holds_its_output_is_reported_in_time(
+    holders: Path,
+) -> None:
+    started = time.monotonic()
+    driver = SubprocessDriver([sys.executable, BROKEN, "detached-holder"], timeout=2.0)
+    assert driver.request({"op": "describe"})["ok"]
+    with pytest.raises(AdapterFailure) as raised:
+        driver.close()
+    assert raised.value.breakage is Breakage.OUTPUT_HELD
+    assert Breakage.OUTPUT_HELD.value in str(raised.value)
+    # The adapter's stderr is in the report, naming the holder it left.
+    assert _holder_pid(str(raised.value)) in _recorded(holders)
+    # Bounded by the timeouts, with room to spare on a loaded machine.
+    assert time.monotonic() - started < 30
 
 
-def test_a_fresh_adapter_whose_detached_child_holds_its_output_fails_its_request() -> None:
-    pids: list[int] = []
-    with _reaped(pids):
-        driver = SubprocessDriver([sys.executable, BROKEN, "detached-holder"], timeout=2.0)
-        with pytest.raises(AdapterFailure) as raised:
-            driver.request({"op": "trace", "events": [{"op": "get"}]})
-        pids.append(_holder_pid(str(raised.value)))
-        assert raised.value.breakage is Breakage.OUTPUT_HELD
+def test_a_fresh_adapter_whose_detached_child_holds_its_output_fails_its_request(
+    holders: Path,
+) -> None:
+    driver = SubprocessDriver([sys.executable, BROKEN, "detached-holder"], timeout=2.0)
+    with pytest.raises(AdapterFailure) as raised:
+        driver.request({"op": "trace", "events": [{"op": "get"}]})
+    assert _holder_pid(str(raised.value)) in _recorded(holders)
+    assert raised.value.breakage is Breakage.OUTPUT_HELD
 
 
 def test_a_child_left_in_the_adapters_group_is_killed_and_the_run_goes_on() -> None:
@@ -289,34 +295,33 @@ def test_an_adapter_that_ignores_sigterm_is_killed_all_the_same() -> None:
     assert raised.value.breakage is Breakage.HANG
 
 
-def _reap_recorded(holders: Path, /) -> None:
-    # Each start of the adapter left a holder, and the output shows only some.
-    if holders.exists():
-        with _reaped([int(pid) for pid in holders.read_text(encoding="ascii").split()]):
-            pass
-
-
-def test_vectors_run_against_a_detached_holder_ends_with_a_clear_report(tmp_path: Path) -> None:
+def test_vectors_run_against_a_detached_holder_ends_with_a_clear_report(
+    tmp_path: Path, holders: Path
+) -> None:
     report = tmp_path / "report.json"
-    holders = tmp_path / "holders"
     argv = ["vectors", "run", "--impl-cmd", f"{sys.executable} {BROKEN} detached-holder"]
-    command = [sys.executable, "-m", "ssm_rollback_spec.tools.cli", *argv]
-    try:
-        finished = subprocess.run(
-            [*command, "--impl-timeout", "2", "--json", str(report)],
-            cwd=ROOT,
-            env={**os.environ, HOLDERS_ENV: str(holders)},
-            capture_output=True,
-            text=True,
-            timeout=600,
-            check=False,
-        )
-    finally:
-        _reap_recorded(holders)
+    finished = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ssm_rollback_spec.tools.cli",
+            *argv,
+            "--impl-timeout",
+            "2",
+            "--json",
+            str(report),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     output = finished.stdout + finished.stderr
     assert finished.returncode == 1, output[-3000:]
     assert Breakage.OUTPUT_HELD.value in output
     assert "Traceback" not in output
+    assert _recorded(holders)
 
 
 def test_a_corpus_request_that_cannot_be_sent_is_a_bad_corpus(tmp_path: Path) -> None:
