@@ -132,6 +132,17 @@ def test_the_version_names_the_spec_version() -> None:
             ),
         ),
         (
+            ["check", "-k", "fresh_cells and"],
+            (
+                "-k: cannot read 'fresh_cells and': at column 16: expected not OR left "
+                "parenthesis OR identifier; got end of input"
+            ),
+        ),
+        (
+            ["check", "-k", "fresh_cells", "--clause", "RB-SIZE"],
+            "-k: 'fresh_cells' matches no property among those citing RB-SIZE",
+        ),
+        (
             ["vectors", "run", "--deviations", "/nonexistent.json"],
             "--deviations /nonexistent.json: No such file or directory",
         ),

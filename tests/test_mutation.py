@@ -9,7 +9,8 @@ stays true. docs/mutation.md explains the run and repeats this list.
 
 It is the slow gate (four to eight minutes on two cores), so the everyday
 ``python -m pytest`` leaves it out (``-m "not mutation"`` in pyproject.toml);
-``.ci/run`` runs it as a step of its own, ``python -m pytest -m mutation``.
+``.ci/run`` installs the ``mutation`` extra (mutmut) and runs it as a step of
+its own, ``python -m pytest -m mutation``.
 """
 
 from __future__ import annotations

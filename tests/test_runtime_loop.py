@@ -84,6 +84,19 @@ def test_check_runs_only_the_chosen_clause(tmp_path: Path) -> None:
     assert all("RB-SIZE-3" in p["clauses"] for p in report["properties"])
 
 
+def test_check_k_runs_only_the_properties_whose_names_match(tmp_path: Path) -> None:
+    finished = _cli(
+        "check", "-k", "ring_bytes and not usize_max", "--clause", "RB-SIZE",
+        "--json", str(tmp_path / "r.json"),
+    )  # fmt: skip
+    assert finished.returncode == 0, finished.stdout[-3000:]
+    assert {row["property"] for row in _json(tmp_path / "r.json")["properties"]} == {
+        "test_sizes.py::test_ring_bytes_is_the_exact_value_or_overflow",
+        "test_sizes.py::test_ring_bytes_of_real_dimensions",
+        "test_sizes.py::test_ring_bytes_never_shrinks_as_an_argument_grows",
+    }
+
+
 def test_vectors_run_runs_only_the_chosen_family(tmp_path: Path) -> None:
     finished = _cli("vectors", "run", "--clause", "RB-SIZE", "--json", str(tmp_path / "r.json"))
     assert finished.returncode == 0, finished.stdout[-3000:]
@@ -102,8 +115,11 @@ def _fail_a_check(where: Path, /) -> None:
         _adapter("LastWriteWins"),
         "--clause",
         "RB-PUB",
-        # The failures to read and export are the traces'; the races in fresh
-        # processes would only spend their budget.
+        # The failures to read and export are the published mode's; the races
+        # in fresh processes would only spend their budget, and the protocol's
+        # property of the family passes, a fresh adapter for each example.
+        "-k",
+        "published_mode",
         "--race-budget",
         "0",
         "--export-failures",

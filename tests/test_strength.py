@@ -138,7 +138,7 @@ def test_a_wire_mistake_is_rejected_by_the_vectors(mistake: str) -> None:
 def test_a_failed_race_over_cells_shows_the_reply_the_adapter_sent() -> None:
     finished = _cli(
         "check", "--impl-cmd", _wrong("mixed-round"), "--clause", "RB-PUB-4",
-        "--race-budget", "0",
+        "-k", "fresh_cells", "--race-budget", "0",
     )  # fmt: skip
     assert finished.returncode == 1, finished.stdout[-3000:]
     _require_actionable(finished.stdout)

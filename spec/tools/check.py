@@ -91,6 +91,9 @@ def add_check_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
     add_selection_arguments(
         check, item="property", items="properties", entries="clauses or properties"
     )
+    check.add_argument("-k", dest="keyword", metavar="EXPRESSION", help="run only the properties "
+                       "whose names match EXPRESSION, read as pytest's -k reads it (words "
+                       "joined by and, or, not); with --clause, both select")  # fmt: skip
     check.add_argument(
         "--export-failures",
         metavar="DIR",
@@ -166,6 +169,8 @@ def _pytest_command(arguments: argparse.Namespace, scratch: Path, /) -> list[str
         "-q",
     ]
     command += [f"--clause={clause}" for clause in arguments.clause]
+    if arguments.keyword is not None:
+        command += ["-k", arguments.keyword]
     if arguments.impl_cmd is not None:
         command.append(f"--impl-cmd={arguments.impl_cmd}")
     if arguments.impl_module is not None:
@@ -211,6 +216,7 @@ def _run_suite(arguments: argparse.Namespace, /) -> SuiteReport:
             check=False,
         )
         report_path = Path(scratch) / "report.json"
+        _require_a_selection(arguments, finished.returncode, finished.stdout or "")
         if not report_path.exists():
             tail = (finished.stdout or "")[-3000:]
             raise CliError(
@@ -223,6 +229,22 @@ def _run_suite(arguments: argparse.Namespace, /) -> SuiteReport:
             f"the property suite did not run (pytest exit {report['exit_status']})\n{tail}"
         )
     return report
+
+
+def _require_a_selection(arguments: argparse.Namespace, status: int, output: str, /) -> None:
+    """Refuse a ``-k`` that pytest could not read, or after which no property was left (exit 5).
+
+    Raises:
+        CliError: the expression is malformed, or it selects no property.
+    """
+    said = "ERROR: Wrong expression passed to '-k': "
+    for line in output.splitlines() if arguments.keyword is not None else ():
+        if line.startswith(said):
+            detail = line.removeprefix(said).removeprefix(f"{arguments.keyword}: ")
+            raise CliError(f"-k: cannot read {arguments.keyword!r}: {detail}")
+    if arguments.keyword is not None and status == 5:  # pytest's "no tests collected"
+        among = f" among those citing {', '.join(arguments.clause)}" if arguments.clause else ""
+        raise CliError(f"-k: {arguments.keyword!r} matches no property{among}")
 
 
 def _reproduction(arguments: argparse.Namespace, line: str, /) -> str:
@@ -302,7 +324,7 @@ def _check(arguments: argparse.Namespace, /) -> int:
     rows, conforming = deviations.mark(
         _rows(arguments, results),
         reads={Target.CLAUSE, Target.PROPERTY},
-        selected=arguments.clause,
+        selected=[*arguments.clause, *([arguments.keyword] if arguments.keyword else [])],
     )
     print_report(rows, show_passes=True, conforming=conforming)
     exported = _export(arguments, results) if arguments.export_failures else []

@@ -139,7 +139,8 @@ def apply_deviations(
 
     Returns the failed items an entry covers (by name), and the entries whose
     items all conform. Only entries of the targets in ``reads`` apply; with a
-    clause selection, entries outside it are set aside.
+    selection (``--clause``, or ``check``'s ``-k``), entries outside it are set
+    aside.
 
     Raises:
         DeviationsError: an entry that applies matches no item of the run.
