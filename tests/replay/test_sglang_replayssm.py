@@ -37,9 +37,10 @@ if TYPE_CHECKING:
     from ssm_rollback_spec.replay.layer import GdnLayer
 
 #: h's largest relative distance from plain decoding the property allows:
-#: about four times the largest of 200 decodes drawn as the property draws
-#: them, 1.3e-2 (benchmarks/replay_engine_drift.py, BENCHMARKS.md).
-BOUND: Final = 0.05
+#: about four times the largest this property's own search has found, 5.6e-2
+#: (small heads, values at BF16's edge), where 200 decodes drawn at random
+#: reach 1.3e-2 (benchmarks/replay_engine_drift.py, BENCHMARKS.md).
+BOUND: Final = 0.25
 _PIPELINE: Final = (Pipeline.SGLANG_BF16,)
 
 
