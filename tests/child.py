@@ -22,12 +22,13 @@ def run_module(
     timeout: float = 1800,
     profile: str = "ci",
     env: Mapping[str, str] | None = None,
+    stdin: str | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """``python -m module arguments...`` from the repository root, output captured.
 
     The child runs the reproducible Hypothesis profile by default and never
     inherits an implementation chosen for the parent's own run; ``env`` adds
-    to its environment.
+    to its environment, and ``stdin`` is its input (none by default).
     """
     env = {**os.environ, "HYPOTHESIS_PROFILE": profile, **(env or {})}
     for name in ("SSM_ROLLBACK_IMPL_CMD", "SSM_ROLLBACK_IMPL_MODULE"):
@@ -36,6 +37,7 @@ def run_module(
         [sys.executable, "-m", module, *arguments],
         cwd=ROOT,
         env=env,
+        input=stdin,
         capture_output=True,
         text=True,
         timeout=timeout,
