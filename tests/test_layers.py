@@ -278,6 +278,9 @@ def test_the_whole_property_suite_passes_against_a_vendored_copy(tmp_path: Path)
         copy,
         "-rs",
         env={"PYTHONPATH": str(tmp_path)},
+        # Few examples: what is judged is that every property runs against
+        # the copy under its new name, not the contract's arithmetic again.
+        profile="interpreter",
     )
     summary = finished.stdout.strip().splitlines()[-1]
     assert finished.returncode == 0, finished.stdout[-3000:] + finished.stderr[-2000:]

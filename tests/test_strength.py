@@ -99,6 +99,7 @@ def test_the_pattern_finds_python_text() -> None:
     assert len(found) == 4
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mistake", sorted(MISTAKES))
 def test_a_wire_mistake_is_rejected_by_check_with_actionable_output(
     mistake: str, tmp_path: Path
@@ -127,6 +128,7 @@ def test_a_wire_mistake_is_rejected_by_check_with_actionable_output(
     assert failed_by_check <= {c for c, outcome in by_vectors.items() if outcome == "failed"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mistake", sorted(MISTAKES))
 def test_a_wire_mistake_is_rejected_by_the_vectors(mistake: str) -> None:
     finished = _cli("vectors", "run", "--impl-cmd", _wrong(mistake))
@@ -150,6 +152,7 @@ def test_a_failed_race_over_cells_shows_the_reply_the_adapter_sent() -> None:
     assert re.search(r"wrong:   round \d+ \(counting from 0\) returned \[", block), block
 
 
+@pytest.mark.slow
 def test_check_and_the_vectors_agree_on_every_clause_and_write_junit(
     rust_adapter: str, tmp_path: Path
 ) -> None:
@@ -277,6 +280,7 @@ def c_racy_adapter(tmp_path_factory: pytest.TempPathFactory) -> str:
     return str(built)
 
 
+@pytest.mark.slow
 def test_the_racy_c_adapter_is_right_but_for_its_races(c_racy_adapter: str) -> None:
     # Everything but the races passes, so the race-power benchmark measures
     # the race alone; its races are the only thing left to catch it.
@@ -305,6 +309,7 @@ def test_every_option_docs_ci_uses_is_one_the_commands_take() -> None:
         assert any(option in text for text in helps), option
 
 
+@pytest.mark.slow
 def test_a_race_on_a_pool_of_16_threads_is_allowed() -> None:
     # 256 events on 16 threads: the protocol allows a pool (docs/protocol.md).
     finished = _cli("vectors", "run", "--impl-cmd", _wrong("pool-of-16"), "--clause", "RB-PUB-4")

@@ -214,6 +214,7 @@ def test_a_failing_case_names_only_the_clause_it_tells_apart(tmp_path: Path) -> 
     assert failed == {"RB-PUB-1", "RB-PUB-2", "RB-PUB-4"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "name",
     sorted(

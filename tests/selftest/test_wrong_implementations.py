@@ -81,6 +81,7 @@ def _through_the_protocol(name: str, /) -> list[str]:
     return ["--impl-cmd", command, *(("-k", caught_by) if caught_by else ())]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "family",
     [family for family in Family if any(

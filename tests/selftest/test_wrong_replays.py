@@ -27,6 +27,9 @@ from tests.selftest.wrong_replay import (
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+# The slow tier: the replay model's self-test, beside the everyday run.
+pytestmark = pytest.mark.slow
+
 # Finding a failure is the point; shrinking it would only cost time, and one
 # failure is enough (no grouping of several into an ExceptionGroup).
 _FIND_ONLY = settings(
