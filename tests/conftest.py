@@ -5,11 +5,16 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
+from typing import TYPE_CHECKING
 
 import pytest
 
 from tests.child import RACY_TARGET, ROOT, RUST_CRATE, run_cargo, wrong_target
 from tests.installed import Installed, install_wheel
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 # The plugin the installed suite runs under: profiles, the implementation
 # under test, clause markers and selection.
@@ -59,3 +64,32 @@ def wrong_replay_rust_adapter(request: pytest.FixtureRequest, cargo: str) -> tup
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
     """The built wheel in a fresh venv, made once per run and shared by every worker."""
     return install_wheel(tmp_path_factory)
+
+
+def _build_quietly(tmp_path_factory: pytest.TempPathFactory, /) -> None:
+    try:
+        install_wheel(tmp_path_factory)
+    except Exception:  # noqa: BLE001 - the fixture that needs it builds again and says why
+        return
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _wheel_built_early(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[None]:
+    """Start the wheel's build beside the first tests, when any test of the run installs it.
+
+    Under ``-n``, a worker that reaches such a test while another builds
+    waits for it; begun early, the build overlaps the other tests instead.
+    """
+    needed = (
+        isinstance(item, pytest.Function) and "installed" in item.fixturenames
+        for item in request.session.items
+    )
+    if not any(needed):
+        yield
+        return
+    early = threading.Thread(target=_build_quietly, args=(tmp_path_factory,), daemon=True)
+    early.start()
+    yield
+    early.join()

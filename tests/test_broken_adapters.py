@@ -162,6 +162,7 @@ def _check(*arguments: str) -> subprocess.CompletedProcess[str]:
     return run_module("ssm_rollback_spec.tools.cli", "check", *arguments, timeout=600)
 
 
+@pytest.mark.slow
 def test_check_against_an_adapter_that_hangs_on_one_op_finishes_and_fails() -> None:
     # Two families: one with the hanging op (RB-SIZE's ring_bytes), one without.
     finished = _check(

@@ -79,6 +79,7 @@ def test_a_vendored_copy_is_checked_from_the_folder_that_holds_it(
     assert OPTION in passed
 
 
+@pytest.mark.slow
 def test_a_wrong_error_text_in_a_vendored_rollback_fails_exactly_rb_parse_2(
     installed: Installed, tmp_path: Path
 ) -> None:
@@ -117,6 +118,7 @@ def test_a_wrong_error_text_in_a_vendored_rollback_fails_exactly_rb_parse_2(
     assert "UnknownSsmRollbackModeError: unknown mode '" in reproduced.stderr
 
 
+@pytest.mark.slow
 def test_a_changed_error_text_in_a_vendored_argparse_mode_fails_check(
     installed: Installed, tmp_path: Path
 ) -> None:
@@ -154,6 +156,7 @@ def test_an_adapter_that_cannot_start_is_one_line_and_exit_2_installed(
     )
 
 
+@pytest.mark.slow
 def test_one_row_short_in_replay_shows_the_exchange_and_blames_only_what_it_breaks(
     installed: Installed, tmp_path: Path, cargo: str
 ) -> None:

@@ -219,7 +219,7 @@ def test_exported_failures_are_a_schema_valid_corpus_that_pins_the_bug(
 def test_a_listed_deviation_that_fails_is_reported_not_failed(tmp_path: Path) -> None:
     deviations = _deviations(tmp_path, {"clause": "RB-SIZE-2", "reason": "k, not k - 1, in 1.4"})
     finished = _cli(
-        "vectors", "run", "--impl-cmd", _adapter("KInsteadOfKMinusOne"),
+        "vectors", "run", "--impl-cmd", _adapter("KInsteadOfKMinusOne"), "--clause", "RB-SIZE",
         "--deviations", deviations, "--json", str(tmp_path / "r.json"),
     )  # fmt: skip
     assert finished.returncode == 0, finished.stdout[-3000:] + finished.stderr
@@ -238,8 +238,9 @@ def test_a_listed_deviation_that_conforms_fails_the_run(tmp_path: Path) -> None:
         {"case": "parse-upper", "reason": "we fold case"},
     )
     finished = _cli(
-        "vectors", "run", "--impl-cmd", _adapter("KInsteadOfKMinusOne"), "--deviations", deviations
-    )
+        "vectors", "run", "--impl-cmd", _adapter("KInsteadOfKMinusOne"),
+        "--clause", "RB-SIZE", "--clause", "RB-PARSE", "--deviations", deviations,
+    )  # fmt: skip
     assert finished.returncode == 1
     assert f"{CONFORMS}: case parse-upper" in finished.stdout.splitlines()
 
@@ -248,6 +249,8 @@ def test_a_deviation_entry_that_matches_nothing_is_a_usage_error(tmp_path: Path)
     deviations = _deviations(tmp_path, {"case": "no-such-case", "reason": "?"})
     finished = _cli("vectors", "run", "--deviations", deviations)
     assert finished.returncode == 2
+    # Refused before the run: no case was sent, nothing was reported.
+    assert finished.stdout == ""
     assert finished.stderr == (
         f"ssm-rollback-spec: error: --deviations {deviations}: "
         "case no-such-case matches nothing this run checks\n"

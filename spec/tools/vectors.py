@@ -144,6 +144,9 @@ def _run(arguments: argparse.Namespace, /) -> int:
     except (corpus.VectorError, UnencodableMessageError) as error:
         raise CliError(f"--vectors {arguments.vectors}: {error}") from None
     before_the_run(arguments)
+    # An entry that matches no chosen case is refused now, not after the run.
+    listed = [Row(case["id"], case["clauses"], "not-run") for case in cases]
+    deviations.mark(listed, reads={Target.CLAUSE, Target.CASE}, selected=arguments.clause)
     started = time.monotonic()
     try:
         with SubprocessDriver(argv, timeout=arguments.impl_timeout) as driver:
