@@ -89,6 +89,9 @@ def _wheel_built_early(
     if not any(needed):
         yield
         return
+    # The run's temporary folder is made here, once, before the thread and the
+    # first test could both make it at the same moment.
+    tmp_path_factory.getbasetemp()
     early = threading.Thread(target=_build_quietly, args=(tmp_path_factory,), daemon=True)
     early.start()
     yield

@@ -138,6 +138,7 @@ def test_the_version_names_the_spec_version() -> None:
                 "parenthesis OR identifier; got end of input"
             ),
         ),
+        (["check", "-k", " "], "-k: the expression is empty"),
         (
             ["check", "-k", "fresh_cells", "--clause", "RB-SIZE"],
             "-k: 'fresh_cells' matches no property among those citing RB-SIZE",

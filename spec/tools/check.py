@@ -91,9 +91,8 @@ def add_check_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
     add_selection_arguments(
         check, item="property", items="properties", entries="clauses or properties"
     )
-    check.add_argument("-k", dest="keyword", metavar="EXPRESSION", help="run only the properties "
-                       "whose names match EXPRESSION, read as pytest's -k reads it (words "
-                       "joined by and, or, not); with --clause, both select")  # fmt: skip
+    check.add_argument("-k", dest="keyword", metavar="EXPRESSION", help="run only the "
+                       "properties EXPRESSION matches, as pytest's -k reads it")  # fmt: skip
     check.add_argument(
         "--export-failures",
         metavar="DIR",
@@ -169,8 +168,7 @@ def _pytest_command(arguments: argparse.Namespace, scratch: Path, /) -> list[str
         "-q",
     ]
     command += [f"--clause={clause}" for clause in arguments.clause]
-    if arguments.keyword is not None:
-        command += ["-k", arguments.keyword]
+    command += ["-k", arguments.keyword] if arguments.keyword is not None else []
     if arguments.impl_cmd is not None:
         command.append(f"--impl-cmd={arguments.impl_cmd}")
     if arguments.impl_module is not None:
@@ -180,6 +178,8 @@ def _pytest_command(arguments: argparse.Namespace, scratch: Path, /) -> list[str
 
 def _before_the_run(arguments: argparse.Namespace, /) -> None:
     _require_test_stack(arguments.profile)
+    if arguments.keyword is not None and not arguments.keyword.strip():
+        raise CliError("-k: the expression is empty")
     try:
         selected = select_clauses(arguments.clause)
     except UnknownClauseError as error:
@@ -232,19 +232,20 @@ def _run_suite(arguments: argparse.Namespace, /) -> SuiteReport:
 
 
 def _require_a_selection(arguments: argparse.Namespace, status: int, output: str, /) -> None:
-    """Refuse a ``-k`` that pytest could not read, or after which no property was left (exit 5).
+    """Refuse a ``-k`` that pytest could not read (exit 4) or that left no property (exit 5).
 
     Raises:
         CliError: the expression is malformed, or it selects no property.
     """
-    said = "ERROR: Wrong expression passed to '-k': "
-    for line in output.splitlines() if arguments.keyword is not None else ():
-        if line.startswith(said):
-            detail = line.removeprefix(said).removeprefix(f"{arguments.keyword}: ")
-            raise CliError(f"-k: cannot read {arguments.keyword!r}: {detail}")
-    if arguments.keyword is not None and status == 5:  # pytest's "no tests collected"
-        among = f" among those citing {', '.join(arguments.clause)}" if arguments.clause else ""
-        raise CliError(f"-k: {arguments.keyword!r} matches no property{among}")
+    keyword, said = arguments.keyword, "ERROR: Wrong expression passed to '-k': "
+    if keyword is None or status not in {4, 5}:
+        return
+    if status == 4:  # pytest's line, where --verbose did not show it to the user instead
+        found = [line.removeprefix(said) for line in output.splitlines() if line.startswith(said)]
+        detail = "".join(f": {line.removeprefix(f'{keyword.lstrip()}: ')}" for line in found[:1])
+        raise CliError(f"-k: cannot read {keyword!r}{detail}")
+    among = f" among those citing {', '.join(arguments.clause)}" if arguments.clause else ""
+    raise CliError(f"-k: {keyword!r} matches no property{among}")
 
 
 def _reproduction(arguments: argparse.Namespace, line: str, /) -> str:

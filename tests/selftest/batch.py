@@ -12,7 +12,7 @@ its module), so one session cannot decide another's outcome.
 The request comes on stdin, the outcomes go to stdout, both JSON::
 
     {"module": "tests/properties/test_parse.py", "runs": {"NAME": [OPTION, ...]}}
-    {"NAME": {"status": EXIT, "failed": COUNT, "output": TAIL}}
+    {"NAME": {"status": EXIT, "failed": COUNT, "errors": COUNT, "output": TAIL}}
 
     python -m tests.selftest.batch < request.json
 """
@@ -44,22 +44,28 @@ class Request(TypedDict):
 
 
 class Outcome(TypedDict):
-    """How one session ended: pytest's exit status, its failed tests, its output's tail."""
+    """How one session ended: pytest's exit status, its failed tests and errors, its output."""
 
     status: int
+    #: Tests whose call failed: a property that rejected the implementation.
     failed: int
+    #: Tests that broke in their setup or teardown: the suite, not the implementation.
+    errors: int
     output: str
 
 
 class _Failures:
-    """Counts the tests that failed in one session."""
+    """Counts one session's failed calls apart from its errors (setup or teardown)."""
 
     def __init__(self) -> None:
-        self.count = 0
+        self.failed = 0
+        self.errors = 0
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if report.failed:
-            self.count += 1
+        if report.failed and report.when == "call":
+            self.failed += 1
+        elif report.failed:
+            self.errors += 1
 
 
 def _session(module: str, options: Sequence[str], /) -> Outcome:
@@ -67,7 +73,12 @@ def _session(module: str, options: Sequence[str], /) -> Outcome:
     shown = io.StringIO()
     with contextlib.redirect_stdout(shown):
         status = pytest.main([module, *options], plugins=[failures])
-    return {"status": int(status), "failed": failures.count, "output": shown.getvalue()[-_TAIL:]}
+    return {
+        "status": int(status),
+        "failed": failures.failed,
+        "errors": failures.errors,
+        "output": shown.getvalue()[-_TAIL:],
+    }
 
 
 def main() -> int:

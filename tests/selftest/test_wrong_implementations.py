@@ -2,8 +2,9 @@
 """The suite's self-test: every deliberately wrong implementation is rejected.
 
 Each wrong implementation runs its family's property module in a pytest
-session of its own, with ``-x``, and must end it with a failed test (exit 1;
-anything else is the suite breaking, not the implementation losing). The
+session of its own, with ``-x``, and must end it with a failed test and no
+error (exit 1; an error in a fixture, or any other exit, is the suite
+breaking, not the implementation losing). The
 sessions of one family share one child process (``tests/selftest/batch.py``).
 
 Its control, that the reference passes every property these families hold, is
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -26,22 +28,25 @@ if TYPE_CHECKING:
     from tests.selftest.batch import Outcome, Request
 
 
-def _run_family(family: Family, runs: dict[str, list[str]], /) -> dict[str, Outcome]:
-    request: Request = {"module": f"tests/properties/{family.value}", "runs": runs}
+def _run_family(family: Family | Path, runs: dict[str, list[str]], /) -> dict[str, Outcome]:
+    module = str(family) if isinstance(family, Path) else f"tests/properties/{family.value}"
+    request: Request = {"module": module, "runs": runs}
     common = ["-x", "-q", "-p", "no:cacheprovider"]
     request["runs"] = {name: [*common, *options] for name, options in runs.items()}
     finished = run_module("tests.selftest.batch", stdin=json.dumps(request))
     assert finished.returncode == 0, finished.stdout[-3000:] + finished.stderr[-3000:]
     outcomes: dict[str, Outcome] = json.loads(finished.stdout.splitlines()[-1])
+    assert outcomes.keys() == runs.keys()
     return outcomes
 
 
-def assert_every_one_rejected(outcomes: dict[str, Outcome], /) -> None:
-    """Each session ended with a failed test: exit 1, and at least one failure counted."""
+def _assert_every_one_rejected(outcomes: dict[str, Outcome], /) -> None:
+    """Each session ended with a failed test and no error: exit 1, a failure counted."""
     kept = {
-        name: f"exit {outcome['status']}, {outcome['failed']} failed:\n{outcome['output']}"
+        name: f"exit {outcome['status']}, {outcome['failed']} failed, {outcome['errors']} "
+        f"errors:\n{outcome['output']}"
         for name, outcome in outcomes.items()
-        if outcome["status"] != 1 or outcome["failed"] == 0
+        if outcome["status"] != 1 or outcome["failed"] == 0 or outcome["errors"]
     }
     if kept:
         shown = "\n".join(f"{name}: {why}" for name, why in kept.items())
@@ -70,7 +75,7 @@ def test_every_wrong_implementation_is_rejected_in_process(family: Family) -> No
         if expected.family is family
     }
     assert runs
-    assert_every_one_rejected(_run_family(family, runs))
+    _assert_every_one_rejected(_run_family(family, runs))
 
 
 def _through_the_protocol(name: str, /) -> list[str]:
@@ -95,7 +100,7 @@ def test_every_wrong_implementation_is_rejected_through_the_protocol(family: Fam
         for name, expected in sorted(WRONG.items())
         if expected.family is family and not expected.python_only
     }
-    assert_every_one_rejected(_run_family(family, runs))
+    _assert_every_one_rejected(_run_family(family, runs))
 
 
 def test_a_session_that_passes_is_not_counted_as_a_rejection() -> None:
@@ -112,6 +117,22 @@ def test_a_session_that_passes_is_not_counted_as_a_rejection() -> None:
         "ReplayVerifyEnters": 1,
         "reference": 0,
     }
+    shown = r"^wrong implementations not rejected:\nreference: exit 0, 0 failed, 0 errors:\n"
+    with pytest.raises(AssertionError, match=shown + r"[^\n]*\n3 passed in "):
+        _assert_every_one_rejected(outcomes)
+
+
+def test_a_session_that_errors_is_not_counted_as_a_rejection(tmp_path: Path) -> None:
+    # A fixture that breaks is the suite failing, not the implementation.
+    module = tmp_path / "test_a_broken_fixture.py"
+    module.write_text(
+        "import pytest\n\n\n@pytest.fixture\ndef broken():\n    raise RuntimeError('broken')\n"
+        "\n\ndef test_uses_it(broken):\n    assert broken\n",
+        encoding="utf-8",
+    )
+    outcomes = _run_family(module, {"broken": []})
+    assert (outcomes["broken"]["status"], outcomes["broken"]["failed"]) == (1, 0)
+    assert outcomes["broken"]["errors"] == 1
     with pytest.raises(AssertionError, match=r"^wrong implementations not rejected:\n"
-                       r"reference: exit 0, 0 failed:\n[^\n]*\n3 passed in "):  # fmt: skip
-        assert_every_one_rejected(outcomes)
+                       r"broken: exit 1, 0 failed, 1 errors:\n"):  # fmt: skip
+        _assert_every_one_rejected(outcomes)

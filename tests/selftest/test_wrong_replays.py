@@ -27,9 +27,6 @@ from tests.selftest.wrong_replay import (
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-# The slow tier: the replay model's self-test, beside the everyday run.
-pytestmark = pytest.mark.slow
-
 # Finding a failure is the point; shrinking it would only cost time, and one
 # failure is enough (no grouping of several into an ExceptionGroup).
 _FIND_ONLY = settings(
@@ -50,6 +47,7 @@ _PAIRS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("name", "judged_by"), _PAIRS, ids=[f"{n}-{p.value}" for n, p in _PAIRS])
 def test_every_wrong_replay_is_rejected_by_its_properties(name: str, judged_by: Property) -> None:
     with pytest.raises(AssertionError):
@@ -66,12 +64,14 @@ def test_every_field_the_state_reads_has_its_wrong_replay() -> None:
     assert "dropping_z" not in WRONG_REPLAYS
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(WRONG_ROW_BYTES))
 def test_every_wrong_row_size_is_rejected(name: str) -> None:
     with pytest.raises(AssertionError):
         _run(checks.minimal_row_bytes_match_the_ring(WRONG_ROW_BYTES[name]))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("judged_by", list(Property), ids=lambda p: p.value)
 def test_a_ring_that_also_keeps_z_passes_every_property(judged_by: Property) -> None:
     # Dropping z is not a mistake: a replay of the seed's rows, z included,
@@ -89,6 +89,7 @@ _SHIPPED_LIFECYCLE_BUGS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(WRONG_LIFECYCLES))
 def test_every_wrong_lifecycle_is_rejected_by_the_decode_machine(name: str) -> None:
     with pytest.raises(AssertionError, match=r"after .*\nplain "):
@@ -99,6 +100,7 @@ def test_every_wrong_lifecycle_the_issue_names_is_in_the_self_test() -> None:
     assert set(WRONG_LIFECYCLES) >= _SHIPPED_LIFECYCLE_BUGS
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(LIFECYCLE_CONTROLS))
 def test_a_right_lifecycle_that_differs_from_the_reference_passes_the_decode_machine(
     name: str,
@@ -106,6 +108,7 @@ def test_a_right_lifecycle_that_differs_from_the_reference_passes_the_decode_mac
     run_decode_machine(LIFECYCLE_CONTROLS[name], find_only=True)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(WRONG_LIFECYCLES))
 def test_every_wrong_lifecycle_misses_a_round_of_the_rounds_vectors(name: str) -> None:
     # The committed decodes are regression cases a port can run without Hypothesis.
