@@ -242,7 +242,7 @@ def _require_a_selection(arguments: argparse.Namespace, status: int, output: str
         return
     if status == 4:  # pytest's line, where --verbose did not show it to the user instead
         found = [line.removeprefix(said) for line in output.splitlines() if line.startswith(said)]
-        detail = "".join(f": {line.removeprefix(f'{keyword.lstrip()}: ')}" for line in found[:1])
+        detail = f": {found[0].removeprefix(f'{keyword.lstrip()}: ')}" if found else ""
         raise CliError(f"-k: cannot read {keyword!r}{detail}")
     among = f" among those citing {', '.join(arguments.clause)}" if arguments.clause else ""
     raise CliError(f"-k: {keyword!r} matches no property{among}")

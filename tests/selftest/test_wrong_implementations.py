@@ -28,11 +28,13 @@ if TYPE_CHECKING:
     from tests.selftest.batch import Outcome, Request
 
 
-def _run_family(family: Family | Path, runs: dict[str, list[str]], /) -> dict[str, Outcome]:
-    module = str(family) if isinstance(family, Path) else f"tests/properties/{family.value}"
-    request: Request = {"module": module, "runs": runs}
+def _run_family(module: Family | Path, runs: dict[str, list[str]], /) -> dict[str, Outcome]:
+    """Each run's session of a family's property module (or of any module), in one child."""
     common = ["-x", "-q", "-p", "no:cacheprovider"]
-    request["runs"] = {name: [*common, *options] for name, options in runs.items()}
+    request: Request = {
+        "module": str(module) if isinstance(module, Path) else f"tests/properties/{module.value}",
+        "runs": {name: [*common, *options] for name, options in runs.items()},
+    }
     finished = run_module("tests.selftest.batch", stdin=json.dumps(request))
     assert finished.returncode == 0, finished.stdout[-3000:] + finished.stderr[-3000:]
     outcomes: dict[str, Outcome] = json.loads(finished.stdout.splitlines()[-1])
