@@ -25,6 +25,8 @@ _OFFERS: Final = {
     "sglang": ("sglang-bf16", "sglang-gdn-replayssm"),
     "fla": ("fla-bf16", "minimal-pre-conv"),
 }
+#: The release each adapter's describe states: its engine's pinned wheel.
+RELEASES: Final = {"vllm": "vllm==0.33.0", "sglang": "sglang==0.5.23", "fla": "fla-core==0.6.0"}
 _REQUEST: Final = {
     "op": "replay",
     "pipeline": "float64",
@@ -76,6 +78,7 @@ def test_each_engine_adapter_describes_the_one_pipeline_and_design_it_computes(
         "ok": {
             "name": f"{engine} engine kernels (adapters/engines){variant}",
             "usize_bits": 64,
+            "release": RELEASES[engine],
             "replay": {"pipelines": [pipeline], "layouts": ["pre-conv"], "designs": [design]},
         }
     }

@@ -70,6 +70,8 @@ FLOORS: Final = (
     # floor, so sizing may use them.
     ("ssm_rollback_spec.replay.rows", 1),
     ("ssm_rollback_spec.corpus", 3),
+    # The results page reads the tools' reports; it stands beside the corpus.
+    ("ssm_rollback_spec.results", 3),
     ("ssm_rollback_spec.tools", 4),
 )
 

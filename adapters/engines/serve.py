@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 import kernels
+import wheels
 
 from ssm_rollback_spec.harness import adapter, protocol
 from ssm_rollback_spec.harness.protocol import ErrorKind, Op
@@ -96,6 +97,8 @@ class EngineAdapter:
         return {
             "name": f"{self.engine} engine kernels (adapters/engines){variant}{wrong}",
             "usize_bits": 64,
+            # The engine's release whose kernels these are (the results page's column).
+            "release": wheels.ENGINES[self.engine].requirement,
             "replay": {
                 "pipelines": [self.pipeline],
                 "layouts": [ReplayLayout.PRE_CONV.value],

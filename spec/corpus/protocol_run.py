@@ -115,6 +115,9 @@ class CaseResult:
     clauses: list[str]
     outcome: str
     detail: str = ""
+    #: A replay case's relative error from the model, and its bound (RB-REPLAY-1).
+    distance: float | None = None
+    bound: float | None = None
 
 
 def _judge(case: Case, reply: dict[str, object], /) -> CaseResult:

@@ -267,9 +267,17 @@ def _number(value: object, /) -> float | None:
     return number if math.isfinite(number) else None
 
 
+@dataclass(frozen=True)
+class _TooFar:
+    """A field further from the model than the case's bound: the message, and how far."""
+
+    message: str
+    error: float
+
+
 def _field_problem(
     case: ReplayCase, number: int, field: str, actual: object, expected: object, /
-) -> str | float:
+) -> str | _TooFar | float:
     """What is wrong with one field of a replied state, or its largest relative error."""
     where = f"states[{number}].{field}"
     wanted = _flat(expected, where)
@@ -289,10 +297,11 @@ def _field_problem(
     assert worst is not None
     error, path, value, found = worst
     if error > case.tolerance:
-        return (
+        return _TooFar(
             f"{path}: expected {value}, got {found}: relative error {error:.3g} "
             f"(of max |expected| over {where}) exceeds {case.tolerance:g}, the bound for "
-            f"{case.pipeline} ({', '.join(case.clauses)})"
+            f"{case.pipeline} ({', '.join(case.clauses)})",
+            error,
         )
     return error
 
@@ -317,8 +326,9 @@ def judge_replay(case: ReplayCase, reply: dict[str, object], /) -> CaseResult:
                 break
             for field in ("conv", "h"):
                 found = _field_problem(case, number, field, state[field], expected[field])
-                if isinstance(found, str):
-                    problem = found
+                if not isinstance(found, float):
+                    problem = found if isinstance(found, str) else found.message
+                    largest = largest if isinstance(found, str) else max(largest, found.error)
                     break
                 largest = max(largest, found)
             if problem:
@@ -330,10 +340,14 @@ def judge_replay(case: ReplayCase, reply: dict[str, object], /) -> CaseResult:
             if largest == 0
             else f"within {case.tolerance:g}, not exact: largest relative error {largest:.3g}"
         )
-        return CaseResult(case.case_id, case.clauses, "passed", detail)
+        return CaseResult(case.case_id, case.clauses, "passed", detail, largest, case.tolerance)
     replied = encode(reply)
     shown = replied if len(replied) <= 300 else f"{replied[:297]}..."
-    return CaseResult(case.case_id, case.clauses, "failed", f"{problem}\nreplied {shown}")
+    detail = f"{problem}\nreplied {shown}"
+    if largest <= case.tolerance:
+        # Not a distance: the reply broke the shape, not the bound.
+        return CaseResult(case.case_id, case.clauses, "failed", detail)
+    return CaseResult(case.case_id, case.clauses, "failed", detail, largest, case.tolerance)
 
 
 def split_offered(

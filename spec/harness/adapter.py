@@ -14,6 +14,7 @@ import sys
 import threading
 from typing import TYPE_CHECKING, BinaryIO, Final
 
+from .. import __version__
 from . import protocol
 from .protocol import ErrorKind, Op
 from .python_impl import CELL_NAME, REFERENCE, ImplementationModuleError, load_python_implementation
@@ -23,10 +24,17 @@ if TYPE_CHECKING:
 
     from .python_impl import Cell, RollbackApi
 
-__all__ = ["REPLAY_NOT_OFFERED", "main", "read_lines", "respond", "serve"]
+__all__ = ["REFERENCE_DESCRIBE", "REPLAY_NOT_OFFERED", "main", "read_lines", "respond", "serve"]
 
 #: The reference adapter's answer to ``replay``: the contract has no replay
 #: kernel to serve (the replay model is numpy and draft; docs/protocol.md).
+#: The reference's ``describe``: its name, and the package's release it is.
+REFERENCE_DESCRIBE: Final = {
+    "name": "ssm_rollback_spec.rollback (Python reference)",
+    "usize_bits": 64,
+    "release": __version__,
+}
+
 REPLAY_NOT_OFFERED: Final = "replay is not offered: ssm_rollback_spec.rollback has no replay kernel"
 
 
@@ -129,7 +137,7 @@ def _race_cells(api: RollbackApi, request: dict[str, object], /) -> list[list[st
 def _answer(api: RollbackApi, request: dict[str, object], /) -> object:  # noqa: PLR0911 - one return per op
     op = protocol.op_named(str(request["op"]))
     if op is Op.DESCRIBE:
-        return {"name": "ssm_rollback_spec.rollback (Python reference)", "usize_bits": 64}
+        return dict(REFERENCE_DESCRIBE)
     if op is Op.PARSE:
         return _mode_name(api, api.parse_ssm_rollback_mode(str(request["text"])))
     if op is Op.ROW_BYTES:

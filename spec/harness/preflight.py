@@ -95,8 +95,8 @@ def _cannot_start(command: str, argv: Sequence[str], failure: AdapterFailure, /)
     return f"--impl-cmd {shlex.quote(command)}: the adapter cannot be started: {reason}{hint}"
 
 
-def first_reply(command: str, argv: Sequence[str], timeout: float, /) -> None:
-    """Send the adapter one ``describe``, alone, before the run.
+def first_reply(command: str, argv: Sequence[str], timeout: float, /) -> dict[str, object] | None:
+    """Send the adapter one ``describe``, alone, before the run; return its ``ok`` value.
 
     An adapter that cannot be started, or breaks on this very first request
     (silence, a crash, a reply that is not a protocol line), cannot be
@@ -108,7 +108,7 @@ def first_reply(command: str, argv: Sequence[str], timeout: float, /) -> None:
     """
     driver = SubprocessDriver(argv, timeout=timeout)
     try:
-        driver.request({"op": "describe"})
+        reply = driver.request({"op": "describe"})
     except AdapterFailure as failure:
         if failure.breakage is Breakage.CANNOT_START:
             raise PreflightError(_cannot_start(command, argv, failure)) from None
@@ -121,3 +121,5 @@ def first_reply(command: str, argv: Sequence[str], timeout: float, /) -> None:
         # Only the first reply is asked for here; how the adapter ends is
         # judged by the run itself.
         driver.abandon()
+    described = reply.get("ok")
+    return described if isinstance(described, dict) else None

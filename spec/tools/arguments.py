@@ -133,8 +133,13 @@ def prepare_outputs(*outputs: tuple[str, str | None]) -> None:
         raise CliError(str(error)) from None
 
 
-def before_the_run(arguments: argparse.Namespace, /, *, export: str | None = None) -> None:
+def before_the_run(
+    arguments: argparse.Namespace, /, *, export: str | None = None
+) -> dict[str, object] | None:
     """Check every output path (``--json``, ``--junit-xml``, ``export``) and the adapter's start.
+
+    Returns the adapter's ``describe`` (its name, and its release if it states
+    one) for the reports; None when no ``--impl-cmd`` is given.
 
     Raises:
         CliError: an output cannot be written, or the adapter cannot be started
@@ -145,6 +150,7 @@ def before_the_run(arguments: argparse.Namespace, /, *, export: str | None = Non
         prepare_directory("--export-failures", export)
         if arguments.impl_cmd is not None:
             argv = adapter_argv(arguments.impl_cmd)
-            first_reply(arguments.impl_cmd, argv, arguments.impl_timeout)
+            return first_reply(arguments.impl_cmd, argv, arguments.impl_timeout)
     except PreflightError as error:
         raise CliError(str(error)) from None
+    return None

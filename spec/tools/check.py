@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Final
 
 from .. import SPEC_VERSION
 from ..corpus import Case, exported_case, render_corpus, write_corpus
+from ..harness.adapter import REFERENCE_DESCRIBE
 from ..harness.clauses import CLAUSES, DRAFT_CLAUSES, UnknownClauseError, select_clauses
 from ..harness.oracle import allowed_replies
 from ..harness.preflight import FLUSH_HINT
@@ -103,7 +104,7 @@ def add_check_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
     check.set_defaults(run=_check)
 
 
-def _preflight(arguments: argparse.Namespace, /) -> None:
+def _preflight(arguments: argparse.Namespace, /) -> dict[str, object]:
     """Check the outputs and the implementation before the suite runs.
 
     Every report path can be written (its folders made), the module loads,
@@ -113,7 +114,7 @@ def _preflight(arguments: argparse.Namespace, /) -> None:
         CliError: an output cannot be written, the module cannot be loaded, or
             the adapter cannot be started or does not answer.
     """
-    before_the_run(arguments, export=arguments.export_failures)
+    described = before_the_run(arguments, export=arguments.export_failures)
     if arguments.impl_module is not None:
         # As `python -m` does: the current folder first, so a package beside
         # the user's shell is found without installing it.
@@ -124,6 +125,10 @@ def _preflight(arguments: argparse.Namespace, /) -> None:
             load_python_implementation(arguments.impl_module)
         except ImplementationModuleError as error:
             raise CliError(f"--impl-module: {error}") from None
+        return {"name": f"{arguments.impl_module} (in-process)"}
+    if arguments.impl_cmd is None:
+        return dict(REFERENCE_DESCRIBE)
+    return described or {}
 
 
 def _require_test_stack(profile: str, /) -> None:
@@ -176,7 +181,7 @@ def _pytest_command(arguments: argparse.Namespace, scratch: Path, /) -> list[str
     return command
 
 
-def _before_the_run(arguments: argparse.Namespace, /) -> None:
+def _before_the_run(arguments: argparse.Namespace, /) -> dict[str, object]:
     _require_test_stack(arguments.profile)
     if arguments.keyword is not None and not arguments.keyword.strip():
         raise CliError("-k: the expression is empty")
@@ -189,7 +194,7 @@ def _before_the_run(arguments: argparse.Namespace, /) -> None:
             f"--clause: {', '.join(sorted(selected, key=CLAUSES.index))} is draft, checked by"
             " the replay model in the repository (tests/replay), not by check"
         )
-    _preflight(arguments)
+    return _preflight(arguments)
 
 
 def _run_suite(arguments: argparse.Namespace, /) -> SuiteReport:
@@ -313,12 +318,13 @@ def _check(arguments: argparse.Namespace, /) -> int:
     else:
         target = f"{arguments.impl_module or REFERENCE} (in-process)"
     deviations = DeviationList.from_option(arguments.deviations)
-    _before_the_run(arguments)
+    described = _before_the_run(arguments)
     print(f"ssm-rollback-spec check: {target}, profile {arguments.profile}, spec {SPEC_VERSION}")
     document: dict[str, object] = {
         "implementation": target,
         "profile": arguments.profile,
         "spec_version": SPEC_VERSION,
+        "describe": described,
     }
     report = _run_suite(arguments)
     results = report["results"]
@@ -351,10 +357,12 @@ def _summary(rows: list[Row], conforming: list[Deviation], /) -> dict[str, objec
                 "detail": r.detail,
                 "seconds": r.seconds,
             }
+            | ({"known": r.known.record()} if r.known else {})
             for r in rows
         ],
         "clauses": clause_summary(rows),
         "failed": [row.name for row in rows if row.outcome == "failed"],
         "conforming_deviations": [str(deviation) for deviation in conforming],
+        "conforming": [deviation.record() for deviation in conforming],
         "counts": counts(rows),
     }

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT OR Apache-2.0
-"""The ``ssm-rollback-spec`` command: ``check``, ``vectors`` and ``size``.
+"""The ``ssm-rollback-spec`` command: ``check``, ``vectors``, ``size`` and ``report``.
 
 Every failure the user can cause ends in one line on stderr and a non-zero
 exit status (:class:`~ssm_rollback_spec.tools.errors.ExitStatus`), never a traceback.
@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from .. import SPEC_VERSION, __version__
 from .check import add_check_command
 from .errors import CliError, ExitStatus
+from .results import add_report_command
 from .size import add_size_command
 from .vectors import add_vectors_command
 
@@ -35,6 +36,7 @@ def _parser() -> argparse.ArgumentParser:
     add_check_command(commands)
     add_vectors_command(commands)
     add_size_command(commands)
+    add_report_command(commands)
     return parser
 
 

@@ -7,8 +7,12 @@ One file serves ``check --deviations`` and ``vectors run --deviations``::
       {"clause": "RB-SIZE-3", "reason": "release builds wrap; fixed in 1.5"},
       {"property": "test_parse.py::test_every_near_miss_is_rejected_with_its_text_verbatim",
        "reason": "..."},
-      {"case": "ring-two-to-the-64", "reason": "..."}
+      {"case": "ring-two-to-the-64", "reason": "...",
+       "link": "https://github.com/my-org/my-runtime/issues/123"}
     ]}
+
+An entry may carry a ``link`` to the runtime's own issue; the reports keep it
+and the results page (``report``) shows it.
 
 A listed item that fails is reported as a DEVIATION, not a failure. A listed
 item that passes fails the run ("listed as deviating, but it conforms"), so
@@ -19,6 +23,7 @@ reads clause and property entries, ``vectors run`` clause and case entries.
 from __future__ import annotations
 
 import enum
+import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
@@ -62,9 +67,15 @@ class Deviation:
     target: Target
     name: str
     reason: str
+    #: The runtime's own issue for it, an http(s) URL, or empty.
+    link: str = ""
 
     def __str__(self) -> str:
         return f"{self.target.value} {self.name}"
+
+    def record(self) -> dict[str, str]:
+        """The entry as a JSON report keeps it: what it names, its reason and its link."""
+        return {"entry": str(self), "reason": self.reason, "link": self.link}
 
 
 @dataclass(frozen=True)
@@ -76,6 +87,9 @@ class Judged:
     outcome: str
 
 
+# What a page may link to: a web address, with nothing a page would have to escape.
+_LINK: Final = re.compile(r"https?://[^\s\"'<>`]+")
+
 _SHAPE: Final = 'must be {"deviations": [{"clause" | "property" | "case": NAME, "reason": TEXT}]}'
 
 
@@ -84,7 +98,7 @@ def _entry(index: int, entry: object, /) -> Deviation:
     if not isinstance(entry, dict):
         raise DeviationsError(f"{where} must be an object")
     named = [target for target in Target if target.value in entry]
-    extra = set(entry) - {target.value for target in Target} - {"reason"}
+    extra = set(entry) - {target.value for target in Target} - {"reason", "link"}
     if len(named) != 1 or extra:
         raise DeviationsError(f'{where} must name one of "clause", "property" or "case"')
     target = named[0]
@@ -95,7 +109,10 @@ def _entry(index: int, entry: object, /) -> Deviation:
         raise DeviationsError(f"{where} ({target.value} {name}) must give a reason")
     if target is Target.CLAUSE and name not in CLAUSES:
         raise DeviationsError(f"{where}: SPEC.md has no clause {name!r}")
-    return Deviation(target, name, reason)
+    link = entry.get("link", "")
+    if link != "" and not (isinstance(link, str) and _LINK.fullmatch(link)):
+        raise DeviationsError(f"{where} ({target.value} {name}): the link must be an http(s) URL")
+    return Deviation(target, name, reason, link)
 
 
 def read_deviations(path: Path, /) -> list[Deviation]:
@@ -210,6 +227,7 @@ class DeviationList:
             replace(
                 row,
                 outcome="deviation",
+                known=deviating[row.name],
                 detail=f"deviates knowingly ({deviating[row.name]}): "
                 f"{deviating[row.name].reason}\n{row.detail}",
             )

@@ -54,6 +54,8 @@ class Row:
     outcome: str
     detail: str = ""
     seconds: float | None = None
+    #: The deviation entry a failure is known by (the outcome is then ``deviation``).
+    known: Deviation | None = None
 
 
 def clause_summary(rows: Iterable[Row], /) -> dict[str, str]:

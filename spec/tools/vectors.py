@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .. import SPEC_VERSION, corpus
+from ..harness.adapter import REFERENCE_DESCRIBE
 from ..harness.clauses import UnknownClauseError, select_clauses
 from ..harness.failures import AdapterFailure
 from ..harness.protocol import UnencodableMessageError, encode
@@ -143,7 +144,9 @@ def _run(arguments: argparse.Namespace, /) -> int:
         cases = _selected(arguments, [*corpus.load_cases(directory), *as_cases])
     except (corpus.VectorError, UnencodableMessageError) as error:
         raise CliError(f"--vectors {arguments.vectors}: {error}") from None
-    before_the_run(arguments)
+    described = before_the_run(arguments)
+    if arguments.impl_cmd is None:
+        described = dict(REFERENCE_DESCRIBE)
     # An entry that matches no chosen case is refused now, not after the run.
     listed = [Row(case["id"], case["clauses"], "not-run") for case in cases]
     deviations.mark(listed, reads={Target.CLAUSE, Target.CASE}, selected=arguments.clause)
@@ -178,16 +181,26 @@ def _run(arguments: argparse.Namespace, /) -> int:
         rows, reads={Target.CLAUSE, Target.CASE}, selected=arguments.clause
     )
     print_report(rows, show_passes=False, conforming=conforming)
+    # A replay case's distance from the model, against its bound (RB-REPLAY-1).
+    distances = {
+        r.case_id: {"distance": r.distance, "bound": r.bound}
+        for r in results
+        if r.distance is not None and r.bound is not None
+    }
     if arguments.json:
         document = {
             "implementation": command,
             "spec_version": SPEC_VERSION,
+            "describe": described or {},
             "cases": [
                 {"id": r.name, "clauses": list(r.clauses), "outcome": r.outcome, "detail": r.detail}
+                | distances.get(r.name, {})
+                | ({"known": r.known.record()} if r.known else {})
                 for r in rows
             ],
             "clauses": clause_summary(rows),
             "conforming_deviations": [str(deviation) for deviation in conforming],
+            "conforming": [deviation.record() for deviation in conforming],
             "counts": counts(rows),
         }
         write_json(arguments.json, document)

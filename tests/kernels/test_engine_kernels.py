@@ -19,6 +19,8 @@ import pytest
 
 from ssm_rollback_spec import corpus
 from tests.child import ROOT, run_module
+from tests.kernels import results
+from tests.once import once_per_run
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -52,6 +54,25 @@ def _cli(tmp_path: Path, /, *arguments: str) -> tuple[int, dict[str, Any]]:
     return finished.returncode, json.loads(report.read_text(encoding="utf-8"))
 
 
+def _report(
+    tmp_path_factory: pytest.TempPathFactory, python: str, engine: str, kind: str, /
+) -> tuple[int, dict[str, Any]]:
+    """The page's run of ``kind`` over ``engine``: made once a run, by whichever test asks first.
+
+    Its report is in build/results/kernels/ (tests/kernels/results.py), which
+    the results page is built from.
+    """
+
+    def make(folder: Path, /) -> None:
+        status, _ = results.run_report(python, engine, kind)
+        (folder / "status").write_text(str(status), encoding="utf-8")
+
+    folder = once_per_run(tmp_path_factory, f"results-{engine}-{kind}", make)
+    report = results.REPORTS / f"{engine}-{kind}.json"
+    status = int((folder / "status").read_text(encoding="utf-8"))
+    return status, json.loads(report.read_text(encoding="utf-8"))
+
+
 def _cases(pipeline: str, /) -> list[corpus.ReplayCase]:
     return [case for case in corpus.load_replay_cases(REPLAY) if case.pipeline == pipeline]
 
@@ -70,12 +91,9 @@ def test_the_engine_wheels_state_the_licences_named(kernels_python: str) -> None
 
 @pytest.mark.parametrize("engine", sorted(PIPELINES))
 def test_the_engine_kernels_pass_their_pipelines_replay_cases(
-    tmp_path: Path, kernels_python: str, engine: str
+    tmp_path_factory: pytest.TempPathFactory, kernels_python: str, engine: str
 ) -> None:
-    command = _command(kernels_python, engine)
-    status, report = _cli(
-        tmp_path, "vectors", "run", "--impl-cmd", command, "--clause", "RB-REPLAY"
-    )
+    status, report = _report(tmp_path_factory, kernels_python, engine, "vectors")
     mine = {case.case_id for case in _cases(PIPELINES[engine])}
     outcomes = {case["id"]: case["outcome"] for case in report["cases"]}
     assert mine, f"the replay corpus has no case of {PIPELINES[engine]}"
@@ -86,19 +104,9 @@ def test_the_engine_kernels_pass_their_pipelines_replay_cases(
 
 @pytest.mark.parametrize("engine", sorted(PIPELINES))
 def test_check_runs_the_replay_properties_through_the_engine_kernels(
-    tmp_path: Path, kernels_python: str, engine: str
+    tmp_path_factory: pytest.TempPathFactory, kernels_python: str, engine: str
 ) -> None:
-    command = _command(kernels_python, engine)
-    status, report = _cli(
-        tmp_path,
-        "check",
-        "--impl-cmd",
-        command,
-        "--clause",
-        "RB-REPLAY",
-        "--profile",
-        "interpreter",
-    )
+    status, report = _report(tmp_path_factory, kernels_python, engine, "check")
     outcomes = {row["property"]: row["outcome"] for row in report["properties"]}
     assert status == 0, report["properties"]
     # The drawn float64 property is judged by the model's float64 step, which
@@ -184,3 +192,17 @@ def test_the_interpreter_needs_and_gets_its_bf16_change(kernels_python: str) -> 
         check=True,
     )
     assert finished.stdout.split() == ["False", "True"]
+
+
+def test_the_committed_results_page_is_what_this_runs_reports_give(
+    tmp_path_factory: pytest.TempPathFactory, kernels_python: str
+) -> None:
+    for engine in results.ENGINES:
+        for kind in results.KINDS:
+            _report(tmp_path_factory, kernels_python, engine, kind)
+    reports = [results.REPORTS / f"{e}-{k}.json" for e in results.ENGINES for k in results.KINDS]
+    fresh = results.page(reports)
+    committed = results.PAGE.read_text(encoding="utf-8")
+    assert committed == fresh, (
+        "docs/results.md is out of date: regenerate it with python -m tests.kernels.results"
+    )

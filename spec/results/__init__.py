@@ -1,0 +1,32 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
+"""Results across implementations: the reports of ``check`` and ``vectors run`` on one page.
+
+:mod:`.reports` reads the JSON reports, :mod:`.matrix` puts them side by side
+(implementations by clauses), :mod:`.page` writes the page as markdown or
+HTML, and :mod:`.badge` each implementation's badge. Standard library only.
+"""
+
+from __future__ import annotations
+
+from .badge import Badge, badge, badge_name
+from .matrix import Cell, Column, Matrix, Standing, build_matrix
+from .page import html_page, markdown_page
+from .reports import Known, Report, ReportError, Result, read_report
+
+__all__ = [
+    "Badge",
+    "Cell",
+    "Column",
+    "Known",
+    "Matrix",
+    "Report",
+    "ReportError",
+    "Result",
+    "Standing",
+    "badge",
+    "badge_name",
+    "build_matrix",
+    "html_page",
+    "markdown_page",
+    "read_report",
+]

@@ -1,0 +1,269 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
+"""The results page, as markdown and as one self-contained HTML file.
+
+Both are functions of the reports alone: no time, no path, no host, so the
+same reports give the same bytes on any machine. The HTML page has its style
+inline, no script and nothing fetched; its links go within the page, to
+SPEC.md's clause anchors, and to the runtimes' own issues that deviation
+entries name.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import TYPE_CHECKING, Final
+
+from .badge import badge, badge_name
+from .matrix import SECTIONS, Cell, Column, Matrix, Standing, anchor
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+
+__all__ = ["TITLE", "html_page", "markdown_page"]
+
+TITLE: Final = "Results across implementations"
+
+#: Said of a release a ``describe`` does not state.
+NOT_STATED: Final = "release not stated"
+
+#: A cell no report of its implementation cites.
+UNCITED: Final = "—"
+
+_INTRODUCTION: Final = (
+    "Each column is an implementation, named and released as its adapter's `describe` "
+    "states; each row is a clause of SPEC.md. A cell gives the clause's outcome over every "
+    "property and case citing it (the worst: {order}), the largest distance from the model "
+    "against the clause's bound where it has one, a failing example's `reproduce:` line, "
+    "and where a failure stands against the implementation's deviation list: "
+    f'"{Standing.KNOWN_LINKED.value}", "{Standing.KNOWN_UNLINKED.value}", '
+    f'"{Standing.NOT_LISTED.value}" or "{Standing.NOW_PASSES.value}". '
+    f"{UNCITED} means no report of the implementation cites the clause."
+)
+
+_STYLE: Final = """\
+body{font-family:system-ui,sans-serif;margin:1.5em;color:#1b1b1b}
+table{border-collapse:collapse;font-size:0.9em}
+th,td{border:1px solid #bbb;padding:0.3em 0.5em;vertical-align:top;text-align:left}
+thead th{background:#eee;position:sticky;top:0}
+code{font-size:0.85em;word-break:break-all}
+.outcome{font-weight:bold}
+.passed{background:#e3f4e3}.failed,.not-run{background:#fbe0e0}
+.deviation{background:#fff3cd}.skipped{background:#f2f2f2}.other{background:#e7e7fb}
+.standing{font-style:italic}
+"""
+
+
+def _title(clause: str, /) -> str:
+    return SECTIONS.get(clause.rsplit("-", 1)[0], "not in this version of SPEC.md")
+
+
+def _release(column: Column, /) -> str:
+    return column.release or NOT_STATED
+
+
+def _distance(cell: Cell, /, *, measured: bool) -> str:
+    if cell.distance is None or cell.bound is None:
+        return ""
+    if not measured:
+        return f"within bound {cell.bound:g}" if cell.distance <= cell.bound else ""
+    if cell.distance == 0:
+        return f"exact (bound {cell.bound:g})"
+    return f"largest relative error {cell.distance:.3g} (bound {cell.bound:g})"
+
+
+def _order(labels: Mapping[str, str], /) -> str:
+    return ", ".join(labels.values())
+
+
+# Markdown.
+
+
+def _md_text(text: str, /) -> str:
+    escaped = html.escape(" ".join(text.split()), quote=False)
+    for character in "\\`*_[]|":
+        escaped = escaped.replace(character, f"\\{character}")
+    return escaped
+
+
+def _md_code(text: str, /) -> str:
+    # A table cell ends at a bare pipe, even in a code span (GitHub's tables).
+    text = " ".join(text.split()).replace("|", "\\|")
+    fence = "``" if "`" in text else "`"
+    return f"{fence} {text} {fence}" if fence == "``" else f"`{text}`"
+
+
+def _md_link(text: str, target: str, /) -> str:
+    return f"[{_md_text(text)}]({target.replace(' ', '%20').replace(')', '%29')})"
+
+
+def _md_entry(entry_text: str, link: str, /) -> str:
+    return _md_link(entry_text, link) if link else _md_text(entry_text)
+
+
+def _md_cell(cell: Cell, labels: Mapping[str, str], /, *, measured: bool) -> str:
+    if cell.outcome is None:
+        parts = [UNCITED]
+    else:
+        parts = [f"**{_md_text(labels.get(cell.outcome, cell.outcome))}**"]
+    if distance := _distance(cell, measured=measured):
+        parts.append(_md_text(distance))
+    parts += [f"*{_md_text(standing.value)}*" for standing in cell.standings]
+    parts += [f"{_md_entry(e.entry, e.link)}: {_md_text(e.reason)}" for e in cell.entries]
+    parts += [_md_code(line) for line in cell.reproductions]
+    if cell.more_reproductions:
+        parts.append(_md_text(f"and {cell.more_reproductions} more reproduce: lines"))
+    return "<br>".join(parts)
+
+
+def markdown_page(
+    matrix: Matrix, /, *, labels: Mapping[str, str], spec_url: str, measured: bool = True
+) -> str:
+    """The page as GitHub-flavoured markdown, ending in one newline.
+
+    ``labels`` names each outcome the command line knows, worst first; an
+    outcome not in it is shown as it is. ``spec_url`` is SPEC.md's address
+    as the page's readers reach it (``../SPEC.md`` from docs/). Without
+    ``measured``, a cell gives a passing distance's bound alone ("within
+    bound 0.01"): the page then holds nothing a machine's float rounding
+    changes.
+    """
+    lines = [f"# {TITLE}", "", _INTRODUCTION.format(order=_order(labels)), ""]
+    header = [
+        "Clause",
+        *(f"{_md_text(c.name)}<br>{_md_text(_release(c))}" for c in matrix.columns),
+    ]
+    lines += [f"| {' | '.join(header)} |", f"|{' --- |' * len(header)}"]
+    for clause in matrix.clauses:
+        title = "`".join(_md_text(piece) for piece in _title(clause).split("`"))
+        row = [f"{_md_link(clause, f'{spec_url}#{anchor(clause)}')}<br>{title}"]
+        row += [_md_cell(cells[clause], labels, measured=measured) for cells in matrix.cells]
+        lines.append(f"| {' | '.join(row)} |")
+    lines += ["", "## Implementations"]
+    for column, cells in zip(matrix.columns, matrix.cells, strict=True):
+        shown = badge(column, cells, labels)
+        lines += [
+            "",
+            f"### {_md_text(column.name)}, {_md_text(_release(column))}",
+            "",
+            f"- Reports: {_md_text(', '.join(column.commands))}",
+            f"- Spec version: {_md_text(', '.join(column.spec_versions))}",
+            f"- Badge `{badge_name(column)}`: {_md_text(shown['message'])} ({shown['color']})",
+        ]
+        lines += [
+            f"- {Standing.NOW_PASSES.value}: {_md_entry(entry.entry, entry.link)}: "
+            f"{_md_text(entry.reason)}"
+            for entry, _ in column.now_passing
+        ]
+    return "\n".join(lines) + "\n"
+
+
+# HTML.
+
+
+def _h(text: str, /) -> str:
+    return html.escape(text, quote=True)
+
+
+def _h_entry(entry_text: str, link: str, /) -> str:
+    return f'<a href="{_h(link)}">{_h(entry_text)}</a>' if link else _h(entry_text)
+
+
+def _h_cell(cell: Cell, labels: Mapping[str, str], /, *, measured: bool) -> str:
+    if cell.outcome is None:
+        classes, shown = "uncited", UNCITED
+    else:
+        classes = cell.outcome if cell.outcome in labels else "other"
+        shown = labels.get(cell.outcome, cell.outcome)
+    parts = [f'<span class="outcome">{_h(shown)}</span>']
+    if distance := _distance(cell, measured=measured):
+        parts.append(f'<span class="distance">{_h(distance)}</span>')
+    parts += [f'<span class="standing">{_h(s.value)}</span>' for s in cell.standings]
+    parts += [f"{_h_entry(e.entry, e.link)}: {_h(e.reason)}" for e in cell.entries]
+    parts += [f"<code>{_h(line)}</code>" for line in cell.reproductions]
+    if cell.more_reproductions:
+        parts.append(_h(f"and {cell.more_reproductions} more reproduce: lines"))
+    return f'<td class="{_h(classes)}">{"<br>".join(parts)}</td>'
+
+
+def _h_column(column: Column, cells: Mapping[str, Cell], labels: Mapping[str, str], /) -> str:
+    shown = badge(column, cells, labels)
+    message = f"{_h(shown['message'])} ({_h(shown['color'])})"
+    items = [
+        f"<li>Reports: {_h(', '.join(column.commands))}</li>",
+        f"<li>Spec version: {_h(', '.join(column.spec_versions))}</li>",
+        f"<li>Badge <code>{_h(badge_name(column))}</code>: {message}</li>",
+        *(
+            f"<li>{_h(Standing.NOW_PASSES.value)}: {_h_entry(entry.entry, entry.link)}: "
+            f"{_h(entry.reason)}</li>"
+            for entry, _ in column.now_passing
+        ),
+    ]
+    return (
+        f'<section id="impl-{_h(column.key)}">\n<h3>{_h(column.name)}, {_h(_release(column))}'
+        f"</h3>\n<ul>\n" + "\n".join(items) + "\n</ul>\n</section>"
+    )
+
+
+def _markdown_code_to_html(text: str, /) -> str:
+    # The introduction and titles mark code with backticks, as SPEC.md does.
+    pieces = text.split("`")
+    return "".join(
+        f"<code>{_h(piece)}</code>" if index % 2 else _h(piece)
+        for index, piece in enumerate(pieces)
+    )
+
+
+def html_page(
+    matrix: Matrix, /, *, labels: Mapping[str, str], spec_url: str, measured: bool = True
+) -> str:
+    """The page as one HTML file: inline style, no script, nothing fetched.
+
+    ``labels``, ``spec_url`` and ``measured`` as for :func:`markdown_page`.
+    """
+    code: Callable[[str], str] = _markdown_code_to_html
+    head = ['<th scope="col">Clause</th>'] + [
+        f'<th scope="col"><a href="#impl-{_h(c.key)}">{_h(c.name)}</a><br>{_h(_release(c))}</th>'
+        for c in matrix.columns
+    ]
+    rows = []
+    for clause in matrix.clauses:
+        heading = (
+            f'<th scope="row"><a href="{_h(spec_url)}#{_h(anchor(clause))}">{_h(clause)}</a>'
+            f"<br>{code(_title(clause))}</th>"
+        )
+        cells = "".join(_h_cell(cells[clause], labels, measured=measured) for cells in matrix.cells)
+        rows.append(f'<tr id="{_h(anchor(clause))}">{heading}{cells}</tr>')
+    sections = [
+        _h_column(column, cells, labels)
+        for column, cells in zip(matrix.columns, matrix.cells, strict=True)
+    ]
+    return (
+        "\n".join(
+            [
+                "<!DOCTYPE html>",
+                '<html lang="en">',
+                "<head>",
+                '<meta charset="utf-8">',
+                '<meta name="viewport" content="width=device-width, initial-scale=1">',
+                f"<title>{_h(TITLE)}</title>",
+                f"<style>\n{_STYLE}</style>",
+                "</head>",
+                "<body>",
+                "<main>",
+                f"<h1>{_h(TITLE)}</h1>",
+                f"<p>{code(_INTRODUCTION.format(order=_order(labels)))}</p>",
+                '<table id="results">',
+                f"<thead><tr>{''.join(head)}</tr></thead>",
+                "<tbody>",
+                *rows,
+                "</tbody>",
+                "</table>",
+                "<h2>Implementations</h2>",
+                *sections,
+                "</main>",
+                "</body>",
+                "</html>",
+            ]
+        )
+        + "\n"
+    )

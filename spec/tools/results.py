@@ -1,0 +1,100 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
+"""``ssm-rollback-spec report``: the reports of ``check`` and ``vectors run`` on one page."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..results import ReportError, badge, badge_name, build_matrix, html_page, markdown_page
+from ..results import read_report as _read
+from .arguments import prepare_outputs
+from .errors import CliError, ExitStatus
+from .report import LABELS, OUTCOMES
+
+if TYPE_CHECKING:
+    import argparse
+
+__all__ = ["add_report_command"]
+
+
+def add_report_command(commands: argparse._SubParsersAction[argparse.ArgumentParser], /) -> None:
+    """Add ``report`` and its options."""
+    report = commands.add_parser(
+        "report",
+        help="put the JSON reports of check and vectors run side by side on one page",
+        description="Read the --json reports of check and vectors run (any implementations "
+        "and releases) and write one page: implementations as columns, SPEC.md's clauses as "
+        "rows; markdown on stdout unless --html or --markdown names a file. The same reports "
+        "give the same bytes. Exits 0, or 2 on a usage error or a file that is not a report.",
+    )
+    report.add_argument("reports", nargs="+", metavar="REPORT", help="a --json report")
+    report.add_argument(
+        "--markdown", metavar="PATH", help="write the page as markdown (- for stdout)"
+    )
+    report.add_argument(
+        "--html", metavar="PATH", help="write the page as one HTML file (- for stdout)"
+    )
+    report.add_argument(
+        "--badges",
+        metavar="DIR",
+        help="write each implementation's badge into DIR, in the shields.io endpoint format",
+    )
+    report.add_argument(
+        "--spec-url",
+        default="SPEC.md",
+        metavar="URL",
+        help="SPEC.md's address as the page's readers reach it (default: %(default)s)",
+    )
+    report.add_argument(
+        "--bounds-only",
+        action="store_true",
+        help="give a passing replay clause's bound, not the distance measured: for a page "
+        "kept in a repository, which another machine's float rounding must not change",
+    )
+    report.set_defaults(run=_report)
+
+
+def _write(flag: str, target: str, text: str, /) -> None:
+    if target == "-":
+        sys.stdout.write(text)
+        return
+    try:
+        Path(target).write_text(text, encoding="utf-8")
+    except OSError as error:
+        raise CliError(f"{flag} {target}: {error.strerror or error}") from None
+
+
+def _report(arguments: argparse.Namespace, /) -> int:
+    prepare_outputs(("--markdown", arguments.markdown), ("--html", arguments.html))
+    reports = []
+    for name in arguments.reports:
+        try:
+            reports.append(_read(Path(name)))
+        except ReportError as error:
+            raise CliError(f"{name}: {error}") from None
+    matrix = build_matrix(reports, order=OUTCOMES)
+    labels: dict[str, str] = {o: LABELS[o] for o in OUTCOMES if o in LABELS}
+    markdown = arguments.markdown if arguments.markdown or arguments.html else "-"
+    pages = {"--markdown": (markdown, markdown_page), "--html": (arguments.html, html_page)}
+    for flag, (target, render) in pages.items():
+        if target is not None:
+            page = render(
+                matrix,
+                labels=labels,
+                spec_url=arguments.spec_url,
+                measured=not arguments.bounds_only,
+            )
+            _write(flag, target, page)
+    if arguments.badges is not None:
+        folder = Path(arguments.badges)
+        for column, cells in zip(matrix.columns, matrix.cells, strict=True):
+            text = json.dumps(badge(column, cells, labels), indent=2) + "\n"
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+                (folder / badge_name(column)).write_text(text, encoding="utf-8")
+            except OSError as error:
+                raise CliError(f"--badges {folder}: {error.strerror or error}") from None
+    return ExitStatus.OK
