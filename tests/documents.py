@@ -62,7 +62,7 @@ BLOCK_UNTESTED: Final = re.compile(r"^<!-- untested: (?P<reason>.+) -->$")
 _COMMAND: Final = "ssm-rollback-spec"
 
 #: The options that name a file or folder the command writes.
-_OUTPUTS: Final = ("--json", "--junit-xml", "--plot")
+_OUTPUTS: Final = ("--json", "--junit-xml", "--plot", "--html", "--markdown")
 _OUTPUT_DIRECTORIES: Final = ("--export-failures",)
 
 _HEREDOC: Final = re.compile(r"<<-?\s*'?(?P<word>\w+)'?")
@@ -473,6 +473,8 @@ class Runner:
                     problems.append(f"{record['where']}: {flag} {value} was not written")
                 if flag in _OUTPUT_DIRECTORIES and not (cwd / value / "manifest.json").is_file():
                     problems.append(f"{record['where']}: {flag} {value} holds no corpus")
+                if flag == "--badges" and not any((cwd / value).glob("*.json")):
+                    problems.append(f"{record['where']}: {flag} {value} holds no badge")
         return problems
 
 
