@@ -97,7 +97,8 @@ def _floor(module: str) -> int:
 #: writes a case file.
 CORPUS_ENGINE: Final = "ssm_rollback_spec.corpus.files"
 #: The tools' share of the package's lines: a thin command line.
-TOOLS_LINES_AT_MOST: Final = 2100
+#: (2100, then the report command's options and its JSON records: 2250.)
+TOOLS_LINES_AT_MOST: Final = 2250
 
 
 def _side(module: str) -> str | None:

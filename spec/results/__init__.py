@@ -8,7 +8,7 @@ HTML, and :mod:`.badge` each implementation's badge. Standard library only.
 
 from __future__ import annotations
 
-from .badge import Badge, badge, badge_name
+from .badge import Badge, badge, badge_name, write_badges
 from .matrix import Cell, Column, Matrix, Standing, build_matrix
 from .page import html_page, markdown_page
 from .reports import Known, Report, ReportError, Result, read_report
@@ -29,4 +29,5 @@ __all__ = [
     "html_page",
     "markdown_page",
     "read_report",
+    "write_badges",
 ]

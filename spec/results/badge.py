@@ -8,14 +8,16 @@ its result with ``https://img.shields.io/endpoint?url=<where the file is served>
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Final, TypedDict
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
+    from pathlib import Path
 
-    from .matrix import Cell, Column
+    from .matrix import Cell, Column, Matrix
 
-__all__ = ["LABEL", "Badge", "badge", "badge_name"]
+__all__ = ["LABEL", "Badge", "badge", "badge_name", "write_badges"]
 
 #: The badge's left-hand text.
 LABEL: Final = "ssm-rollback-spec"
@@ -56,3 +58,15 @@ def badge(column: Column, cells: Mapping[str, Cell], /, labels: Mapping[str, str
     else:
         color = "brightgreen" if outcomes else "lightgrey"
     return {"schemaVersion": 1, "label": LABEL, "message": ", ".join(parts), "color": color}
+
+
+def write_badges(folder: Path, matrix: Matrix, /, labels: Mapping[str, str]) -> None:
+    """Write each implementation's badge into ``folder``, made if missing.
+
+    Raises:
+        OSError: the folder or a file cannot be written.
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    for column, cells in zip(matrix.columns, matrix.cells, strict=True):
+        text = json.dumps(badge(column, cells, labels), indent=2) + "\n"
+        (folder / badge_name(column)).write_text(text, encoding="utf-8")

@@ -27,6 +27,7 @@ __all__ = [
     "print_report",
     "write_json",
     "write_junit",
+    "write_text",
 ]
 
 #: Every outcome, in the order a report lists them.
@@ -145,7 +146,15 @@ def write_json(target: str, document: Mapping[str, object], /, flag: str = "--js
     Raises:
         CliError: the file cannot be written.
     """
-    text = json.dumps(document, indent=2) + "\n"
+    write_text(target, json.dumps(document, indent=2) + "\n", flag)
+
+
+def write_text(target: str, text: str, /, flag: str) -> None:
+    """Write ``text`` to the path ``target``, or to stdout when it is ``-``.
+
+    Raises:
+        CliError: the file cannot be written, named by ``flag``.
+    """
     if target == "-":
         sys.stdout.write(text)
         return

@@ -3,16 +3,20 @@
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..results import ReportError, badge, badge_name, build_matrix, html_page, markdown_page
-from ..results import read_report as _read
+from ..results import (
+    ReportError,
+    build_matrix,
+    html_page,
+    markdown_page,
+    read_report,
+    write_badges,
+)
 from .arguments import prepare_outputs
 from .errors import CliError, ExitStatus
-from .report import LABELS, OUTCOMES
+from .report import LABELS, OUTCOMES, write_text
 
 if TYPE_CHECKING:
     import argparse
@@ -57,22 +61,12 @@ def add_report_command(commands: argparse._SubParsersAction[argparse.ArgumentPar
     report.set_defaults(run=_report)
 
 
-def _write(flag: str, target: str, text: str, /) -> None:
-    if target == "-":
-        sys.stdout.write(text)
-        return
-    try:
-        Path(target).write_text(text, encoding="utf-8")
-    except OSError as error:
-        raise CliError(f"{flag} {target}: {error.strerror or error}") from None
-
-
 def _report(arguments: argparse.Namespace, /) -> int:
     prepare_outputs(("--markdown", arguments.markdown), ("--html", arguments.html))
     reports = []
     for name in arguments.reports:
         try:
-            reports.append(_read(Path(name)))
+            reports.append(read_report(Path(name)))
         except ReportError as error:
             raise CliError(f"{name}: {error}") from None
     matrix = build_matrix(reports, order=OUTCOMES)
@@ -87,14 +81,10 @@ def _report(arguments: argparse.Namespace, /) -> int:
                 spec_url=arguments.spec_url,
                 measured=not arguments.bounds_only,
             )
-            _write(flag, target, page)
+            write_text(target, page, flag)
     if arguments.badges is not None:
-        folder = Path(arguments.badges)
-        for column, cells in zip(matrix.columns, matrix.cells, strict=True):
-            text = json.dumps(badge(column, cells, labels), indent=2) + "\n"
-            try:
-                folder.mkdir(parents=True, exist_ok=True)
-                (folder / badge_name(column)).write_text(text, encoding="utf-8")
-            except OSError as error:
-                raise CliError(f"--badges {folder}: {error.strerror or error}") from None
+        try:
+            write_badges(Path(arguments.badges), matrix, labels)
+        except OSError as error:
+            raise CliError(f"--badges {arguments.badges}: {error.strerror or error}") from None
     return ExitStatus.OK

@@ -27,11 +27,16 @@ from tests.child import ROOT, run_module
 if TYPE_CHECKING:
     from pathlib import Path
 
-__all__ = ["ENGINES", "KINDS", "PAGE", "REPORTS", "page", "run_report"]
+__all__ = ["ENGINES", "HEADER", "KINDS", "PAGE", "REPORTS", "page", "run_report"]
 
 PAGE: Final = ROOT / "docs" / "results.md"
 #: Where the tier writes its reports, for CI to keep and for the page.
 REPORTS: Final = ROOT / "build" / "results" / "kernels"
+#: What the committed page opens with, before ``report``'s own markdown.
+HEADER: Final = (
+    "<!-- SPDX-License-Identifier: MIT OR Apache-2.0 -->\n"
+    "<!-- Generated from the kernels tier's reports: python -m tests.kernels.results -->\n"
+)
 #: The engine adapters on the page.
 ENGINES: Final = ("fla", "sglang", "vllm")
 #: Each run of an engine: its command's arguments (the adapter command is added).
@@ -82,7 +87,7 @@ def page(reports: list[Path], /) -> str:
     )
     if finished.returncode != 0:
         raise RuntimeError(finished.stderr)
-    return finished.stdout
+    return HEADER + finished.stdout
 
 
 def main(argv: list[str] | None = None) -> int:
