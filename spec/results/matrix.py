@@ -77,6 +77,9 @@ class Cell:
     #: The largest distance from the model among the results, and its bound.
     distance: float | None = None
     bound: float | None = None
+    #: Every bound its results were judged within, and whether each was met.
+    bounds: tuple[float, ...] = ()
+    within: bool = True
     reproductions: tuple[str, ...] = ()
     more_reproductions: int = 0
     standings: tuple[Standing, ...] = ()
@@ -128,8 +131,13 @@ def _cell(
     stale = sorted({entry for entry, clauses in now_passing if clause in clauses}, key=str)
     if not mine:
         return Cell(None, standings=(Standing.NOW_PASSES,) * bool(stale), entries=tuple(stale))
-    measured = [r for r in mine if r.distance is not None and r.bound is not None]
-    farthest = max(measured, key=lambda r: (r.distance, r.name), default=None)
+    # (distance, bound, name) of each result measured against a bound.
+    measured = [
+        (r.distance, r.bound, r.name)
+        for r in mine
+        if r.distance is not None and r.bound is not None
+    ]
+    farthest = max(measured, default=None)
     reproductions = sorted(
         {line for r in mine if r.outcome == "failed" for line in r.reproductions}
     )
@@ -144,8 +152,10 @@ def _cell(
         standings.append(Standing.NOW_PASSES)
     return Cell(
         outcome=_verdict({result.outcome for result in mine}, order),
-        distance=None if farthest is None else farthest.distance,
-        bound=None if farthest is None else farthest.bound,
+        distance=None if farthest is None else farthest[0],
+        bound=None if farthest is None else farthest[1],
+        bounds=tuple(sorted({bound for _, bound, _ in measured})),
+        within=all(distance <= bound for distance, bound, _ in measured),
         reproductions=tuple(reproductions[:MAX_REPRODUCTIONS]),
         more_reproductions=max(0, len(reproductions) - MAX_REPRODUCTIONS),
         standings=tuple(standings),

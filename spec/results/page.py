@@ -11,6 +11,7 @@ entries name.
 from __future__ import annotations
 
 import html
+import re
 from typing import TYPE_CHECKING, Final
 
 from .badge import badge, badge_name
@@ -65,7 +66,10 @@ def _distance(cell: Cell, /, *, measured: bool) -> str:
     if cell.distance is None or cell.bound is None:
         return ""
     if not measured:
-        return f"within bound {cell.bound:g}" if cell.distance <= cell.bound else ""
+        # Which result is farthest may differ between machines; the bounds do not.
+        shown = ", ".join(f"{bound:g}" for bound in cell.bounds)
+        plural = "s" if len(cell.bounds) > 1 else ""
+        return f"within bound{plural} {shown}" if cell.within else ""
     if cell.distance == 0:
         return f"exact (bound {cell.bound:g})"
     return f"largest relative error {cell.distance:.3g} (bound {cell.bound:g})"
@@ -79,7 +83,7 @@ def _order(labels: Mapping[str, str], /) -> str:
 
 
 def _md_text(text: str, /) -> str:
-    escaped = html.escape(" ".join(text.split()), quote=False)
+    escaped = html.escape(re.sub(r"\s+", " ", text), quote=False)
     for character in "\\`*_[]|":
         escaped = escaped.replace(character, f"\\{character}")
     return escaped
