@@ -303,3 +303,18 @@ def test_the_reports_of_vectors_run_and_check_name_the_implementation_its_link_a
     assert "| [RB-REPLAY-4](SPEC.md#rb-replay-4)<br>" in page
     assert f"*fails, known, linked*<br>[clause RB-REPLAY-4]({LINK}): post-conv not yet" in page
     assert "ssm\\_rollback\\_spec.rollback (Python reference)<br>0.1.0" in page
+
+
+def test_the_html_page_runs_no_script_and_fetches_nothing(
+    capsys: pytest.CaptureFixture[str], reports: list[str]
+) -> None:
+    status, page, _ = _run(capsys, *reports, "--html", "-")
+    assert status == 0
+    assert page.startswith("<!DOCTYPE html>\n")
+    lowered = page.lower()
+    assert "<script" not in lowered
+    assert " src=" not in lowered
+    assert "url(" not in lowered
+    assert "@import" not in lowered
+    # The only address off the page is the runtime's issue a deviation entry names.
+    assert set(re.findall(r'href="(https?://[^"]*)"', page)) == {LINK}
