@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ssm_rollback_spec import model, rollback
+from ssm_rollback_spec import __version__, model, rollback
 from ssm_rollback_spec.first_write_wins import FirstWriteWins
 from ssm_rollback_spec.harness import protocol
-from ssm_rollback_spec.harness.adapter import main, respond, serve
+from ssm_rollback_spec.harness.adapter import REFERENCE_DESCRIBE, main, respond, serve
 from ssm_rollback_spec.harness.driver import InProcessDriver
 from ssm_rollback_spec.harness.oracle import allowed_replies, blamed_clauses
 from ssm_rollback_spec.harness.protocol import (
@@ -177,7 +177,11 @@ def test_describe_is_not_judged_by_the_oracle() -> None:
 
 def test_the_reference_adapter_describes_itself() -> None:
     assert respond(rollback, '{"op": "describe"}') == {
-        "ok": {"name": "ssm_rollback_spec.rollback (Python reference)", "usize_bits": 64}
+        "ok": {
+            "name": "ssm_rollback_spec.rollback (Python reference)",
+            "usize_bits": 64,
+            "release": __version__,
+        }
     }
 
 
@@ -283,7 +287,7 @@ def test_serve_answers_each_line_in_order_until_end_of_input() -> None:
                 "invalid start byte",
             }
         },
-        {"ok": {"name": "ssm_rollback_spec.rollback (Python reference)", "usize_bits": 64}},
+        {"ok": dict(REFERENCE_DESCRIBE)},
     ]
 
 

@@ -304,7 +304,8 @@ def test_every_option_docs_ci_uses_is_one_the_commands_take() -> None:
     ours = [line for line in page.splitlines() if not re.search(r"cargo|apt-get", line)]
     used = set(re.findall(r"(?<![\w-])(--[a-z][a-z-]+)", "\n".join(ours)))
     assert {"--impl-cmd", "--junit-xml", "--json", "--race-budget"} <= used
-    helps = [_cli(*command, "--help").stdout for command in (["check"], ["vectors", "run"])]
+    commands = (["check"], ["vectors", "run"], ["report"])
+    helps = [_cli(*command, "--help").stdout for command in commands]
     for option in used:
         assert any(option in text for text in helps), option
 
