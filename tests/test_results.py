@@ -224,6 +224,7 @@ def test_every_sections_title_is_spec_mds_heading() -> None:
 
 NOT_A_REPORT: Final = "{path}: not a report of check or vectors run: "
 CASE: Final = '{"id": "c", "clauses": [], "outcome": "passed"'
+JAVASCRIPT: Final = '{"entry": "clause RB-MODE-1", "reason": "r", "link": "javascript:alert(1)"}'
 BAD_FILES: Final = [
     (None, "{path}: No such file or directory"),
     ("{", ("{path}: not JSON: Expecting property name enclosed in double quotes: "
@@ -237,6 +238,8 @@ BAD_FILES: Final = [
      f"{NOT_A_REPORT}describe.name must be a string"),
     (f'{{"implementation": "x", "cases": [{CASE}, "distance": "far"}}]}}',
      f"{NOT_A_REPORT}cases[0].distance must be a number"),
+    (f'{{"implementation": "x", "cases": [{CASE}, "known": {JAVASCRIPT}}}]}}',
+     f"{NOT_A_REPORT}cases[0].known.link must be an http(s) URL"),
     ("too big", f"{{path}}: larger than {MAX_FILE_BYTES} bytes"),
 ]  # fmt: skip
 
@@ -280,7 +283,8 @@ def test_the_reports_of_vectors_run_and_check_name_the_implementation_its_link_a
     adapter = f"python {REPLAY_ADAPTER}"
     vectors = tmp_path / "vectors.json"
     run_module("ssm_rollback_spec.tools.cli", "vectors", "run", "--impl-cmd", adapter,
-               "--deviations", deviations, "--json", str(vectors), timeout=300)  # fmt: skip
+               "--clause", "RB-REPLAY", "--clause", "RB-SIZE-1", "--deviations", deviations,
+               "--json", str(vectors), timeout=300)  # fmt: skip
     check = tmp_path / "check.json"
     finished = run_module("ssm_rollback_spec.tools.cli", "check", "--clause", "RB-MODE-1",
                           "--json", str(check), timeout=300)  # fmt: skip

@@ -11,9 +11,10 @@ from __future__ import annotations
 from .badge import Badge, badge, badge_name, write_badges
 from .matrix import Cell, Column, Matrix, Standing, build_matrix
 from .page import html_page, markdown_page
-from .reports import Known, Report, ReportError, Result, read_report
+from .reports import WEB_ADDRESS, Known, Report, ReportError, Result, read_report
 
 __all__ = [
+    "WEB_ADDRESS",
     "Badge",
     "Cell",
     "Column",

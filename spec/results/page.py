@@ -92,8 +92,7 @@ def _md_text(text: str, /) -> str:
 def _md_code(text: str, /) -> str:
     # A table cell ends at a bare pipe, even in a code span (GitHub's tables).
     text = " ".join(text.split()).replace("|", "\\|")
-    fence = "``" if "`" in text else "`"
-    return f"{fence} {text} {fence}" if fence == "``" else f"`{text}`"
+    return f"`` {text} ``" if "`" in text else f"`{text}`"
 
 
 def _md_link(text: str, target: str, /) -> str:

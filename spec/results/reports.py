@@ -10,15 +10,20 @@ line are left out, since they differ between machines.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from ..harness.files import JsonFileError, read_json_file
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-__all__ = ["Known", "Report", "ReportError", "Result", "parse_report", "read_report"]
+__all__ = ["WEB_ADDRESS", "Known", "Report", "ReportError", "Result", "parse_report", "read_report"]
+
+
+#: What a page may link to: a web address, with nothing a page would have to escape.
+WEB_ADDRESS: Final = re.compile(r"https?://[^\s\"'<>`]+")
 
 
 class ReportError(ValueError):
@@ -89,11 +94,10 @@ def _number(document: dict[str, object], key: str, where: str, /) -> float | Non
 def _known(value: object, where: str, /) -> Known:
     if not isinstance(value, dict):
         raise _fail(f"{where} must be an object")
-    return Known(
-        _text(value, "entry", f"{where}."),
-        _text(value, "reason", f"{where}."),
-        _text(value, "link", f"{where}.", default=""),
-    )
+    link = _text(value, "link", f"{where}.", default="")
+    if link and not WEB_ADDRESS.fullmatch(link):
+        raise _fail(f"{where}.link must be an http(s) URL")
+    return Known(_text(value, "entry", f"{where}."), _text(value, "reason", f"{where}."), link)
 
 
 def _result(value: object, name_key: str, where: str, /) -> Result:

@@ -23,13 +23,13 @@ reads clause and property entries, ``vectors run`` clause and case entries.
 from __future__ import annotations
 
 import enum
-import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from ..harness.clauses import CLAUSES
 from ..harness.files import JsonFileError, read_json_file
+from ..results import WEB_ADDRESS
 from .errors import CliError
 
 if TYPE_CHECKING:
@@ -87,9 +87,6 @@ class Judged:
     outcome: str
 
 
-# What a page may link to: a web address, with nothing a page would have to escape.
-_LINK: Final = re.compile(r"https?://[^\s\"'<>`]+")
-
 _SHAPE: Final = 'must be {"deviations": [{"clause" | "property" | "case": NAME, "reason": TEXT}]}'
 
 
@@ -110,7 +107,7 @@ def _entry(index: int, entry: object, /) -> Deviation:
     if target is Target.CLAUSE and name not in CLAUSES:
         raise DeviationsError(f"{where}: SPEC.md has no clause {name!r}")
     link = entry.get("link", "")
-    if link != "" and not (isinstance(link, str) and _LINK.fullmatch(link)):
+    if link != "" and not (isinstance(link, str) and WEB_ADDRESS.fullmatch(link)):
         raise DeviationsError(f"{where} ({target.value} {name}): the link must be an http(s) URL")
     return Deviation(target, name, reason, link)
 
