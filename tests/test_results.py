@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
+import sys
 from pathlib import Path
 from typing import Any, Final
 
@@ -322,3 +324,24 @@ def test_the_html_page_runs_no_script_and_fetches_nothing(
     assert "@import" not in lowered
     # The only address off the page is the runtime's issue a deviation entry names.
     assert set(re.findall(r'href="(https?://[^"]*)"', page)) == {LINK}
+
+
+def test_the_committed_engines_page_has_every_clause_and_each_engines_pinned_release(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The kernels tier checks the page against a fresh run; this says at once
+    # when an engine's pinned release moved and the page was not regenerated.
+    spec = importlib.util.spec_from_file_location(
+        "engine_wheels", ROOT / "adapters" / "engines" / "wheels.py"
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    wheels = importlib.util.module_from_spec(spec)
+    # Its dataclasses look their module up by name while they are made.
+    monkeypatch.setitem(sys.modules, spec.name, wheels)
+    spec.loader.exec_module(wheels)
+    page = (ROOT / "docs" / "results.md").read_text(encoding="utf-8")
+    header = next(line for line in page.splitlines() if line.startswith("| Clause |"))
+    releases = [cell.split("<br>")[1] for cell in header.strip("| ").split(" | ")[1:]]
+    assert releases == sorted(engine.requirement for engine in wheels.ENGINES.values())
+    assert list(_cells(page)) == list(CLAUSES)
