@@ -345,3 +345,23 @@ def test_the_committed_engines_page_has_every_clause_and_each_engines_pinned_rel
     releases = [cell.split("<br>")[1] for cell in header.strip("| ").split(" | ")[1:]]
     assert releases == sorted(engine.requirement for engine in wheels.ENGINES.values())
     assert list(_cells(page)) == list(CLAUSES)
+
+
+def test_names_that_differ_only_in_case_get_a_badge_and_an_anchor_each(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    same = [_property("t::a", ["RB-MODE-1"], "passed")]
+    paths = [
+        _write(tmp_path, f"{name}.json", _check_report(name, "1.0", same))
+        for name in ("My Runtime", "my-runtime")
+    ]
+    status, page, _ = _run(capsys, *paths, "--html", "-", "--badges", str(tmp_path / "badges"))
+    assert status == 0
+    assert sorted(p.name for p in (tmp_path / "badges").iterdir()) == [
+        "my-runtime-1-0-2.json",
+        "my-runtime-1-0.json",
+    ]
+    assert re.findall(r'<section id="([^"]+)"', page) == [
+        "impl-my-runtime-1-0",
+        "impl-my-runtime-1-0-2",
+    ]

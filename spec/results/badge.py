@@ -34,7 +34,7 @@ class Badge(TypedDict):
 
 def badge_name(column: Column, /) -> str:
     """The badge file's name: the implementation's name and release, as a file name."""
-    return f"{column.key or 'implementation'}.json"
+    return f"{column.key}.json"
 
 
 def badge(column: Column, cells: Mapping[str, Cell], /, labels: Mapping[str, str]) -> Badge:

@@ -60,12 +60,22 @@ class Column:
     spec_versions: tuple[str, ...]
     #: Entries listed as deviating that conform, with the clauses each covers.
     now_passing: tuple[tuple[Known, tuple[str, ...]], ...]
+    #: A name for links and files, unique on the page: lower case, ASCII
+    #: letters, digits and dashes.
+    key: str
 
-    @property
-    def key(self) -> str:
-        """A name for links and files: lower case, ASCII letters, digits and dashes."""
-        text = f"{self.name} {self.release}".lower()
-        return "-".join("".join(c if c.isascii() and c.isalnum() else " " for c in text).split())
+
+def _key(name: str, release: str, taken: set[str], /) -> str:
+    text = f"{name} {release}".lower()
+    key = "-".join("".join(c if c.isascii() and c.isalnum() else " " for c in text).split())
+    key = key or "implementation"
+    # Two names that differ only in case or punctuation get numbered keys.
+    unique, number = key, 1
+    while unique in taken:
+        number += 1
+        unique = f"{key}-{number}"
+    taken.add(unique)
+    return unique
 
 
 @dataclass(frozen=True)
@@ -176,6 +186,7 @@ def build_matrix(reports: Iterable[Report], /, order: Sequence[str]) -> Matrix:
     columns: list[Column] = []
     cells: list[dict[str, Cell]] = []
     cited: set[str] = set()
+    taken: set[str] = set()
     for (name, release), mine in sorted(grouped.items()):
         results = [result for report in mine for result in report.results]
         cited |= {clause for result in results for clause in result.clauses}
@@ -188,6 +199,7 @@ def build_matrix(reports: Iterable[Report], /, order: Sequence[str]) -> Matrix:
                 tuple(sorted({report.command for report in mine})),
                 tuple(sorted({report.spec_version for report in mine})),
                 now_passing,
+                _key(name, release, taken),
             )
         )
         cells.append({})
