@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, Phase, Verbosity, settings
 from .clauses import CLAUSES, UnknownClauseError, select_clauses
 from .driver import Implementation, InProcessDriver
 from .python_impl import ARGPARSE_MODULE, ImplementationModuleError
+from .race_evidence import RaceNotSeenError
 from .subprocess_driver import (
     DEFAULT_RACE_BUDGET,
     DEFAULT_TIMEOUT,
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
     from .python_impl import Cell, PythonImplementation
+    from .race_evidence import RaceTally
 
 __all__ = [
     "IMPL_CMD_ENV",
@@ -49,6 +51,7 @@ __all__ = [
     "pytest_configure",
     "python_api",
     "race_budget",
+    "race_verdict",
 ]
 
 #: The environment variables beside ``--impl-cmd`` and ``--impl-module``.
@@ -142,6 +145,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         f"spent (default {DEFAULT_RACE_BUDGET:g}; 0 skips them)",
     )
     group.addoption(
+        "--require-race",
+        action="store_true",
+        help="fail a race property whose racing calls were never seen to overlap, "
+        "rather than report it not observed",
+    )
+    group.addoption(
         "--clause",
         action="append",
         default=[],
@@ -197,6 +206,27 @@ def impl(pytestconfig: pytest.Config) -> Iterator[Implementation]:
 def race_budget(pytestconfig: pytest.Config) -> float:
     """Seconds to spend on races in fresh processes (``--race-budget``)."""
     return _race_budget(pytestconfig.getoption("--race-budget"))
+
+
+@pytest.fixture(scope="session")
+def race_verdict(pytestconfig: pytest.Config) -> Callable[[RaceTally], None]:
+    """Judges what a property's races showed: passes when two calls of one overlapped.
+
+    Otherwise the property is not observed: skipped, with a reason that opens
+    ``not observed: `` (``check`` reports that outcome, never a pass), or,
+    under ``--require-race``, failed.
+    """
+    required = bool(pytestconfig.getoption("--require-race"))
+
+    def judge(tally: RaceTally, /) -> None:
+        reason = tally.not_observed()
+        if reason is None:
+            return
+        if required:
+            raise RaceNotSeenError(reason)
+        pytest.skip(reason)
+
+    return judge
 
 
 @pytest.fixture(scope="session")

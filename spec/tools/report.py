@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from .deviations import Deviation
 
 __all__ = [
+    "CASE_OUTCOMES",
     "LABELS",
     "OUTCOMES",
     "Row",
@@ -29,8 +30,14 @@ __all__ = [
     "write_junit",
 ]
 
-#: Every outcome, in the order a report lists them.
-OUTCOMES: Final = ("failed", "not-run", "deviation", "skipped", "passed")
+#: Every outcome, in the order a report lists them. ``not-observed`` is a
+#: race property's whose racing calls were never seen to overlap: like a skip
+#: it fails no run, unless ``check --require-race`` made it a failure; unlike
+#: one, it outranks a pass of its clause.
+OUTCOMES: Final = ("failed", "not-run", "deviation", "not-observed", "skipped", "passed")
+
+#: The outcomes ``vectors run`` has: it replays fixed exchanges, and sees no race.
+CASE_OUTCOMES: Final = tuple(outcome for outcome in OUTCOMES if outcome != "not-observed")
 
 #: How a line of the report names each outcome.
 LABELS: Final = {
@@ -39,6 +46,7 @@ LABELS: Final = {
     "skipped": "SKIP",
     "not-run": "NOT RUN",
     "deviation": "DEVIATION",
+    "not-observed": "NOT OBSERVED",
 }
 
 #: The message for a deviation entry that no longer deviates.
@@ -60,8 +68,8 @@ def clause_summary(rows: Iterable[Row], /) -> dict[str, str]:
     """Each clause's outcome over the rows citing it.
 
     Any failure fails the clause; then a case not run, then a known
-    deviation; a clause with a pass and nothing worse passes; one that
-    nothing ran is skipped.
+    deviation, then a race not observed; a clause with a pass and nothing
+    worse passes; one that nothing ran is skipped.
     """
     by_clause: dict[str, set[str]] = {}
     for row in rows:
@@ -79,10 +87,10 @@ def clause_key(clause: str, /) -> tuple[str, int]:
     return (family, int(number)) if number.isdigit() else (clause, -1)
 
 
-def counts(rows: Iterable[Row], /) -> dict[str, int]:
-    """How many rows had each outcome."""
-    outcomes = [row.outcome for row in rows]
-    return {outcome: outcomes.count(outcome) for outcome in OUTCOMES}
+def counts(rows: Iterable[Row], /, outcomes: Sequence[str] = OUTCOMES) -> dict[str, int]:
+    """How many rows had each of ``outcomes``."""
+    had = [row.outcome for row in rows]
+    return {outcome: had.count(outcome) for outcome in outcomes}
 
 
 def _indented(text: str, /) -> list[str]:
@@ -108,8 +116,12 @@ def print_report(
     *,
     show_passes: bool,
     conforming: Sequence[Deviation] = (),
+    tallied: Sequence[str] = OUTCOMES,
 ) -> None:
-    """Print rows failures first, then one line per clause, the failed list and the tally."""
+    """Print rows failures first, then one line per clause, the failed list and the tally.
+
+    The tally counts each of ``tallied``.
+    """
     lines: list[str] = []
     shown_reasons: set[str] = set()
     for outcome in OUTCOMES:
@@ -132,8 +144,8 @@ def print_report(
         lines.append("failed:")
         lines += [f"  {row.name}  [{', '.join(row.clauses)}]" for row in failed]
     lines += [f"{CONFORMS}: {deviation}" for deviation in conforming]
-    tally = counts(rows)
-    lines.append(", ".join(f"{tally[outcome]} {outcome}" for outcome in reversed(OUTCOMES)))
+    tally = counts(rows, tallied)
+    lines.append(", ".join(f"{tally[outcome]} {outcome}" for outcome in reversed(tallied)))
     print("\n".join(lines))
 
 
@@ -163,10 +175,10 @@ def write_junit(
     """Write ``rows`` as a JUnit XML report to the path ``target``.
 
     One testcase per property or case, named with its clauses; a failure
-    carries its whole detail, a skip and a deviation their reason, and a case
-    not run is an error. A row with no time of its own (a case of a pipelined
-    batch) has no ``time``; the suite's is ``seconds`` when given, else the
-    rows' sum.
+    carries its whole detail, a skip, a deviation and a race not observed
+    their reason, and a case not run is an error. A row with no time of its
+    own (a case of a pipelined batch) has no ``time``; the suite's is
+    ``seconds`` when given, else the rows' sum.
 
     Raises:
         CliError: the file cannot be written.
@@ -180,7 +192,7 @@ def write_junit(
         tests=str(len(rows)),
         failures=str(tally["failed"]),
         errors=str(tally["not-run"]),
-        skipped=str(tally["skipped"] + tally["deviation"]),
+        skipped=str(tally["skipped"] + tally["deviation"] + tally["not-observed"]),
         time=f"{sum(row.seconds or 0.0 for row in rows) if seconds is None else seconds:.3f}",
     )
     for row in rows:
@@ -197,8 +209,9 @@ def write_junit(
             failure.text = row.detail
         elif row.outcome == "not-run":
             ET.SubElement(case, "error", message=row.detail)
-        elif row.outcome in {"skipped", "deviation"}:
-            # A deviation's detail opens with "deviates knowingly (...): REASON".
+        elif row.outcome in {"skipped", "deviation", "not-observed"}:
+            # A deviation's detail opens with "deviates knowingly (...): REASON",
+            # a race not observed's with "not observed: ".
             ET.SubElement(case, "skipped", message=_first_line(row.detail))
     ET.indent(root)
     text = ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
