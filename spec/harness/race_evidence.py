@@ -32,11 +32,12 @@ __all__ = [
 #: whose reason opens so as the outcome ``not-observed``.
 NOT_OBSERVED: Final = "not observed: "
 
-#: What an adapter can do about a race the suite did not see.
-_REMEDY: Final = (
-    "give each racing call's span, release the racers together with a spinning barrier, "
-    'and offer race_cells (docs/protocol.md, "Evidence of a race")'
-)
+#: What an adapter can do about a race the suite did not see: give spans,
+#: release its racers so that they meet, race more often.
+_GIVE_SPANS: Final = "give each racing call's span"
+_RELEASE: Final = "release the racers together from a spinning barrier"
+_OFFER_CELLS: Final = "offer race_cells, which races fresh cells thousands of times in one process"
+_WHERE: Final = '(docs/protocol.md, "Evidence of a race")'
 
 _U64_MAX: Final = 2**64 - 1
 
@@ -121,6 +122,8 @@ class RaceTally:
 
     #: What the races are, as the verdict counts them ("races", "rounds of fresh cells").
     units: str
+    #: Whether the verdict suggests race_cells (it does not to race_cells itself).
+    suggest_cells: bool = False
     races: int = 0
     with_spans: int = 0
     overlapping: int = 0
@@ -143,11 +146,15 @@ class RaceTally:
         many = f"{self.races} {self.units}"
         if not self.with_spans:
             why = f"none of {many} gave its calls' spans, so none is known to have overlapped"
+            remedies = [_GIVE_SPANS]
         elif self.with_spans < self.races:
             why = (
                 f"of {many}, the {self.with_spans} that gave their calls' spans"
-                " had no two calls overlap, and the rest gave none"
+                " had no two calls overlap and the rest gave none"
             )
+            remedies = [_GIVE_SPANS, _RELEASE]
         else:
             why = f"in none of {many} did two calls overlap"
-        return f"{NOT_OBSERVED}{why}, and none lost; {_REMEDY}"
+            remedies = [_RELEASE]
+        remedy = " and ".join(remedies) + (f", or {_OFFER_CELLS}" if self.suggest_cells else "")
+        return f"{NOT_OBSERVED}{why}, and none lost; {remedy} {_WHERE}"

@@ -131,7 +131,7 @@ def test_a_budget_of_races_in_fresh_processes_each_have_one_winner(
         pytest.skip("the race budget is 0 seconds (--race-budget)")
     # Every race is drawn before the first one runs.
     shapes = [_BUDGET_RACES[index % len(_BUDGET_RACES)] for index in range(_MOST_RACES)]
-    tally = RaceTally("races")
+    tally = RaceTally("races", suggest_cells=True)
     started = time.monotonic()
     for calls in shapes:
         seconds = time.monotonic() - started
