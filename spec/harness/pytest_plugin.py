@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, Phase, Verbosity, settings
 from .clauses import CLAUSES, UnknownClauseError, select_clauses
 from .driver import Implementation, InProcessDriver
 from .python_impl import ARGPARSE_MODULE, ImplementationModuleError
-from .race_evidence import RaceNotSeenError
+from .race_evidence import REQUIRE_RACE_HELP, RaceNotSeenError
 from .subprocess_driver import (
     DEFAULT_RACE_BUDGET,
     DEFAULT_TIMEOUT,
@@ -147,8 +147,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--require-race",
         action="store_true",
-        help="fail a race property whose racing calls were never seen to overlap, "
-        "rather than report it not observed",
+        help=REQUIRE_RACE_HELP,
     )
     group.addoption(
         "--clause",

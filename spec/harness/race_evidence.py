@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "NOT_OBSERVED",
+    "REQUIRE_RACE_HELP",
     "MalformedSpansError",
     "RaceNotSeenError",
     "RaceTally",
@@ -31,6 +32,12 @@ __all__ = [
 #: How every not-observed verdict's reason opens: ``check`` reads a skip
 #: whose reason opens so as the outcome ``not-observed``.
 NOT_OBSERVED: Final = "not observed: "
+
+#: What ``--require-race`` does, in ``check`` and in the suite's pytest plugin.
+REQUIRE_RACE_HELP: Final = (
+    "fail a race property (RB-PUB-4) that saw no two racing calls overlap, "
+    "rather than report it NOT OBSERVED"
+)
 
 #: What an adapter can do about a race the suite did not see: give spans,
 #: release its racers so that they meet, race more often.

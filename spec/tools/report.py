@@ -18,7 +18,6 @@ if TYPE_CHECKING:
     from .deviations import Deviation
 
 __all__ = [
-    "CASE_OUTCOMES",
     "LABELS",
     "OUTCOMES",
     "Row",
@@ -30,14 +29,8 @@ __all__ = [
     "write_junit",
 ]
 
-#: Every outcome, in the order a report lists them. ``not-observed`` is a
-#: race property's whose racing calls were never seen to overlap: like a skip
-#: it fails no run, unless ``check --require-race`` made it a failure; unlike
-#: one, it outranks a pass of its clause.
+#: Every outcome, in the order a report lists them (not-observed: docs/protocol.md).
 OUTCOMES: Final = ("failed", "not-run", "deviation", "not-observed", "skipped", "passed")
-
-#: The outcomes ``vectors run`` has: it replays fixed exchanges, and sees no race.
-CASE_OUTCOMES: Final = tuple(outcome for outcome in OUTCOMES if outcome != "not-observed")
 
 #: How a line of the report names each outcome.
 LABELS: Final = {
@@ -67,9 +60,9 @@ class Row:
 def clause_summary(rows: Iterable[Row], /) -> dict[str, str]:
     """Each clause's outcome over the rows citing it.
 
-    Any failure fails the clause; then a case not run, then a known
-    deviation, then a race not observed; a clause with a pass and nothing
-    worse passes; one that nothing ran is skipped.
+    Any failure fails the clause; then a case not run, a known deviation, a
+    race not observed; a clause with a pass and nothing worse passes; one
+    that nothing ran is skipped.
     """
     by_clause: dict[str, set[str]] = {}
     for row in rows:
@@ -87,10 +80,10 @@ def clause_key(clause: str, /) -> tuple[str, int]:
     return (family, int(number)) if number.isdigit() else (clause, -1)
 
 
-def counts(rows: Iterable[Row], /, outcomes: Sequence[str] = OUTCOMES) -> dict[str, int]:
-    """How many rows had each of ``outcomes``."""
-    had = [row.outcome for row in rows]
-    return {outcome: had.count(outcome) for outcome in outcomes}
+def counts(rows: Iterable[Row], /) -> dict[str, int]:
+    """How many rows had each outcome."""
+    outcomes = [row.outcome for row in rows]
+    return {outcome: outcomes.count(outcome) for outcome in OUTCOMES}
 
 
 def _indented(text: str, /) -> list[str]:
@@ -116,12 +109,8 @@ def print_report(
     *,
     show_passes: bool,
     conforming: Sequence[Deviation] = (),
-    tallied: Sequence[str] = OUTCOMES,
 ) -> None:
-    """Print rows failures first, then one line per clause, the failed list and the tally.
-
-    The tally counts each of ``tallied``.
-    """
+    """Print rows failures first, then one line per clause, the failed list and the tally."""
     lines: list[str] = []
     shown_reasons: set[str] = set()
     for outcome in OUTCOMES:
@@ -144,8 +133,9 @@ def print_report(
         lines.append("failed:")
         lines += [f"  {row.name}  [{', '.join(row.clauses)}]" for row in failed]
     lines += [f"{CONFORMS}: {deviation}" for deviation in conforming]
-    tally = counts(rows, tallied)
-    lines.append(", ".join(f"{tally[outcome]} {outcome}" for outcome in reversed(tallied)))
+    tally = counts(rows)
+    shown = [o for o in reversed(OUTCOMES) if tally[o] or o != "not-observed"]  # races' alone
+    lines.append(", ".join(f"{tally[o]} {o}" for o in shown))
     print("\n".join(lines))
 
 
@@ -175,10 +165,10 @@ def write_junit(
     """Write ``rows`` as a JUnit XML report to the path ``target``.
 
     One testcase per property or case, named with its clauses; a failure
-    carries its whole detail, a skip, a deviation and a race not observed
-    their reason, and a case not run is an error. A row with no time of its
-    own (a case of a pipelined batch) has no ``time``; the suite's is
-    ``seconds`` when given, else the rows' sum.
+    carries its whole detail, a skip, a deviation or a race not observed its
+    reason, and a case not run is an error. A row with no time of its own (a case of a pipelined
+    batch) has no ``time``; the suite's is ``seconds`` when given, else the
+    rows' sum.
 
     Raises:
         CliError: the file cannot be written.
@@ -210,8 +200,7 @@ def write_junit(
         elif row.outcome == "not-run":
             ET.SubElement(case, "error", message=row.detail)
         elif row.outcome in {"skipped", "deviation", "not-observed"}:
-            # A deviation's detail opens with "deviates knowingly (...): REASON",
-            # a race not observed's with "not observed: ".
+            # The detail opens "deviates knowingly (...): REASON" or "not observed: REASON".
             ET.SubElement(case, "skipped", message=_first_line(row.detail))
     ET.indent(root)
     text = ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"

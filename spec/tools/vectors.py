@@ -17,15 +17,7 @@ from ..harness.subprocess_driver import SubprocessDriver
 from .arguments import adapter_argv, add_impl_arguments, add_selection_arguments, before_the_run
 from .deviations import DeviationList, Target
 from .errors import CliError, ExitStatus
-from .report import (
-    CASE_OUTCOMES,
-    Row,
-    clause_summary,
-    counts,
-    print_report,
-    write_json,
-    write_junit,
-)
+from .report import Row, clause_summary, counts, print_report, write_json, write_junit
 from .shipped import REPLAY_SUBDIRECTORY, corpus_directory, replay_corpus_directory
 
 if TYPE_CHECKING:
@@ -185,7 +177,7 @@ def _run(arguments: argparse.Namespace, /) -> int:
     rows, conforming = deviations.mark(
         rows, reads={Target.CLAUSE, Target.CASE}, selected=arguments.clause
     )
-    print_report(rows, show_passes=False, conforming=conforming, tallied=CASE_OUTCOMES)
+    print_report(rows, show_passes=False, conforming=conforming)
     if arguments.json:
         document = {
             "implementation": command,
@@ -196,7 +188,7 @@ def _run(arguments: argparse.Namespace, /) -> int:
             ],
             "clauses": clause_summary(rows),
             "conforming_deviations": [str(deviation) for deviation in conforming],
-            "counts": counts(rows, CASE_OUTCOMES),
+            "counts": counts(rows),
         }
         write_json(arguments.json, document)
     if arguments.junit_xml:
