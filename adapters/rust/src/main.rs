@@ -6,6 +6,7 @@ mod json;
 mod replay_op;
 
 use std::io::{self, BufRead, BufWriter, Write};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Instant;
 
 use json::{write_string, Json};
@@ -68,28 +69,49 @@ const MAX_EVENTS: usize = 256;
 #[cfg(not(feature = "no-race-cells"))]
 const MAX_ROUNDS: u64 = 10_000;
 
+/// How long after the last racer arrives a round is released: long enough
+/// for every spinning racer to see the instant, so that all of them leave
+/// within nanoseconds of each other, not one cache miss after the last.
+const RELEASE_AHEAD_NANOS: u64 = 1_000;
+
+fn nanos_since(origin: &Instant) -> u64 {
+    u64::try_from(origin.elapsed().as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// Spin until the release instant, in nanoseconds since `origin`; a racer
+/// that saw the go late leaves at once.
+fn wait_for_release(origin: &Instant, release: &AtomicU64) {
+    let at = release.load(Ordering::Relaxed);
+    while nanos_since(origin) < at {
+        std::hint::spin_loop();
+    }
+}
+
 /// Race `events` on a fresh cell, `rounds` times, with one thread per event
 /// for the whole run. Each round, the threads spin until a shared counter
-/// says go, so they leave together, within nanoseconds rather than the
-/// microseconds a sleeping barrier takes to wake each one.
+/// says go, then until the instant the last to arrive set, so they leave
+/// together, within nanoseconds rather than the microseconds a sleeping
+/// barrier takes to wake each one.
 #[cfg(not(feature = "no-race-cells"))]
 fn race_fresh_cells(events: &[Event], rounds: usize) -> Vec<Vec<(SsmRollbackMode, Span)>> {
-    use std::sync::atomic::{AtomicUsize, Ordering};
     let origin = Instant::now();
     let cells: Vec<ModeCell> = (0..rounds).map(|_| ModeCell::new()).collect();
     let arrived = AtomicUsize::new(0);
     let go = AtomicUsize::new(0);
+    let release = AtomicU64::new(0);
     let threads = events.len();
     let per_thread: Vec<Vec<(SsmRollbackMode, Span)>> = std::thread::scope(|scope| {
         let handles: Vec<_> = events
             .iter()
             .map(|&event| {
                 let (cells, arrived, go, origin) = (&cells, &arrived, &go, &origin);
+                let release = &release;
                 scope.spawn(move || {
                     let mut returned = Vec::with_capacity(rounds);
                     for (round, cell) in cells.iter().enumerate() {
                         // The last thread to arrive opens round `round`.
                         if arrived.fetch_add(1, Ordering::AcqRel) + 1 == threads * (round + 1) {
+                            release.store(nanos_since(origin) + RELEASE_AHEAD_NANOS, Ordering::Relaxed);
                             go.store(round + 1, Ordering::Release);
                         }
                         // Spin, but give the core away now and then: with more
@@ -103,6 +125,7 @@ fn race_fresh_cells(events: &[Event], rounds: usize) -> Vec<Vec<(SsmRollbackMode
                                 std::hint::spin_loop();
                             }
                         }
+                        wait_for_release(origin, release);
                         returned.push(timed(origin, || match event {
                             Event::Set(mode) => cell.set(mode),
                             Event::Get => cell.set(SsmRollbackMode::Snapshot),
@@ -118,23 +141,25 @@ fn race_fresh_cells(events: &[Event], rounds: usize) -> Vec<Vec<(SsmRollbackMode
 }
 
 /// Race `events` on the published mode, one thread per event, released as
-/// `race_fresh_cells` releases a round: the last thread to arrive opens it,
-/// the others spin, so they leave together (docs/protocol.md). A sleeping
+/// `race_fresh_cells` releases a round: the last thread to arrive sets the
+/// instant and opens it, the others spin, so they leave together
+/// (docs/protocol.md). A sleeping
 /// barrier (`std::sync::Barrier`) wakes them one after another instead, and
 /// a narrow check-then-set is never caught that way (BENCHMARKS.md).
 fn race_published(events: &[Event]) -> Vec<(SsmRollbackMode, Span)> {
-    use std::sync::atomic::{AtomicUsize, Ordering};
     let origin = Instant::now();
     let arrived = AtomicUsize::new(0);
     let go = AtomicUsize::new(0);
+    let release = AtomicU64::new(0);
     let threads = events.len();
     std::thread::scope(|scope| {
         let handles: Vec<_> = events
             .iter()
             .map(|&event| {
-                let (arrived, go, origin) = (&arrived, &go, &origin);
+                let (arrived, go, origin, release) = (&arrived, &go, &origin, &release);
                 scope.spawn(move || {
                     if arrived.fetch_add(1, Ordering::AcqRel) + 1 == threads {
+                        release.store(nanos_since(origin) + RELEASE_AHEAD_NANOS, Ordering::Relaxed);
                         go.store(1, Ordering::Release);
                     }
                     let mut spins = 0u32;
@@ -146,6 +171,7 @@ fn race_published(events: &[Event]) -> Vec<(SsmRollbackMode, Span)> {
                             std::hint::spin_loop();
                         }
                     }
+                    wait_for_release(origin, release);
                     timed(origin, || event.run())
                 })
             })
