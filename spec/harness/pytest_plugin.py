@@ -3,8 +3,9 @@
 
 It registers the Hypothesis profiles, chooses the implementation under test
 (``--impl-cmd``, ``--impl-module`` or the reference), gives the properties
-their ``impl``, ``python_api`` and ``new_cell`` fixtures, checks each
-property's clause markers against SPEC.md's clauses, and selects properties
+their ``impl``, ``python_api``, ``new_cell`` and ``race_verdict`` fixtures
+(``--require-race`` makes a race not seen fail), checks each property's
+clause markers against SPEC.md's clauses, and selects properties
 by clause (``--clause``, or ``-k`` on a clause ID). Load it with
 ``-p ssm_rollback_spec.harness.pytest_plugin``; the repository's ``tests/conftest.py``
 loads it for the repository's own runs.
