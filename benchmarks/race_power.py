@@ -13,6 +13,16 @@ Rust racy build with ``race_cells``. It runs the
 default ``check`` against each racy one ``--runs`` times and reports how many
 runs failed, on which properties, and what the race budget costs against
 the reference.
+
+With ``--evidence``, it measures instead what the race properties conclude
+(docs/protocol.md, "Evidence of a race"), quiet and under ``--load`` busy
+processes of its own (4 by default): for the check-then-set behind ``race``
+alone (the Rust race-only build and the C one) the share of runs that catch
+it and the share reported NOT OBSERVED, and the same for the Rust build
+behind ``race_cells``. Each run is ``check --clause RB-PUB-4 -k "budget or
+fresh_cells"`` at the default race budget::
+
+    python benchmarks/race_power.py --evidence --runs 5
 """
 
 from __future__ import annotations
@@ -46,6 +56,8 @@ def _build() -> None:
     subprocess.run(
         [*common, *racy, "--target-dir", str(CRATE / "target" / "racy-race-only")], check=True
     )
+    with_cells = ["--features", "racy-cell", "--target-dir", str(CRATE / "target" / "racy")]
+    subprocess.run([*common, *with_cells], check=True)
     C_RACY.parent.mkdir(exist_ok=True)
     compile_c = ["cc", "-O2", "-pthread", "-o", str(C_RACY), str(C_SOURCE)]
     subprocess.run(compile_c, check=True)
@@ -89,10 +101,66 @@ def _runs(adapter: Path, runs: int, report: Path, /) -> None:
     print(f"  median wall time {statistics.median(walls):.1f} s")
 
 
+#: The race properties that judge evidence, and what each run reads of them.
+_EVIDENCE_ARGUMENTS: Final = ("--clause", "RB-PUB-4", "-k", "budget or fresh_cells")
+_BUDGET: Final = "test_a_budget_of_races_in_fresh_processes_each_have_one_winner"
+_CELLS: Final = "test_fresh_cells_raced_in_one_process_each_have_one_winner"
+_SPIN: Final = "while True: pass"
+
+
+def _outcome(document: dict[str, object], name: str, /) -> str:
+    properties = document["properties"]
+    assert isinstance(properties, list)
+    [row] = [row for row in properties if row["property"].endswith(name)]
+    return str(row["outcome"])
+
+
+def _evidence(adapter: Path, runs: int, report: Path, name: str, /) -> None:
+    """Print how often the property ``name`` caught the racy ``adapter``, and saw no race."""
+    outcomes: dict[str, int] = {}
+    walls = []
+    for _ in range(runs):
+        _, elapsed, document = _check(adapter, report, *_EVIDENCE_ARGUMENTS)
+        walls.append(elapsed)
+        outcome = _outcome(document, name)
+        outcomes[outcome] = outcomes.get(outcome, 0) + 1
+    shown = ", ".join(
+        f"{label} {outcomes.get(outcome, 0)} of {runs}"
+        for outcome, label in (
+            ("failed", "caught"),
+            ("not-observed", "not observed"),
+            ("passed", "seen, not caught"),
+        )
+    )
+    others = sorted(set(outcomes) - {"failed", "not-observed", "passed"})
+    extra = f", other: {others}" if others else ""
+    behind = "race_cells" if name == _CELLS else "race alone"
+    print(f"  {adapter.relative_to(ROOT)} ({behind}): {shown}{extra};"
+          f" median {statistics.median(walls):.1f} s a run")  # fmt: skip
+
+
+def _evidence_table(runs: int, load: int, report: Path, /) -> None:
+    builds = [(RACE_ONLY, _BUDGET), (C_RACY, _BUDGET), (WITH_CELLS, _CELLS)]
+    for busy in (0, load):
+        spinners = [subprocess.Popen([sys.executable, "-c", _SPIN]) for _ in range(busy)]
+        try:
+            time.sleep(0.5 if busy else 0)
+            print(f"{busy} busy processes of the benchmark's own; load average"
+                  " {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))  # fmt: skip
+            for adapter, name in builds:
+                _evidence(adapter, runs, report, name)
+        finally:
+            for spinner in spinners:
+                spinner.kill()
+                spinner.wait()
+
+
 def main() -> int:
     """Build, run, and print the figures."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--evidence", action="store_true", help="what the race properties conclude")
+    parser.add_argument("--load", type=int, default=4, help="busy processes for --evidence")
     parser.add_argument(
         "--only", choices=("rust-race-only", "c-racy", "rust-with-cells"), action="append"
     )
@@ -105,6 +173,10 @@ def main() -> int:
     print("load average at the start: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
     with tempfile.TemporaryDirectory() as scratch:
         report = Path(scratch) / "report.json"
+        if arguments.evidence:
+            _evidence_table(arguments.runs, arguments.load, report)
+            print("load average at the end: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
+            return 0
         chosen = {"rust-race-only": RACE_ONLY, "c-racy": C_RACY, "rust-with-cells": WITH_CELLS}
         for name, adapter in chosen.items():
             if not arguments.only or name in arguments.only:

@@ -176,8 +176,12 @@ def test_check_and_the_vectors_agree_on_every_clause_and_write_junit(
     # conv state's inputs, ReplaySSM's fold): only the vectors judge those.
     only_vectors = set(by_vectors) - set(by_check)
     assert only_vectors <= DRAFT_CLAUSES - REPLAY_PROPERTY_CLAUSES, only_vectors
-    assert {c: by_check[c] for c in by_vectors if c in by_check} == {
-        c: outcome for c, outcome in by_vectors.items() if c in by_check
+    # A race the host's scheduler never ran is no verdict (docs/protocol.md,
+    # "Evidence of a race"), and never a pass; the rest agree.
+    unseen = {c for c, outcome in by_check.items() if outcome == "not-observed"}
+    assert unseen <= {"RB-PUB-4"}, unseen
+    assert {c: by_check[c] for c in by_vectors if c in by_check.keys() - unseen} == {
+        c: outcome for c, outcome in by_vectors.items() if c in by_check.keys() - unseen
     }
     # What check skips over the protocol is what only the Python API shows.
     skipped = sorted(c for c, outcome in by_check.items() if outcome == "skipped")
@@ -198,8 +202,9 @@ def _require_junit(path: Path, report: dict[str, object], /) -> None:
         assert case.name == f"{name} [{', '.join(row['clauses'])}]"
         outcome = {junitparser.Skipped: "skipped", junitparser.Failure: "failed"}
         results = [outcome.get(type(result), "other") for result in case.result]
-        assert results == ([] if row["outcome"] == "passed" else [row["outcome"]]), name
-        if row["outcome"] == "skipped":
+        expected = "skipped" if row["outcome"] == "not-observed" else row["outcome"]
+        assert results == ([] if expected == "passed" else [expected]), name
+        if expected == "skipped":
             assert case.result[0].message == row["detail"].splitlines()[0]
 
 

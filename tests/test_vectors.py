@@ -183,6 +183,7 @@ def test_the_python_adapter_passes_every_case_and_does_not_offer_replay(tmp_path
         "failed": 0,
         "not-run": 0,
         "deviation": 0,
+        "not-observed": 0,
         "skipped": len(replay),
     }
     skipped = [case for case in report["cases"] if case["outcome"] == "skipped"]

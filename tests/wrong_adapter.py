@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import sys
 import threading
+import time
 from typing import Final
 
 from ssm_rollback_spec import rollback
@@ -33,7 +34,21 @@ MISTAKES: Final = (
     # No mistake: a race's events on a pool of 16 threads, which the
     # protocol allows (docs/protocol.md, race).
     "pool-of-16",
+    # A check-then-set cell with a wide window, its racers released together
+    # and their spans given: the race shows whenever two calls overlap.
+    "racy-window",
+    # The control: the same cell, its racers run one after another (spans
+    # given), so no race is ever run: not observed, never a pass.
+    "serial-racers",
+    # An adapter written before the spans: the reference's races, no spans.
+    "no-spans",
 )
+
+#: The mistakes that are in a race's reply alone.
+_RACING: Final = frozenset({"racy-window", "serial-racers", "no-spans"})
+
+#: How long the racy cell waits between its check and its set.
+_WINDOW_SECONDS: Final = 0.002
 
 #: The pool a race's events run on under "pool-of-16".
 _POOL: Final = 16
@@ -91,6 +106,68 @@ def _race_on_a_pool(events: list[dict[str, object]], /) -> list[str]:
     return returned
 
 
+def _racy_call(cell: dict[str, str], event: dict[str, object], /) -> tuple[str, tuple[int, int]]:
+    # Check, wait, then set: two calls inside the window both win.
+    start = time.monotonic_ns()
+    mode = str(event["mode"]) if event["op"] == "set" else "snapshot"
+    if "mode" not in cell:
+        time.sleep(_WINDOW_SECONDS)
+        cell["mode"] = mode
+    else:
+        mode = cell["mode"]
+    return mode, (start, time.monotonic_ns())
+
+
+def _racy_round(
+    events: list[dict[str, object]], /, *, together: bool
+) -> tuple[list[str], list[tuple[int, int]]]:
+    """One round on a fresh racy cell: what each call returned, and its span."""
+    cell: dict[str, str] = {}
+    results: list[tuple[str, tuple[int, int]]] = [("", (0, 0))] * len(events)
+    barrier = threading.Barrier(max(1, len(events)))
+
+    def run(index: int, event: dict[str, object]) -> None:
+        if together:
+            barrier.wait()
+        results[index] = _racy_call(cell, event)
+
+    threads = [threading.Thread(target=run, args=item) for item in enumerate(events)]
+    for thread in threads:
+        thread.start()
+        if not together:
+            thread.join()
+    for thread in threads:
+        thread.join()
+    return [mode for mode, _ in results], [span for _, span in results]
+
+
+def _racing_reply(mistake: str, line: str, /) -> dict[str, object] | None:
+    """The reply of a mistake that is in its races alone; None for any other request."""
+    try:
+        checked = protocol.decode_request(line)
+    except protocol.ProtocolError:
+        return None
+    if checked["op"] not in {"race", "race_cells"}:
+        return None
+    if mistake == "no-spans":
+        reply = respond(rollback, line)
+        reply.pop(protocol.SPANS, None)
+        return reply
+    events = checked["events"]
+    assert isinstance(events, list)
+    rounds = [
+        _racy_round(events, together=mistake == "racy-window")
+        for _ in range(int(str(checked.get("rounds", 1))))
+    ]
+    if checked["op"] == "race":
+        [(returned, spans)] = rounds
+        return {"ok": returned, protocol.SPANS: spans}
+    return {
+        "ok": [round_[0] for round_ in rounds],
+        protocol.SPANS: [round_[1] for round_ in rounds],
+    }
+
+
 def _reply(mistake: str, line: str, /) -> dict[str, object]:  # noqa: PLR0911 - one return per mistake
     try:
         if mistake == "lenient-integers":
@@ -129,7 +206,10 @@ def main() -> int:
         sys.stderr.write(f"usage: wrong_adapter.py {{{','.join(MISTAKES)}}}\n")
         return 2
     for line in sys.stdin:
-        sys.stdout.write(protocol.encode(_reply(sys.argv[1], line.rstrip("\n"))) + "\n")
+        mistake, request = sys.argv[1], line.rstrip("\n")
+        racing = _racing_reply(mistake, request) if mistake in _RACING else None
+        reply = _reply(mistake, request) if racing is None else racing
+        sys.stdout.write(protocol.encode(reply) + "\n")
         sys.stdout.flush()
     return 0
 

@@ -5,7 +5,9 @@
 // with relaxed atomics, no lock and no sleep. It offers only the mandatory
 // `race` (no `race_cells`), releasing each race's threads from a spinning
 // barrier. The race-power benchmark (benchmarks/race_power.py) measures how
-// often a default `check` catches it. Build: cc -O2 -pthread adapter.c
+// often a default `check` catches it. Asked for `spans`, it gives each racing
+// call's start and end on CLOCK_MONOTONIC (docs/protocol.md, "Evidence of a
+// race"). Build: cc -O2 -pthread adapter.c
 
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -15,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 enum kind { J_NULL, J_BOOL, J_NUM, J_STR, J_ARR, J_OBJ };
 
@@ -319,6 +322,23 @@ static void modes_reply(const int *modes, size_t count) {
     fputs("]}\n", stdout);
 }
 
+// The same reply with each call's span beside it: "spans":[[START,END],...].
+static void modes_and_spans_reply(const int *modes, const uint64_t (*spans)[2], size_t count) {
+    fputs("{\"ok\":[", stdout);
+    for (size_t i = 0; i < count; i++) printf("%s\"%s\"", i ? "," : "", NAMES[modes[i]]);
+    fputs("],\"spans\":[", stdout);
+    for (size_t i = 0; i < count; i++)
+        printf("%s[%llu,%llu]", i ? "," : "", (unsigned long long)spans[i][0], (unsigned long long)spans[i][1]);
+    fputs("]}\n", stdout);
+}
+
+// Nanoseconds on the monotonic clock.
+static uint64_t now_ns(void) {
+    struct timespec at;
+    clock_gettime(CLOCK_MONOTONIC, &at);
+    return (uint64_t)at.tv_sec * 1000000000u + (uint64_t)at.tv_nsec;
+}
+
 // An event: -1 for a get, or the mode a set publishes.
 static int events(struct json *request, int *out, size_t *count) {
     struct json *list = get(request, "events");
@@ -342,6 +362,7 @@ struct racer {
     int returned;
     atomic_int *arrived;
     atomic_int *go;
+    uint64_t span[2];
 };
 
 static void spin_until(atomic_int *flag, int at_least) {
@@ -354,7 +375,9 @@ static void *race_thread(void *argument) {
     struct racer *racer = argument;
     atomic_fetch_add_explicit(racer->arrived, 1, memory_order_acq_rel);
     spin_until(racer->go, 1);
+    racer->span[0] = now_ns();
     racer->returned = run_event(racer->event);
+    racer->span[1] = now_ns();
     return NULL;
 }
 
@@ -419,9 +442,15 @@ static void answer(char *line, size_t length) {
         else error_reply("bad-request", "field 'mode' must be \"snapshot\" or \"replay\"");
     } else if (is_text(op, "trace") || is_text(op, "race")) {
         int list[MAX_EVENTS], returned[MAX_EVENTS];
+        static uint64_t spans[MAX_EVENTS][2];
         size_t count;
         if (!events(request, list, &count)) {
             error_reply("bad-request", "field 'events' must be a list of at most 256 set or get events");
+            return;
+        }
+        struct json *asked = get(request, "spans");
+        if (is_text(op, "race") && asked && asked->kind != J_BOOL) {
+            error_reply("bad-request", "field 'spans' must be true or false");
             return;
         }
         if (is_text(op, "trace")) {
@@ -432,7 +461,7 @@ static void answer(char *line, size_t length) {
             static struct racer racers[MAX_EVENTS];
             atomic_int arrived = 0, go = 0;
             for (size_t i = 0; i < count; i++) {
-                racers[i] = (struct racer){list[i], 0, &arrived, &go};
+                racers[i] = (struct racer){list[i], 0, &arrived, &go, {0, 0}};
                 if (pthread_create(&threads[i], NULL, race_thread, &racers[i]) != 0) {
                     fputs("c-racy-adapter: cannot start a thread\n", stderr);
                     exit(1);
@@ -443,6 +472,12 @@ static void answer(char *line, size_t length) {
             for (size_t i = 0; i < count; i++) {
                 pthread_join(threads[i], NULL);
                 returned[i] = racers[i].returned;
+                spans[i][0] = racers[i].span[0];
+                spans[i][1] = racers[i].span[1];
+            }
+            if (asked && strcmp(asked->text, "true") == 0) {
+                modes_and_spans_reply(returned, (const uint64_t (*)[2])spans, count);
+                return;
             }
         }
         modes_reply(returned, count);

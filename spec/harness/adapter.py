@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 import threading
+import time
 from typing import TYPE_CHECKING, BinaryIO, Final
 
 from .. import __version__
@@ -58,28 +59,41 @@ def _call(api: RollbackApi, event: dict[str, object], /) -> str:
 
 _BARRIER_SECONDS: Final = 30.0
 
+#: The interpreter's thread switch interval while racers run, in seconds. By
+#: default a thread keeps the GIL for 5 ms, a thousand times a call's length,
+#: so racers released together would still call one after another and no
+#: race would be run (docs/protocol.md, "Evidence of a race").
+_RACE_SWITCH_SECONDS: Final = 1e-6
+
+#: One round's calls' spans: (start, end) in nanoseconds, on the monotonic clock.
+_Spans = list[tuple[int, int]]
+
 
 def _race(
     events: Sequence[dict[str, object]],
     /,
     call: Callable[[int, dict[str, object]], str],
     rounds: int = 1,
-) -> list[list[str]]:
+) -> tuple[list[list[str]], list[_Spans]]:
     """Run ``call(round, event)`` for every event on a thread of its own, ``rounds`` times.
 
     The threads live for every round and meet at one barrier before each, so
     all the calls of a round start together; the barrier's timeout turns a
-    round that can never fill into an error, not a hang.
+    round that can never fill into an error, not a hang. Returns what each
+    call returned and its span, round by round.
     """
     barrier = threading.Barrier(max(len(events), 1), timeout=_BARRIER_SECONDS)
     returned: list[list[str]] = [[""] * len(events) for _ in range(rounds)]
+    spans: list[_Spans] = [[(0, 0)] * len(events) for _ in range(rounds)]
     failures: list[BaseException] = []
 
     def run(index: int, event: dict[str, object]) -> None:
         try:
             for round_ in range(rounds):
                 barrier.wait()
+                start = time.monotonic_ns()
                 returned[round_][index] = call(round_, event)
+                spans[round_][index] = (start, time.monotonic_ns())
         except BaseException as error:  # noqa: BLE001 - re-raised on the caller's thread
             failures.append(error)
             barrier.abort()
@@ -87,6 +101,8 @@ def _race(
     threads = [threading.Thread(target=run, args=item) for item in enumerate(events)]
     started = []
     start_error: RuntimeError | None = None
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(_RACE_SWITCH_SECONDS)
     try:
         for thread in threads:
             thread.start()
@@ -95,8 +111,10 @@ def _race(
         # The threads already waiting would wait out the barrier: release them.
         barrier.abort()
         start_error = error
-    for thread in started:
-        thread.join()
+    finally:
+        for thread in started:
+            thread.join()
+        sys.setswitchinterval(switch)
     if start_error is not None:
         raise _RaceError(f"could not start the race's threads: {start_error}")
     real = [
@@ -106,15 +124,25 @@ def _race(
         raise real[0]
     if failures:
         raise _RaceError("the race's threads did not all meet at its barrier")
-    return returned
+    return returned, spans
 
 
-def _race_published(api: RollbackApi, events: Sequence[dict[str, object]], /) -> list[str]:
-    [returned] = _race(events, lambda _, event: _call(api, event))
-    return returned
+class _WithSpans:
+    """An ``ok`` value sent with its calls' spans beside it, as the request asked."""
+
+    def __init__(self, value: object, spans: object, /) -> None:
+        self.value: Final = value
+        self.spans: Final = spans
 
 
-def _race_cells(api: RollbackApi, request: dict[str, object], /) -> list[list[str]]:
+def _race_published(api: RollbackApi, request: dict[str, object], /) -> object:
+    events = request["events"]
+    assert isinstance(events, list)
+    [returned], [spans] = _race(events, lambda _, event: _call(api, event))
+    return _WithSpans(returned, spans) if request.get(protocol.SPANS) else returned
+
+
+def _race_cells(api: RollbackApi, request: dict[str, object], /) -> object:
     # A fresh cell of the implementation's own type for every round.
     new_cell = getattr(api, CELL_NAME, None)
     if new_cell is None:
@@ -131,7 +159,8 @@ def _race_cells(api: RollbackApi, request: dict[str, object], /) -> list[list[st
             return _mode_name(api, cells[round_].set(api.SsmRollbackMode(event["mode"])))
         return _mode_name(api, cells[round_].get_or_init(snapshot))
 
-    return _race(events, call, len(cells))
+    returned, spans = _race(events, call, len(cells))
+    return _WithSpans(returned, spans) if request.get(protocol.SPANS) else returned
 
 
 def _answer(api: RollbackApi, request: dict[str, object], /) -> object:  # noqa: PLR0911 - one return per op
@@ -152,11 +181,11 @@ def _answer(api: RollbackApi, request: dict[str, object], /) -> object:  # noqa:
         return _race_cells(api, request)
     if op is Op.REPLAY:
         raise protocol.ProtocolError(ErrorKind.UNKNOWN_OP, REPLAY_NOT_OFFERED)
+    if op is Op.RACE:
+        return _race_published(api, request)
     events = request["events"]
     assert isinstance(events, list)
-    if op is Op.TRACE:
-        return [_call(api, event) for event in events]
-    return _race_published(api, events)
+    return [_call(api, event) for event in events]
 
 
 def _ints(request: dict[str, object], /, *names: str) -> list[int]:
@@ -164,11 +193,17 @@ def _ints(request: dict[str, object], /, *names: str) -> list[int]:
     return [request[name] for name in names]  # type: ignore[misc]
 
 
+def _ok_reply(answer: object, /) -> dict[str, object]:
+    if isinstance(answer, _WithSpans):
+        return protocol.ok_reply(answer.value) | {protocol.SPANS: answer.spans}
+    return protocol.ok_reply(answer)
+
+
 def respond(api: RollbackApi, line: str, /) -> dict[str, object]:
     """The reply to one request line, computed with ``api``'s own names."""
     try:
         request = protocol.decode_request(line)
-        return protocol.ok_reply(_answer(api, request))
+        return _ok_reply(_answer(api, request))
     except protocol.ProtocolError as error:
         return protocol.error_reply(error.kind, str(error))
     except api.UnknownSsmRollbackModeError as error:

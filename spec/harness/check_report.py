@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Final, TypedDict
 import pytest
 
 from .protocol import encode
+from .race_evidence import NOT_OBSERVED
 
 if TYPE_CHECKING:
     from collections.abc import Generator
@@ -43,7 +44,8 @@ class PropertyResult(TypedDict):
     """One property's outcome, as ``check`` reports it."""
 
     property: str
-    #: ``passed``, ``failed`` or ``skipped`` (``check`` adds ``deviation``).
+    #: ``passed``, ``failed``, ``skipped`` or ``not-observed`` (a race
+    #: property whose racing calls never overlapped); ``check`` adds ``deviation``.
     outcome: str
     clauses: list[str]
     detail: str
@@ -182,14 +184,18 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if report.nodeid in _not_properties and not report.failed:
         return
     detail = ""
+    outcome: str = "failed" if report.failed else report.outcome
     if report.skipped:
         detail = _skip_reason(report)
+        # A race not seen is skipped under plain pytest; check says which it was.
+        if detail.startswith(NOT_OBSERVED):
+            outcome = "not-observed"
     elif report.failed:
         detail = _shortened(failure["detail"]) if failure else report.longreprtext[-2000:]
     _results.append(
         {
             "property": report.nodeid,
-            "outcome": "failed" if report.failed else report.outcome,
+            "outcome": outcome,
             # A failure that names the clauses it breaks is blamed on those alone.
             "clauses": failure["clauses"] if failure and failure["clauses"] else _clauses(report),
             "detail": detail,

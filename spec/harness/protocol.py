@@ -21,6 +21,7 @@ __all__ = [
     "MAX_LINE_BYTES",
     "MAX_ROUNDS",
     "PROTOCOL_VERSION",
+    "SPANS",
     "STATEFUL_OPS",
     "ErrorKind",
     "MalformedReplyError",
@@ -59,6 +60,11 @@ MAX_CELL_EVENTS: Final = 16
 
 #: The most rounds one ``race_cells`` request may ask for; more is bad-request.
 MAX_ROUNDS: Final = 10_000
+
+#: The request field that asks a ``race`` or ``race_cells`` for each call's
+#: span, and the reply key beside ``ok`` that carries them (docs/protocol.md,
+#: "Evidence of a race"); an adapter that ignores the field still conforms.
+SPANS: Final = "spans"
 
 _U64_MAX: Final = 2**64 - 1
 
@@ -227,6 +233,16 @@ def _rounds(request: Mapping[str, object], /) -> int:
     return rounds
 
 
+def _spans_asked(op: Op, request: Mapping[str, object], /) -> dict[str, object]:
+    # Kept only when asked, so a request that does not ask decodes as before.
+    if op not in {Op.RACE, Op.RACE_CELLS}:
+        return {}
+    asked = request.get(SPANS, False)
+    if not isinstance(asked, bool):
+        raise bad_request(f"field '{SPANS}' must be true or false, got {encode_value(asked)}")
+    return {SPANS: True} if asked else {}
+
+
 def encode_value(value: object, /, limit: int = 80) -> str:
     """A JSON value as it appears in a message, shortened past ``limit`` characters."""
     try:
@@ -331,9 +347,13 @@ def decode_request(line: str, /) -> dict[str, object]:
     elif op is Op.RACE_CELLS:
         checked["events"] = _events(request, limit=MAX_CELL_EVENTS)
         checked["rounds"] = _rounds(request)
+    checked.update(_spans_asked(op, request))
     for field in _U64_FIELDS.get(op, ()):
         checked[field] = _u64(request, field)
     return checked
+
+
+_REPLY_KEYS: Final = ({"ok"}, {"error"}, {"ok", SPANS})
 
 
 class Reply(dict[str, object]):
@@ -353,7 +373,8 @@ def decode_reply(line: str, /) -> dict[str, object]:
         reply = loads_bounded(line, MAX_DEPTH)
     except ValueError as error:
         raise MalformedReplyError(f"not a JSON line ({error})") from None
-    if not isinstance(reply, dict) or len(reply) != 1 or not {"ok", "error"} & reply.keys():
+    # A race's spans ride beside "ok" (docs/protocol.md, "Evidence of a race").
+    if not isinstance(reply, dict) or set(reply) not in _REPLY_KEYS:
         raise MalformedReplyError('not {"ok": VALUE} or {"error": {"kind": ..., "message": ...}}')
     if "error" in reply:
         body = reply["error"]

@@ -3,8 +3,9 @@
 
 It registers the Hypothesis profiles, chooses the implementation under test
 (``--impl-cmd``, ``--impl-module`` or the reference), gives the properties
-their ``impl``, ``python_api`` and ``new_cell`` fixtures, checks each
-property's clause markers against SPEC.md's clauses, and selects properties
+their ``impl``, ``python_api``, ``new_cell`` and ``race_verdict`` fixtures
+(``--require-race`` makes a race not seen fail), checks each property's
+clause markers against SPEC.md's clauses, and selects properties
 by clause (``--clause``, or ``-k`` on a clause ID). Load it with
 ``-p ssm_rollback_spec.harness.pytest_plugin``; the repository's ``tests/conftest.py``
 loads it for the repository's own runs.
@@ -22,6 +23,7 @@ from hypothesis import HealthCheck, Phase, Verbosity, settings
 from .clauses import CLAUSES, UnknownClauseError, select_clauses
 from .driver import Implementation, InProcessDriver
 from .python_impl import ARGPARSE_MODULE, ImplementationModuleError
+from .race_evidence import REQUIRE_RACE_HELP, RaceNotSeenError
 from .subprocess_driver import (
     DEFAULT_RACE_BUDGET,
     DEFAULT_TIMEOUT,
@@ -36,6 +38,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
     from .python_impl import Cell, PythonImplementation
+    from .race_evidence import RaceTally
 
 __all__ = [
     "IMPL_CMD_ENV",
@@ -49,6 +52,7 @@ __all__ = [
     "pytest_configure",
     "python_api",
     "race_budget",
+    "race_verdict",
 ]
 
 #: The environment variables beside ``--impl-cmd`` and ``--impl-module``.
@@ -142,6 +146,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         f"spent (default {DEFAULT_RACE_BUDGET:g}; 0 skips them)",
     )
     group.addoption(
+        "--require-race",
+        action="store_true",
+        help=REQUIRE_RACE_HELP,
+    )
+    group.addoption(
         "--clause",
         action="append",
         default=[],
@@ -197,6 +206,27 @@ def impl(pytestconfig: pytest.Config) -> Iterator[Implementation]:
 def race_budget(pytestconfig: pytest.Config) -> float:
     """Seconds to spend on races in fresh processes (``--race-budget``)."""
     return _race_budget(pytestconfig.getoption("--race-budget"))
+
+
+@pytest.fixture(scope="session")
+def race_verdict(pytestconfig: pytest.Config) -> Callable[[RaceTally], None]:
+    """Judges what a property's races showed: passes when two calls of one overlapped.
+
+    Otherwise the property is not observed: skipped, with a reason that opens
+    ``not observed: `` (``check`` reports that outcome, never a pass), or,
+    under ``--require-race``, failed.
+    """
+    required = bool(pytestconfig.getoption("--require-race"))
+
+    def judge(tally: RaceTally, /) -> None:
+        reason = tally.not_observed()
+        if reason is None:
+            return
+        if required:
+            raise RaceNotSeenError(reason)
+        pytest.skip(reason)
+
+    return judge
 
 
 @pytest.fixture(scope="session")

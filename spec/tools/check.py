@@ -26,6 +26,7 @@ from ..harness.python_impl import (
     ImplementationModuleError,
     load_python_implementation,
 )
+from ..harness.race_evidence import REQUIRE_RACE_HELP
 from ..harness.subprocess_driver import DEFAULT_RACE_BUDGET
 from .arguments import add_impl_arguments, add_selection_arguments, before_the_run, race_budget
 from .deviations import Deviation, DeviationList, Target
@@ -69,9 +70,9 @@ def add_check_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
         help="run the property suite against an implementation",
         description="Run the property suite against an implementation: the Python reference "
         "by default, a Python module with --impl-module, or an adapter with --impl-cmd. "
-        "Exits 0 when no property failed (skips and listed deviations are reported, not "
-        "failures), 1 when one did, when a listed deviation conforms, or when the adapter "
-        "broke on its first request (the report is still written), 2 on a usage error.",
+        "Exits 0 when no property failed (skips, listed deviations and races not observed are "
+        "reported), 1 when one did, when a listed deviation conforms, or when the adapter broke "
+        "on its first request (the report is still written), 2 on a usage error.",
     )
     add_impl_arguments(check, python=True)
     check.add_argument(
@@ -89,6 +90,7 @@ def add_check_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
         help="seconds spent on races in fresh processes, one after another until they are "
         f"spent (default {DEFAULT_RACE_BUDGET:g}; 0 skips them)",
     )
+    check.add_argument("--require-race", action="store_true", help=REQUIRE_RACE_HELP)
     add_selection_arguments(
         check, item="property", items="properties", entries="clauses or properties"
     )
@@ -172,6 +174,7 @@ def _pytest_command(arguments: argparse.Namespace, scratch: Path, /) -> list[str
         f"--check-report={scratch / 'report.json'}",
         "-q",
     ]
+    command += ["--require-race"] if arguments.require_race else []
     command += [f"--clause={clause}" for clause in arguments.clause]
     command += ["-k", arguments.keyword] if arguments.keyword is not None else []
     if arguments.impl_cmd is not None:

@@ -30,8 +30,8 @@ __all__ = [
     "write_text",
 ]
 
-#: Every outcome, in the order a report lists them.
-OUTCOMES: Final = ("failed", "not-run", "deviation", "skipped", "passed")
+#: Every outcome, in the order a report lists them (not-observed: docs/protocol.md).
+OUTCOMES: Final = ("failed", "not-run", "deviation", "not-observed", "skipped", "passed")
 
 #: How a line of the report names each outcome.
 LABELS: Final = {
@@ -40,6 +40,7 @@ LABELS: Final = {
     "skipped": "SKIP",
     "not-run": "NOT RUN",
     "deviation": "DEVIATION",
+    "not-observed": "NOT OBSERVED",
 }
 
 #: The message for a deviation entry that no longer deviates.
@@ -62,9 +63,9 @@ class Row:
 def clause_summary(rows: Iterable[Row], /) -> dict[str, str]:
     """Each clause's outcome over the rows citing it.
 
-    Any failure fails the clause; then a case not run, then a known
-    deviation; a clause with a pass and nothing worse passes; one that
-    nothing ran is skipped.
+    Any failure fails the clause; then a case not run, a known deviation, a
+    race not observed; a clause with a pass and nothing worse passes; one
+    that nothing ran is skipped.
     """
     by_clause: dict[str, set[str]] = {}
     for row in rows:
@@ -136,7 +137,8 @@ def print_report(
         lines += [f"  {row.name}  [{', '.join(row.clauses)}]" for row in failed]
     lines += [f"{CONFORMS}: {deviation}" for deviation in conforming]
     tally = counts(rows)
-    lines.append(", ".join(f"{tally[outcome]} {outcome}" for outcome in reversed(OUTCOMES)))
+    shown = [o for o in reversed(OUTCOMES) if tally[o] or o != "not-observed"]  # races' alone
+    lines.append(", ".join(f"{tally[o]} {o}" for o in shown))
     print("\n".join(lines))
 
 
@@ -174,8 +176,8 @@ def write_junit(
     """Write ``rows`` as a JUnit XML report to the path ``target``.
 
     One testcase per property or case, named with its clauses; a failure
-    carries its whole detail, a skip and a deviation their reason, and a case
-    not run is an error. A row with no time of its own (a case of a pipelined
+    carries its whole detail, a skip, a deviation or a race not observed its
+    reason, and a case not run is an error. A row with no time of its own (a case of a pipelined
     batch) has no ``time``; the suite's is ``seconds`` when given, else the
     rows' sum.
 
@@ -191,7 +193,7 @@ def write_junit(
         tests=str(len(rows)),
         failures=str(tally["failed"]),
         errors=str(tally["not-run"]),
-        skipped=str(tally["skipped"] + tally["deviation"]),
+        skipped=str(tally["skipped"] + tally["deviation"] + tally["not-observed"]),
         time=f"{sum(row.seconds or 0.0 for row in rows) if seconds is None else seconds:.3f}",
     )
     for row in rows:
@@ -208,8 +210,8 @@ def write_junit(
             failure.text = row.detail
         elif row.outcome == "not-run":
             ET.SubElement(case, "error", message=row.detail)
-        elif row.outcome in {"skipped", "deviation"}:
-            # A deviation's detail opens with "deviates knowingly (...): REASON".
+        elif row.outcome in {"skipped", "deviation", "not-observed"}:
+            # The detail opens "deviates knowingly (...): REASON" or "not observed: REASON".
             ET.SubElement(case, "skipped", message=_first_line(row.detail))
     ET.indent(root)
     text = ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING
 from ssm_rollback_spec import model
 from ssm_rollback_spec.harness.failures import NonConformingReply, PythonCallMismatch
 from ssm_rollback_spec.harness.oracle import allowed_replies, blamed_clauses
-from ssm_rollback_spec.harness.protocol import reply_matches
+from ssm_rollback_spec.harness.protocol import SPANS, reply_matches
+from ssm_rollback_spec.harness.race_evidence import MalformedSpansError, reply_spans
 
 if TYPE_CHECKING:
     import types
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
 
     from ssm_rollback_spec.harness.driver import Implementation
     from ssm_rollback_spec.harness.python_impl import PythonImplementation
+    from ssm_rollback_spec.harness.race_evidence import Span
 
 
 def exchange(
@@ -47,6 +49,29 @@ def exchange(
             request, reply, allowed, line=line, clauses=blamed_clauses(request, reply)
         )
     return reply
+
+
+def spans_of(
+    request: Mapping[str, object], reply: Mapping[str, object], /, *, rounds: int | None = None
+) -> list[list[Span]] | None:
+    """The spans a race's reply gives its calls, round by round; None when it gives none.
+
+    Raises:
+        NonConformingReply: the reply gives spans of the wrong shape (RB-PROTO-3).
+    """
+    events = request["events"]
+    assert isinstance(events, list)
+    try:
+        return reply_spans(reply, calls=len(events), rounds=rounds)
+    except MalformedSpansError as error:
+        shape = "[START, END] per call" if rounds is None else "[[START, END] per call] per round"
+        raise NonConformingReply(
+            request,
+            reply,
+            f'no "{SPANS}", or {shape} (docs/protocol.md, "Evidence of a race")',
+            note=str(error),
+            clauses=("RB-PROTO-3",),
+        ) from None
 
 
 def ok_value(impl: Implementation, request: Mapping[str, object], /) -> object:

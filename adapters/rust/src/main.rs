@@ -6,6 +6,8 @@ mod json;
 mod replay_op;
 
 use std::io::{self, BufRead, BufWriter, Write};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::Instant;
 
 use json::{write_string, Json};
 use ssm_rollback::{
@@ -18,6 +20,9 @@ use ssm_rollback::ModeCell;
 /// A reply before it is written.
 pub(crate) enum Reply {
     Ok(String),
+    /// An `ok` value with its race's calls' spans beside it (docs/protocol.md,
+    /// "Evidence of a race").
+    OkWithSpans(String, String),
     Error(&'static str, String),
 }
 
@@ -64,27 +69,49 @@ const MAX_EVENTS: usize = 256;
 #[cfg(not(feature = "no-race-cells"))]
 const MAX_ROUNDS: u64 = 10_000;
 
+/// How long after the last racer arrives a round is released: long enough
+/// for every spinning racer to see the instant, so that all of them leave
+/// within nanoseconds of each other, not one cache miss after the last.
+const RELEASE_AHEAD_NANOS: u64 = 1_000;
+
+fn nanos_since(origin: &Instant) -> u64 {
+    u64::try_from(origin.elapsed().as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// Spin until the release instant, in nanoseconds since `origin`; a racer
+/// that saw the go late leaves at once.
+fn wait_for_release(origin: &Instant, release: &AtomicU64) {
+    let at = release.load(Ordering::Relaxed);
+    while nanos_since(origin) < at {
+        std::hint::spin_loop();
+    }
+}
+
 /// Race `events` on a fresh cell, `rounds` times, with one thread per event
 /// for the whole run. Each round, the threads spin until a shared counter
-/// says go, so they leave together, within nanoseconds rather than the
-/// microseconds a sleeping barrier takes to wake each one.
+/// says go, then until the instant the last to arrive set, so they leave
+/// together, within nanoseconds rather than the microseconds a sleeping
+/// barrier takes to wake each one.
 #[cfg(not(feature = "no-race-cells"))]
-fn race_fresh_cells(events: &[Event], rounds: usize) -> Vec<Vec<SsmRollbackMode>> {
-    use std::sync::atomic::{AtomicUsize, Ordering};
+fn race_fresh_cells(events: &[Event], rounds: usize) -> Vec<Vec<(SsmRollbackMode, Span)>> {
+    let origin = Instant::now();
     let cells: Vec<ModeCell> = (0..rounds).map(|_| ModeCell::new()).collect();
     let arrived = AtomicUsize::new(0);
     let go = AtomicUsize::new(0);
+    let release = AtomicU64::new(0);
     let threads = events.len();
-    let per_thread: Vec<Vec<SsmRollbackMode>> = std::thread::scope(|scope| {
+    let per_thread: Vec<Vec<(SsmRollbackMode, Span)>> = std::thread::scope(|scope| {
         let handles: Vec<_> = events
             .iter()
             .map(|&event| {
-                let (cells, arrived, go) = (&cells, &arrived, &go);
+                let (cells, arrived, go, origin) = (&cells, &arrived, &go, &origin);
+                let release = &release;
                 scope.spawn(move || {
                     let mut returned = Vec::with_capacity(rounds);
                     for (round, cell) in cells.iter().enumerate() {
                         // The last thread to arrive opens round `round`.
                         if arrived.fetch_add(1, Ordering::AcqRel) + 1 == threads * (round + 1) {
+                            release.store(nanos_since(origin) + RELEASE_AHEAD_NANOS, Ordering::Relaxed);
                             go.store(round + 1, Ordering::Release);
                         }
                         // Spin, but give the core away now and then: with more
@@ -98,10 +125,11 @@ fn race_fresh_cells(events: &[Event], rounds: usize) -> Vec<Vec<SsmRollbackMode>
                                 std::hint::spin_loop();
                             }
                         }
-                        returned.push(match event {
+                        wait_for_release(origin, release);
+                        returned.push(timed(origin, || match event {
                             Event::Set(mode) => cell.set(mode),
                             Event::Get => cell.set(SsmRollbackMode::Snapshot),
-                        });
+                        }));
                     }
                     returned
                 })
@@ -113,22 +141,25 @@ fn race_fresh_cells(events: &[Event], rounds: usize) -> Vec<Vec<SsmRollbackMode>
 }
 
 /// Race `events` on the published mode, one thread per event, released as
-/// `race_fresh_cells` releases a round: the last thread to arrive opens it,
-/// the others spin, so they leave together (docs/protocol.md). A sleeping
+/// `race_fresh_cells` releases a round: the last thread to arrive sets the
+/// instant and opens it, the others spin, so they leave together
+/// (docs/protocol.md). A sleeping
 /// barrier (`std::sync::Barrier`) wakes them one after another instead, and
 /// a narrow check-then-set is never caught that way (BENCHMARKS.md).
-fn race_published(events: &[Event]) -> Vec<SsmRollbackMode> {
-    use std::sync::atomic::{AtomicUsize, Ordering};
+fn race_published(events: &[Event]) -> Vec<(SsmRollbackMode, Span)> {
+    let origin = Instant::now();
     let arrived = AtomicUsize::new(0);
     let go = AtomicUsize::new(0);
+    let release = AtomicU64::new(0);
     let threads = events.len();
     std::thread::scope(|scope| {
         let handles: Vec<_> = events
             .iter()
             .map(|&event| {
-                let (arrived, go) = (&arrived, &go);
+                let (arrived, go, origin, release) = (&arrived, &go, &origin, &release);
                 scope.spawn(move || {
                     if arrived.fetch_add(1, Ordering::AcqRel) + 1 == threads {
+                        release.store(nanos_since(origin) + RELEASE_AHEAD_NANOS, Ordering::Relaxed);
                         go.store(1, Ordering::Release);
                     }
                     let mut spins = 0u32;
@@ -140,12 +171,59 @@ fn race_published(events: &[Event]) -> Vec<SsmRollbackMode> {
                             std::hint::spin_loop();
                         }
                     }
-                    event.run()
+                    wait_for_release(origin, release);
+                    timed(origin, || event.run())
                 })
             })
             .collect();
         handles.into_iter().map(|h| h.join().expect("event thread")).collect()
     })
+}
+
+/// One call's start and end, in nanoseconds since the race's origin, on the
+/// monotonic clock `Instant` reads.
+type Span = (u64, u64);
+
+/// Run `call`, reading the clock around it: what it returned and its span.
+fn timed(origin: &Instant, call: impl FnOnce() -> SsmRollbackMode) -> (SsmRollbackMode, Span) {
+    let nanos = |at: Instant| u64::try_from(at.duration_since(*origin).as_nanos()).unwrap_or(u64::MAX);
+    let start = Instant::now();
+    let returned = call();
+    (returned, (nanos(start), nanos(Instant::now())))
+}
+
+/// Whether the request asks for its calls' spans (`"spans": true`).
+fn spans_asked(request: &Json) -> Result<bool, Reply> {
+    match request.get("spans") {
+        None => Ok(false),
+        Some(Json::Bool(asked)) => Ok(*asked),
+        Some(_) => Err(bad("field 'spans' must be true or false".into())),
+    }
+}
+
+/// What a race's calls returned, with their spans beside when asked.
+fn race_reply(rounds: &[Vec<(SsmRollbackMode, Span)>], one: bool, spans: bool) -> Reply {
+    let modes: Vec<String> = rounds
+        .iter()
+        .map(|round| mode_list(&round.iter().map(|(mode, _)| *mode).collect::<Vec<_>>()))
+        .collect();
+    let times: Vec<String> = rounds
+        .iter()
+        .map(|round| {
+            let each: Vec<String> = round.iter().map(|(_, (s, e))| format!("[{s},{e}]")).collect();
+            format!("[{}]", each.join(","))
+        })
+        .collect();
+    let (value, times) = if one {
+        (modes.concat(), times.concat())
+    } else {
+        (format!("[{}]", modes.join(",")), format!("[{}]", times.join(",")))
+    };
+    if spans {
+        Reply::OkWithSpans(value, times)
+    } else {
+        Reply::Ok(value)
+    }
 }
 
 fn events(request: &Json) -> Result<Vec<Event>, Reply> {
@@ -243,7 +321,8 @@ fn answer(line: &str) -> Result<Reply, Reply> {
         }
         "race" => {
             let events = events(&request)?;
-            Reply::Ok(mode_list(&race_published(&events)))
+            let spans = spans_asked(&request)?;
+            race_reply(&[race_published(&events)], true, spans)
         }
         #[cfg(not(feature = "no-race-cells"))]
         "race_cells" => {
@@ -252,9 +331,8 @@ fn answer(line: &str) -> Result<Reply, Reply> {
             if rounds == 0 || rounds > MAX_ROUNDS {
                 return Err(bad(format!("field 'rounds' must be in [1, {MAX_ROUNDS}]")));
             }
-            let outcomes = race_fresh_cells(&events, rounds as usize);
-            let rounds: Vec<String> = outcomes.iter().map(|round| mode_list(round)).collect();
-            Reply::Ok(format!("[{}]", rounds.join(",")))
+            let spans = spans_asked(&request)?;
+            race_reply(&race_fresh_cells(&events, rounds as usize), false, spans)
         }
         "replay" => replay_op::answer(&request)?,
         other => {
@@ -268,6 +346,7 @@ fn answer(line: &str) -> Result<Reply, Reply> {
 fn encode(reply: Reply) -> String {
     match reply {
         Reply::Ok(value) => format!("{{\"ok\":{value}}}"),
+        Reply::OkWithSpans(value, spans) => format!("{{\"ok\":{value},\"spans\":{spans}}}"),
         Reply::Error(kind, message) => {
             let mut out = format!("{{\"error\":{{\"kind\":\"{kind}\",\"message\":");
             write_string(&mut out, &message);

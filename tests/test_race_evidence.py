@@ -1,0 +1,242 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
+"""A race counts only when two of its calls overlapped; one never seen is not a pass.
+
+The slow tier runs ``check`` against the wrong adapter's racy cell twice:
+its racers released together (the race shows, and fails) and run one after
+another (the control: no race is run, so RB-PUB-4 is NOT OBSERVED).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+import junitparser
+import pytest
+
+from ssm_rollback_spec.harness import protocol
+from ssm_rollback_spec.harness.race_evidence import (
+    MalformedSpansError,
+    RaceTally,
+    overlapped,
+    reply_spans,
+)
+from ssm_rollback_spec.tools.report import Row, clause_summary, counts, write_junit
+from tests.child import ROOT, run_module
+
+if TYPE_CHECKING:
+    import subprocess
+
+WRONG_ADAPTER: Final = str(Path(__file__).with_name("wrong_adapter.py"))
+BUDGET: Final = (
+    "test_published_mode.py::test_a_budget_of_races_in_fresh_processes_each_have_one_winner"
+)
+CELLS: Final = "test_published_mode.py::test_fresh_cells_raced_in_one_process_each_have_one_winner"
+WHERE: Final = '(docs/protocol.md, "Evidence of a race")'
+OFFER_CELLS: Final = "offer race_cells, which races fresh cells thousands of times in one process"
+
+
+def test_spans_overlap_only_when_each_call_started_before_the_other_ended() -> None:
+    assert overlapped([(0, 10), (5, 20)])
+    assert overlapped([(5, 20), (0, 10)])
+    assert overlapped([(0, 100), (40, 50)])
+    assert overlapped([(0, 1), (30, 40), (35, 36)])
+    assert not overlapped([(0, 10), (10, 20)])
+    assert not overlapped([(0, 10), (11, 20), (21, 21)])
+    assert not overlapped([(7, 7), (7, 7)])
+    assert not overlapped([(3, 9)])
+    assert not overlapped([])
+
+
+def test_a_run_of_races_none_seen_says_why_and_what_to_do() -> None:
+    unseen = RaceTally("races", suggest_cells=True)
+    for _ in range(20):
+        unseen.add([(0, 5), (6, 9)])
+    assert unseen.not_observed() == (
+        "not observed: in none of 20 races did two calls overlap, and none lost; release the "
+        f"racers together from a spinning barrier, or {OFFER_CELLS} {WHERE}"
+    )
+    silent = RaceTally("races", suggest_cells=True)
+    silent.add(None)
+    silent.add(None)
+    assert silent.not_observed() == (
+        "not observed: none of 2 races gave its calls' spans, so none is known to have "
+        f"overlapped, and none lost; give each racing call's span, or {OFFER_CELLS} {WHERE}"
+    )
+    partly = RaceTally("rounds of fresh cells")
+    partly.add([(0, 5), (6, 9)])
+    partly.add(None)
+    assert partly.not_observed() == (
+        "not observed: of 2 rounds of fresh cells, the 1 that gave their calls' spans had no "
+        "two calls overlap and the rest gave none, and none lost; give each racing call's span "
+        f"and release the racers together from a spinning barrier {WHERE}"
+    )
+    partly.add([(0, 5), (4, 9)])
+    assert partly.not_observed() is None
+    assert (partly.races, partly.with_spans, partly.overlapping) == (3, 2, 1)
+
+
+def test_spans_of_the_wrong_shape_are_named_and_none_given_is_none() -> None:
+    assert reply_spans({"ok": ["replay"]}, calls=1) is None
+    assert reply_spans({"ok": ["replay"], "spans": [[1, 2]]}, calls=1) == [[(1, 2)]]
+    assert reply_spans({"ok": [[]], "spans": [[]]}, calls=0, rounds=1) == [[]]
+    span_shape = "must be [START, END], integers in [0, 18446744073709551615] with START <= END"
+    wrong: list[tuple[dict[str, object], int, int | None, str]] = [
+        (
+            {"spans": [[1, 2]]},
+            2,
+            None,
+            "spans must be a list of 2 spans, one per event, got [[1, 2]]",
+        ),
+        ({"spans": [[2, 1]]}, 1, None, f"spans[0] {span_shape}, got [2, 1]"),
+        ({"spans": [[1, True]]}, 1, None, f"spans[0] {span_shape}, got [1, true]"),
+        ({"spans": [[1, 2]]}, 1, 2, "spans must be a list of 2 rounds, got [[1, 2]]"),
+        ({"spans": [[[1, 2]], [1]]}, 1, 2, f"spans[1][0] {span_shape}, got 1"),
+        (
+            {"spans": [[[1, 2]], []]},
+            1,
+            2,
+            "spans[1] must be a list of 1 spans, one per event, got []",
+        ),
+    ]
+    for reply, calls, rounds, message in wrong:
+        with pytest.raises(MalformedSpansError) as raised:
+            reply_spans(reply, calls=calls, rounds=rounds)
+        assert str(raised.value) == message
+
+
+def test_spans_are_asked_only_of_races_and_only_with_true_or_false() -> None:
+    race = {"op": "race", "events": [{"op": "get"}]}
+    assert protocol.decode_request(json.dumps({**race, "spans": True}))["spans"] is True
+    assert "spans" not in protocol.decode_request(json.dumps({**race, "spans": False}))
+    assert "spans" not in protocol.decode_request(json.dumps(race))
+    # A field a trace does not use is ignored, whatever it holds.
+    trace = {"op": "trace", "events": [], "spans": 1}
+    assert protocol.decode_request(json.dumps(trace)) == {"op": "trace", "events": []}
+    with pytest.raises(protocol.ProtocolError) as raised:
+        protocol.decode_request(json.dumps({**race, "op": "race_cells", "rounds": 1, "spans": 1}))
+    assert str(raised.value) == "field 'spans' must be true or false, got 1"
+    assert raised.value.kind is protocol.ErrorKind.BAD_REQUEST
+
+
+def test_a_reply_may_carry_spans_beside_ok_only() -> None:
+    assert protocol.decode_reply('{"ok":[],"spans":[]}') == {"ok": [], "spans": []}
+    for line in ('{"error":{"kind":"bad-request","message":""},"spans":[]}', '{"spans":[]}'):
+        with pytest.raises(protocol.MalformedReplyError):
+            protocol.decode_reply(line)
+
+
+def test_a_race_not_observed_outranks_a_pass_and_is_a_skip_in_junit(tmp_path: Path) -> None:
+    reason = "not observed: in none of 20 races did two calls overlap"
+    rows = [
+        Row("passes", ["RB-PUB-1", "RB-PUB-4"], "passed"),
+        Row("unseen", ["RB-PUB-4"], "not-observed", reason),
+        Row("skips", ["RB-CELL-1"], "skipped", "no cell"),
+    ]
+    assert clause_summary(rows) == {
+        "RB-CELL-1": "skipped",
+        "RB-PUB-1": "passed",
+        "RB-PUB-4": "not-observed",
+    }
+    deviating = Row("known", ["RB-PUB-4"], "deviation", "deviates knowingly")
+    assert clause_summary([*rows, deviating])["RB-PUB-4"] == "deviation"
+    assert counts(rows)["not-observed"] == 1
+    target = tmp_path / "report.xml"
+    write_junit(str(target), "suite", rows)
+    [suite] = list(junitparser.JUnitXml.fromfile(str(target)))
+    assert (suite.skipped, suite.failures, suite.errors) == (2, 0, 0)
+    [unseen] = [case for case in suite if case.name == "unseen [RB-PUB-4]"]
+    [skipped] = unseen.result
+    assert isinstance(skipped, junitparser.Skipped)
+    assert skipped.message == reason
+
+
+# --- check against the wrong adapter's racy cell (slow: fresh processes) ----
+
+
+def _check(mistake: str, tmp_path: Path, /, *arguments: str) -> subprocess.CompletedProcess[str]:
+    return run_module(
+        "ssm_rollback_spec.tools.cli", "check",
+        "--impl-cmd", f"{sys.executable} -S {WRONG_ADAPTER} {mistake}",
+        "--json", str(tmp_path / "check.json"), "--junit-xml", str(tmp_path / "check.xml"),
+        *arguments, timeout=600, env={"PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+
+
+def _reason(stdout: str, name: str, /) -> str:
+    lines = stdout.splitlines()
+    return lines[lines.index(f"NOT OBSERVED  {name}  [RB-PUB-4]") + 1].strip()
+
+
+@pytest.mark.slow
+def test_races_whose_calls_never_overlap_are_not_observed_never_a_pass(tmp_path: Path) -> None:
+    finished = _check(
+        "serial-racers", tmp_path, "-k", "budget or fresh_cells", "--race-budget", "0.5"
+    )
+    assert finished.returncode == 0, finished.stdout[-3000:] + finished.stderr
+    races = re.search(r"in none of (\d+) races", finished.stdout)
+    rounds = re.search(r"in none of (\d+) rounds of fresh cells", finished.stdout)
+    assert races, finished.stdout
+    assert rounds, finished.stdout
+    assert _reason(finished.stdout, BUDGET) == (
+        f"not observed: in none of {races[1]} races did two calls overlap, and none lost; "
+        f"release the racers together from a spinning barrier, or {OFFER_CELLS} {WHERE}"
+    )
+    assert _reason(finished.stdout, CELLS) == (
+        f"not observed: in none of {rounds[1]} rounds of fresh cells did two calls overlap, and "
+        f"none lost; release the racers together from a spinning barrier {WHERE}"
+    )
+    assert "\nNOT OBSERVED  RB-PUB-4\n" in finished.stdout
+    assert finished.stdout.endswith(
+        "0 passed, 0 skipped, 2 not-observed, 0 deviation, 0 not-run, 0 failed\n"
+    )
+    document = json.loads((tmp_path / "check.json").read_text(encoding="utf-8"))
+    assert document["clauses"] == {"RB-PUB-4": "not-observed"}
+    assert document["counts"]["not-observed"] == 2
+    assert document["failed"] == []
+    [suite] = list(junitparser.JUnitXml.fromfile(str(tmp_path / "check.xml")))
+    assert (suite.tests, suite.skipped, suite.failures) == (2, 2, 0)
+
+
+@pytest.mark.slow
+def test_require_race_fails_a_race_not_observed(tmp_path: Path) -> None:
+    finished = _check(
+        "serial-racers", tmp_path, "-k", "budget", "--race-budget", "0.2", "--require-race"
+    )
+    assert finished.returncode == 1, finished.stdout[-3000:] + finished.stderr
+    races = re.search(r"in none of (\d+) races", finished.stdout)
+    assert races, finished.stdout
+    lines = finished.stdout.splitlines()
+    failure = lines[lines.index(f"FAIL  {BUDGET}  [RB-PUB-4]") + 1].strip()
+    assert failure == (
+        f"--require-race: not observed: in none of {races[1]} races did two calls overlap, and "
+        f"none lost; release the racers together from a spinning barrier, or {OFFER_CELLS} {WHERE}"
+    )
+    document = json.loads((tmp_path / "check.json").read_text(encoding="utf-8"))
+    assert document["clauses"] == {"RB-PUB-4": "failed"}
+
+
+@pytest.mark.slow
+def test_an_adapter_that_gives_no_spans_is_not_observed_unless_caught(tmp_path: Path) -> None:
+    finished = _check("no-spans", tmp_path, "-k", "budget", "--race-budget", "0.2")
+    assert finished.returncode == 0, finished.stdout[-3000:] + finished.stderr
+    races = re.search(r"none of (\d+) races gave", finished.stdout)
+    assert races, finished.stdout
+    assert _reason(finished.stdout, BUDGET) == (
+        f"not observed: none of {races[1]} races gave its calls' spans, so none is known to have "
+        f"overlapped, and none lost; give each racing call's span, or {OFFER_CELLS} {WHERE}"
+    )
+
+
+@pytest.mark.slow
+def test_a_racy_cell_whose_calls_overlap_fails(tmp_path: Path) -> None:
+    # The same cell as the control's, its racers released together.
+    finished = _check("racy-window", tmp_path, "-k", "budget", "--race-budget", "0.2")
+    assert finished.returncode == 1, finished.stdout[-3000:] + finished.stderr
+    assert f"FAIL  {BUDGET}  [RB-PUB-4]" in finished.stdout
+    assert "the reply is not one the model allows" in finished.stdout
+    document = json.loads((tmp_path / "check.json").read_text(encoding="utf-8"))
+    assert document["clauses"] == {"RB-PUB-4": "failed"}
