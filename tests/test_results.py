@@ -83,7 +83,7 @@ def reports(tmp_path: Path) -> list[str]:
             _property("test_sizes.py::c", ["RB-SIZE-1"], "deviation", "deviates knowingly")
             | {"known": {"entry": "clause RB-SIZE-1", "reason": "wraps", "link": ""}},
             _property("test_sizes.py::d", ["RB-SIZE-2"], "passed"),
-            _property("test_races.py::e", ["RB-PUB-4"], "not-observed", "no race seen"),
+            _property("test_races.py::e", ["RB-PUB-4"], "timed-out", "no verdict in time"),
         ],
     )
     first["conforming"] = [
@@ -162,8 +162,8 @@ def test_an_outcome_the_page_does_not_know_is_shown_as_it_is(
 ) -> None:
     html_page = tmp_path / "page.html"
     _, page, _ = _run(capsys, *reports, "--markdown", "-", "--html", str(html_page))
-    assert "| [RB-PUB-4](SPEC.md#rb-pub-4)<br>The published mode | **not-observed** | — |" in page
-    assert '<td class="other"><span class="outcome">not-observed</span></td>' in (
+    assert "| [RB-PUB-4](SPEC.md#rb-pub-4)<br>The published mode | **timed-out** | — |" in page
+    assert '<td class="other"><span class="outcome">timed-out</span></td>' in (
         html_page.read_text(encoding="utf-8")
     )
 
@@ -199,7 +199,7 @@ def test_each_implementation_gets_an_endpoint_badge(
         "my-runtime-rollback-1-4-2.json": {
             "schemaVersion": 1,
             "label": "ssm-rollback-spec",
-            "message": "1/5 clauses pass, 1 fail, 2 deviation, 1 not-observed, "
+            "message": "1/5 clauses pass, 1 fail, 2 deviation, 1 timed-out, "
             "1 listed, but now passes",
             "color": "red",
         },

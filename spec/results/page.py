@@ -49,7 +49,7 @@ thead th{background:#eee;position:sticky;top:0}
 code{font-size:0.85em;word-break:break-all}
 .outcome{font-weight:bold}
 .passed{background:#e3f4e3}.failed,.not-run{background:#fbe0e0}
-.deviation{background:#fff3cd}.skipped{background:#f2f2f2}.other{background:#e7e7fb}
+.deviation,.not-observed{background:#fff3cd}.skipped{background:#f2f2f2}.other{background:#e7e7fb}
 .standing{font-style:italic}
 """
 
