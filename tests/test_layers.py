@@ -44,6 +44,7 @@ THIRD_PARTY: Final = {
     "ssm_rollback_spec.replay.paths": {"numpy"},
     "ssm_rollback_spec.replay.rounds": {"numpy"},
     "ssm_rollback_spec.replay.cases": {"numpy"},
+    "ssm_rollback_spec.replay.batch": {"numpy"},
     "ssm_rollback_spec.corpus.replay_cases": {"numpy"},
 }
 # Nothing leans on the numpy modules but the replay model itself and the

@@ -23,11 +23,21 @@ if TYPE_CHECKING:
 
     from .python_impl import Cell, RollbackApi
 
-__all__ = ["REPLAY_NOT_OFFERED", "main", "read_lines", "respond", "serve"]
+__all__ = [
+    "REPLAY_BATCH_NOT_OFFERED",
+    "REPLAY_NOT_OFFERED",
+    "main",
+    "read_lines",
+    "respond",
+    "serve",
+]
 
 #: The reference adapter's answer to ``replay``: the contract has no replay
 #: kernel to serve (the replay model is numpy and draft; docs/protocol.md).
 REPLAY_NOT_OFFERED: Final = "replay is not offered: ssm_rollback_spec.rollback has no replay kernel"
+REPLAY_BATCH_NOT_OFFERED: Final = (
+    "replay_batch is not offered: ssm_rollback_spec.rollback has no replay kernel"
+)
 
 
 class _RaceError(RuntimeError):
@@ -144,6 +154,8 @@ def _answer(api: RollbackApi, request: dict[str, object], /) -> object:  # noqa:
         return _race_cells(api, request)
     if op is Op.REPLAY:
         raise protocol.ProtocolError(ErrorKind.UNKNOWN_OP, REPLAY_NOT_OFFERED)
+    if op is Op.REPLAY_BATCH:
+        raise protocol.ProtocolError(ErrorKind.UNKNOWN_OP, REPLAY_BATCH_NOT_OFFERED)
     events = request["events"]
     assert isinstance(events, list)
     if op is Op.TRACE:

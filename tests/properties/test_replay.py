@@ -37,11 +37,15 @@ if TYPE_CHECKING:
 
     from ssm_rollback_spec.harness.driver import Implementation
 
-_CASES: Final = load_replay_cases(replay_corpus_directory())
+_ALL_CASES: Final = load_replay_cases(replay_corpus_directory())
+_CASES: Final = [case for case in _ALL_CASES if case.request["op"] == "replay"]
+#: The batch cases (``replay_batch``, opt-in apart from ``replay``).
+_BATCH_CASES: Final = [case for case in _ALL_CASES if case.request["op"] == "replay_batch"]
 #: The bound per pipeline for an implementation compared with itself, as the
 #: corpus states it ("self", or else "kernel").
 _BOUND: Final = {case.pipeline: case.self_tolerance or case.tolerance for case in _CASES}
 _NOT_OFFERED: Final = "replay is opt-in, and this implementation does not offer it"
+_BATCH_NOT_OFFERED: Final = "replay_batch is opt-in, and this implementation does not offer it"
 _NONE_OFFERED: Final = (
     "the implementation's describe offers no pipeline of the replay corpus for pre-conv rows"
 )
@@ -67,14 +71,21 @@ def _replay(
     """The states an implementation replies, and its reply; skips when replay is not offered."""
     reply = impl.request(request)
     error = reply.get("error")
+    batch = request["op"] == "replay_batch"
     if isinstance(error, dict) and error.get("kind") == "unknown-op":
-        pytest.skip(_NOT_OFFERED)
+        pytest.skip(_BATCH_NOT_OFFERED if batch else _NOT_OFFERED)
     value = reply.get("ok")
     states = value.get("states") if isinstance(value, dict) else None
-    rounds = request["rounds"]
-    assert isinstance(rounds, list)
-    if not isinstance(states, list) or len(states) != len(rounds):
-        shape = f'{{"ok":{{"states":[...]}}}} with one state for each of its {len(rounds)} rounds'
+    if batch:
+        steps = request["steps"]
+        assert isinstance(steps, list)
+        count, each = sum(len(step["batch"]) for step in steps), "entry of its steps"
+    else:
+        rounds = request["rounds"]
+        assert isinstance(rounds, list)
+        count, each = len(rounds), "rounds"
+    if not isinstance(states, list) or len(states) != count:
+        shape = f'{{"ok":{{"states":[...]}}}} with one state for each of its {count} {each}'
         raise NonConformingReply(request, reply, shape)
     return states, reply
 
@@ -127,10 +138,23 @@ def test_every_shipped_replay_case_is_rebuilt_within_its_bound(impl: Implementat
     # Every case the implementation offers runs; the run is blamed on the
     # failing cases' own clauses alone. The first failure is shown whole, the
     # others named in one line.
+    _shipped_cases_pass(impl, _CASES, "replay")
+
+
+@pytest.mark.clause("RB-REPLAY-12")
+def test_every_shipped_batch_gives_each_sequence_its_own_replay(
+    impl: Implementation,
+) -> None:
+    # The same over replay_batch: each entry's state after its step is its
+    # sequence's replay alone; skipped when replay_batch is not offered.
+    _shipped_cases_pass(impl, _BATCH_CASES, "batch")
+
+
+def _shipped_cases_pass(impl: Implementation, cases: Sequence[ReplayCase], kind: str, /) -> None:
     offer = _offer(impl)
-    offered = [case for case in _CASES if not_offered(case, offer) is None]
+    offered = [case for case in cases if not_offered(case, offer) is None]
     if not offered:
-        pytest.skip("the implementation's describe offers none of the shipped replay cases")
+        pytest.skip(f"the implementation's describe offers none of the shipped {kind} cases")
     failed: list[tuple[ReplayCase, dict[str, object]]] = []
     for case in offered:
         _, reply = _replay(impl, case.request)
