@@ -8,8 +8,10 @@ import re
 import subprocess
 from typing import TYPE_CHECKING, Any, Final
 
+import pytest
+
 from ssm_rollback_spec import corpus
-from tests.child import ROOT, run_module
+from tests.child import ROOT, run_cargo, run_module, wrong_target
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -116,3 +118,19 @@ def test_the_documented_replay_exchange_is_what_the_rust_adapter_replies(
         return float.fromhex(value) if isinstance(value, str) else value
 
     assert values(reply) == values(expected)
+
+
+@pytest.mark.slow
+def test_a_rust_pool_that_reads_slot_0_without_drafts_fails_the_batch_cases_only(
+    tmp_path: Path, cargo: str
+) -> None:
+    feature = "replay-batch-slot-zero"
+    built = run_cargo(cargo, "build", feature=feature)
+    assert built.returncode == 0, built.stderr
+    adapter = str(wrong_target(feature) / "release" / "ssm-rollback-adapter")
+    status, report = _report(tmp_path, adapter, "--clause", "RB-REPLAY")
+    failed = {case["id"] for case in report["cases"] if case["outcome"] == "failed"}
+    assert status == 1
+    assert failed
+    assert {case_id.split("-")[1] for case_id in failed} == {"batch"}
+    assert "replay-batch-000-float64-no-drafts-beside-drafts" in failed

@@ -257,6 +257,7 @@ fn answer(line: &str) -> Result<Reply, Reply> {
             Reply::Ok(format!("[{}]", rounds.join(",")))
         }
         "replay" => replay_op::answer(&request)?,
+        "replay_batch" => replay_op::answer_batch(&request)?,
         other => {
             let mut shown = String::new();
             write_string(&mut shown, other);
