@@ -104,6 +104,20 @@ def test_the_documented_replay_exchange_is_what_the_rust_adapter_replies(
     page = PROTOCOL_PAGE.read_text(encoding="utf-8")
     request = next(line[2:] for line in page.splitlines() if line.startswith('> {"op":"replay"'))
     documented = next(line for line in page.splitlines() if line.startswith('{"ok":{"states"'))
+    _same_values(rust_adapter, request, documented)
+
+
+def test_the_documented_replay_batch_exchange_is_what_the_rust_adapter_replies(
+    rust_adapter: str,
+) -> None:
+    lines = PROTOCOL_PAGE.read_text(encoding="utf-8").splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith('> {"op":"replay_batch"'))
+    documented = next(line for line in lines[at:] if line.startswith('{"ok":{"states"'))
+    assert len(json.loads(documented)["ok"]["states"]) == 4
+    _same_values(rust_adapter, lines[at][2:], documented)
+
+
+def _same_values(rust_adapter: str, request: str, documented: str, /) -> None:
     finished = subprocess.run(
         [rust_adapter], input=request + "\n", capture_output=True, text=True, timeout=60, check=True
     )
