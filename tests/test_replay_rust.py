@@ -147,4 +147,26 @@ def test_a_rust_pool_that_reads_slot_0_without_drafts_fails_the_batch_cases_only
     assert status == 1
     assert failed
     assert {case_id.split("-")[1] for case_id in failed} == {"batch"}
+    # check's batch properties, the shipped batches and the drawn ones, both fail it.
+    document = tmp_path / "check.json"
+    finished = run_module(
+        "ssm_rollback_spec.tools.cli",
+        "check",
+        "--impl-cmd",
+        adapter,
+        "--clause",
+        "RB-REPLAY-12",
+        "--json",
+        str(document),
+        timeout=600,
+    )
+    outcomes = {
+        row["property"]: row["outcome"]
+        for row in json.loads(document.read_text(encoding="utf-8"))["properties"]
+    }
+    assert finished.returncode == 1
+    assert outcomes == {
+        "test_replay.py::test_every_shipped_batch_gives_each_sequence_its_own_replay": "failed",
+        "test_replay.py::test_each_sequence_of_a_drawn_batch_is_its_own_replay_alone": "failed",
+    }
     assert "replay-batch-000-float64-no-drafts-beside-drafts" in failed
