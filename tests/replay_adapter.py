@@ -44,7 +44,16 @@ def _l2norm(values: list[float], /) -> list[float]:
     return [value / norm for value in values]
 
 
-def _replay(request: dict[str, object], how: str | None, /) -> dict[str, object]:
+def step(
+    request: dict[str, object],
+    conv: list[list[float]],
+    h: list[list[list[float]]],
+    row: dict[str, list[str]],
+    gates: tuple[list[float], list[float]],
+    how: str | None,
+    /,
+) -> tuple[list[list[float]], list[list[list[float]]]]:
+    """One row through the conv and the gated delta rule, with the gates ``g`` and ``beta``."""
     dims: dict[str, int] = request["dims"]  # type: ignore[assignment]
     nk, dk, nv, dv = (
         dims[name]
@@ -52,46 +61,59 @@ def _replay(request: dict[str, object], how: str | None, /) -> dict[str, object]
     )
     key_dim = nk * dk
     weight = [_floats(row) for row in request["conv_weight"]]  # type: ignore[attr-defined]
-    checkpoint: dict[str, list[list[object]]] = request["checkpoint"]  # type: ignore[assignment]
-    conv = [_floats(row) for row in checkpoint["conv"]]  # type: ignore[arg-type]
-    h = [[_floats(line) for line in head] for head in checkpoint["h"]]  # type: ignore[arg-type]
+    qkv, (g, beta) = _floats(row["qkv"]), gates
+    windows = [[*columns, value] for columns, value in zip(conv, qkv, strict=True)]
+    post = []
+    for window, taps in zip(windows, weight, strict=True):
+        mixed = 0.0
+        for x, w in zip(window, taps, strict=True):
+            mixed += x * w
+        post.append(mixed / (1 + math.exp(-mixed)))
+    conv = [window[1:] for window in windows]
+    keys = [_l2norm(post[key_dim + i * dk : key_dim + (i + 1) * dk]) for i in range(nk)]
+    h = [list(head) for head in h]
+    for j in range(nv):
+        k = keys[j % nk if how == "head-modulo" else j // (nv // nk)]
+        v = post[2 * key_dim + j * dv : 2 * key_dim + (j + 1) * dv]
+        decay = math.exp(g[j])
+        state = h[j] if how == "g-after-delta" else [[s * decay for s in line] for line in h[j]]
+        u = [(v[b] - sum(state[a][b] * k[a] for a in range(dk))) * beta[j] for b in range(dv)]
+        state = [[state[a][b] + k[a] * u[b] for b in range(dv)] for a in range(dk)]
+        if how == "g-after-delta":
+            state = [[s * decay for s in line] for line in state]
+        h[j] = state
+    return conv, h
+
+
+def gates_of(row: dict[str, list[str]], /) -> tuple[list[float], list[float]]:
+    return _floats(row["g"]), _floats(row["beta"])
+
+
+def state_of(
+    found: dict[str, list[object]], /
+) -> tuple[list[list[float]], list[list[list[float]]]]:
+    conv = [_floats(line) for line in found["conv"]]  # type: ignore[arg-type]
+    return conv, [[_floats(line) for line in head] for head in found["h"]]  # type: ignore[attr-defined]
+
+
+def hexed(conv: list[list[float]], h: list[list[list[float]]], /) -> dict[str, object]:
+    return {
+        "conv": [_hexes(line) for line in conv],
+        "h": [[_hexes(line) for line in head] for head in h],
+    }
+
+
+def _replay(request: dict[str, object], how: str | None, /) -> dict[str, object]:
+    conv, h = state_of(request["checkpoint"])  # type: ignore[arg-type]
     states = []
     for each in request["rounds"]:  # type: ignore[attr-defined]
         for row in each["rows"][: each["accepted"]]:
-            qkv, g, beta = _floats(row["qkv"]), _floats(row["g"]), _floats(row["beta"])
-            windows = [[*columns, value] for columns, value in zip(conv, qkv, strict=True)]
-            post = []
-            for window, taps in zip(windows, weight, strict=True):
-                mixed = 0.0
-                for x, w in zip(window, taps, strict=True):
-                    mixed += x * w
-                post.append(mixed / (1 + math.exp(-mixed)))
-            conv = [window[1:] for window in windows]
-            keys = [_l2norm(post[key_dim + i * dk : key_dim + (i + 1) * dk]) for i in range(nk)]
-            for j in range(nv):
-                k = keys[j % nk if how == "head-modulo" else j // (nv // nk)]
-                v = post[2 * key_dim + j * dv : 2 * key_dim + (j + 1) * dv]
-                decay = math.exp(g[j])
-                state = (
-                    h[j] if how == "g-after-delta" else [[s * decay for s in line] for line in h[j]]
-                )
-                u = [
-                    (v[b] - sum(state[a][b] * k[a] for a in range(dk))) * beta[j] for b in range(dv)
-                ]
-                state = [[state[a][b] + k[a] * u[b] for b in range(dv)] for a in range(dk)]
-                if how == "g-after-delta":
-                    state = [[s * decay for s in line] for line in state]
-                h[j] = state
-        states.append(
-            {
-                "conv": [_hexes(line) for line in conv],
-                "h": [[_hexes(line) for line in head] for head in h],
-            }
-        )
+            conv, h = step(request, conv, h, row, gates_of(row), how)
+        states.append(hexed(conv, h))
     return {"states": states}
 
 
-def _reply(line: str, how: str | None, /) -> dict[str, object]:
+def reply(line: str, how: str | None, /) -> dict[str, object]:
     try:
         request = protocol.decode_request(line)
     except protocol.ProtocolError as error:
@@ -118,7 +140,7 @@ def main() -> int:
         sys.stderr.write(f"usage: replay_adapter.py [{'|'.join(WRONG)}]\n")
         return 2
     for line in sys.stdin:
-        sys.stdout.write(protocol.encode(_reply(line, how)) + "\n")
+        sys.stdout.write(protocol.encode(reply(line, how)) + "\n")
         sys.stdout.flush()
     return 0
 

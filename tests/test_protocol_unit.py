@@ -471,6 +471,23 @@ def test_the_oracle_lists_no_reply_for_replay_which_is_judged_within_a_bound() -
     )
 
 
+def test_the_reference_adapter_does_not_offer_replay_batch_whatever_the_request_holds() -> None:
+    for request in ({"op": "replay_batch"}, {"op": "replay_batch", "slots": 1, "steps": []}):
+        assert respond(rollback, json.dumps(request)) == protocol.error_reply(
+            ErrorKind.UNKNOWN_OP,
+            "replay_batch is not offered: ssm_rollback_spec.rollback has no replay kernel",
+        )
+    assert protocol.op_named("replay_batch") is protocol.Op.REPLAY_BATCH
+
+
+def test_the_oracle_lists_no_reply_for_replay_batch_which_is_judged_within_a_bound() -> None:
+    with pytest.raises(ValueError, match=r"^replay_batch is judged") as raised:
+        allowed_replies({"op": "replay_batch"})
+    assert str(raised.value) == (
+        "replay_batch is judged against the replay corpus with a tolerance"
+    )
+
+
 def test_the_in_process_driver_sends_the_exact_line_it_is_given() -> None:
     # 1e2 decodes to the integer 100, but the protocol wants an integer written
     # plainly: the line, not the request it decodes to, is what is judged.

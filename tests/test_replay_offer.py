@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Final
 import pytest
 
 from ssm_rollback_spec import corpus
-from ssm_rollback_spec.corpus.replay_run import NOT_OFFERED
+from ssm_rollback_spec.corpus.replay_run import BATCH_NOT_OFFERED, NOT_OFFERED
 from tests.child import ROOT, run_module
 
 if TYPE_CHECKING:
@@ -114,7 +114,8 @@ def test_vectors_run_sends_only_the_replay_cases_a_describe_offers(tmp_path: Pat
     details = {case["id"]: case["detail"] for case in report["cases"]}
     expected = {
         # Offered, so sent: the reference answers unknown-op, as before.
-        case.case_id: corpus.not_offered(case, offer) or NOT_OFFERED
+        case.case_id: corpus.not_offered(case, offer)
+        or (BATCH_NOT_OFFERED if case.request["op"] == "replay_batch" else NOT_OFFERED)
         for case in corpus.load_replay_cases(REPLAY)
     }
     assert status == 0
@@ -146,6 +147,10 @@ def test_check_skips_the_replay_properties_a_describe_does_not_offer(tmp_path: P
     shipped = "test_replay.py::test_every_shipped_replay_case_is_rebuilt_within_its_bound"
     assert details.pop(shipped) == (
         "the implementation's describe offers none of the shipped replay cases"
+    )
+    batches = "test_replay.py::test_every_shipped_batch_gives_each_sequence_its_own_replay"
+    assert details.pop(batches) == (
+        "the implementation's describe offers none of the shipped batch cases"
     )
     assert set(details.values()) == {
         "the implementation's describe offers no pipeline of the replay corpus for pre-conv rows"

@@ -69,3 +69,48 @@ def test_wrong_replay_arithmetic_fails_a_random_replay_property(tmp_path: Path, 
     assert lines[-1].endswith(f" | {command}")
     assert "Traceback" not in stdout
     assert "please report" not in stdout
+
+
+BATCH_ADAPTER: Final = f"{sys.executable} -m tests.replay_batch_adapter"
+DRAWN_BATCH: Final = "test_replay.py::test_each_sequence_of_a_drawn_batch_is_its_own_replay_alone"
+SHIPPED_BATCH: Final = "test_replay.py::test_every_shipped_batch_gives_each_sequence_its_own_replay"
+
+
+@pytest.mark.slow
+def test_a_right_batch_bookkeeping_passes_both_batch_properties(tmp_path: Path) -> None:
+    document, _ = _check(tmp_path, "--impl-cmd", BATCH_ADAPTER, *_only(DRAWN_BATCH, SHIPPED_BATCH))
+    assert _outcomes(document) == {DRAWN_BATCH: "passed", SHIPPED_BATCH: "passed"}
+
+
+_WRONG_BATCHES: Final = (
+    "slot-0",
+    "neighbour-accepted",
+    "full-accept-uncommitted",
+    "gates-by-window-index",
+)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("wrong", _WRONG_BATCHES)
+def test_wrong_batch_bookkeeping_fails_the_shipped_batches(tmp_path: Path, wrong: str) -> None:
+    command = f"{BATCH_ADAPTER} {wrong}"
+    document, stdout = _check(tmp_path, "--impl-cmd", command, *_only(SHIPPED_BATCH))
+    assert _outcomes(document) == {SHIPPED_BATCH: "failed"}
+    assert "please report" not in stdout
+
+
+# Drawn, a failure is shrunk through a slow stdlib adapter (a minute or more):
+# the bug vLLM shipped stands for the four, which the batch machine of the
+# model's self-test (tests/selftest/test_wrong_batches.py) rejects each.
+@pytest.mark.slow
+def test_a_decode_without_drafts_reading_slot_0_fails_the_drawn_batches(tmp_path: Path) -> None:
+    command = f"{BATCH_ADAPTER} slot-0"
+    document, stdout = _check(tmp_path, "--impl-cmd", command, *_only(DRAWN_BATCH))
+    assert _outcomes(document) == {DRAWN_BATCH: "failed"}
+    [row] = [row for row in document["properties"] if row["property"] == DRAWN_BATCH]
+    assert row["clauses"] == ["RB-REPLAY-12"]
+    lines = row["detail"].splitlines()
+    assert lines[1].startswith('  request: {"op":"replay_batch","pipeline":"float64"')
+    assert lines[4].startswith("  allowed: the states of its own replay of each sequence alone")
+    assert lines[-1].endswith(f" | {command}")
+    assert "please report" not in stdout

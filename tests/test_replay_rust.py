@@ -8,8 +8,10 @@ import re
 import subprocess
 from typing import TYPE_CHECKING, Any, Final
 
+import pytest
+
 from ssm_rollback_spec import corpus
-from tests.child import ROOT, run_module
+from tests.child import ROOT, run_cargo, run_module, wrong_target
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -102,6 +104,20 @@ def test_the_documented_replay_exchange_is_what_the_rust_adapter_replies(
     page = PROTOCOL_PAGE.read_text(encoding="utf-8")
     request = next(line[2:] for line in page.splitlines() if line.startswith('> {"op":"replay"'))
     documented = next(line for line in page.splitlines() if line.startswith('{"ok":{"states"'))
+    _same_values(rust_adapter, request, documented)
+
+
+def test_the_documented_replay_batch_exchange_is_what_the_rust_adapter_replies(
+    rust_adapter: str,
+) -> None:
+    lines = PROTOCOL_PAGE.read_text(encoding="utf-8").splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith('> {"op":"replay_batch"'))
+    documented = next(line for line in lines[at:] if line.startswith('{"ok":{"states"'))
+    assert len(json.loads(documented)["ok"]["states"]) == 4
+    _same_values(rust_adapter, lines[at][2:], documented)
+
+
+def _same_values(rust_adapter: str, request: str, documented: str, /) -> None:
     finished = subprocess.run(
         [rust_adapter], input=request + "\n", capture_output=True, text=True, timeout=60, check=True
     )
@@ -116,3 +132,41 @@ def test_the_documented_replay_exchange_is_what_the_rust_adapter_replies(
         return float.fromhex(value) if isinstance(value, str) else value
 
     assert values(reply) == values(expected)
+
+
+@pytest.mark.slow
+def test_a_rust_pool_that_reads_slot_0_without_drafts_fails_the_batch_cases_only(
+    tmp_path: Path, cargo: str
+) -> None:
+    feature = "replay-batch-slot-zero"
+    built = run_cargo(cargo, "build", feature=feature)
+    assert built.returncode == 0, built.stderr
+    adapter = str(wrong_target(feature) / "release" / "ssm-rollback-adapter")
+    status, report = _report(tmp_path, adapter, "--clause", "RB-REPLAY")
+    failed = {case["id"] for case in report["cases"] if case["outcome"] == "failed"}
+    assert status == 1
+    assert failed
+    assert {case_id.split("-")[1] for case_id in failed} == {"batch"}
+    # check's batch properties, the shipped batches and the drawn ones, both fail it.
+    document = tmp_path / "check.json"
+    finished = run_module(
+        "ssm_rollback_spec.tools.cli",
+        "check",
+        "--impl-cmd",
+        adapter,
+        "--clause",
+        "RB-REPLAY-12",
+        "--json",
+        str(document),
+        timeout=600,
+    )
+    outcomes = {
+        row["property"]: row["outcome"]
+        for row in json.loads(document.read_text(encoding="utf-8"))["properties"]
+    }
+    assert finished.returncode == 1
+    assert outcomes == {
+        "test_replay.py::test_every_shipped_batch_gives_each_sequence_its_own_replay": "failed",
+        "test_replay.py::test_each_sequence_of_a_drawn_batch_is_its_own_replay_alone": "failed",
+    }
+    assert "replay-batch-000-float64-no-drafts-beside-drafts" in failed

@@ -34,6 +34,7 @@ _PROPERTY_MODULES: Final = (
     ("replay/", ROOT / "tests" / "replay" / "test_rounds.py"),
     ("replay/", ROOT / "tests" / "replay" / "test_engine_pipelines.py"),
     ("replay/", ROOT / "tests" / "replay" / "test_sglang_replayssm.py"),
+    ("replay/", ROOT / "tests" / "replay" / "test_batch.py"),
 )
 
 

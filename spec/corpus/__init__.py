@@ -17,6 +17,7 @@ from .files import VectorError
 from .protocol_cases import Case, exported_case, generate, render_corpus, write_corpus
 from .protocol_run import CaseResult, Judge, load_cases, run_cases
 from .replay_run import (
+    BATCH_NOT_OFFERED,
     NOT_OFFERED,
     ReplayCase,
     ReplayOffer,
@@ -30,6 +31,7 @@ from .replay_run import (
 )
 
 __all__ = [
+    "BATCH_NOT_OFFERED",
     "NOT_OFFERED",
     "Case",
     "CaseResult",

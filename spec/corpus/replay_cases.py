@@ -26,6 +26,7 @@ import numpy as np
 
 from .. import SPEC_VERSION
 from ..replay import rows
+from ..replay.batch import BatchEntry, batch_oracle
 from ..replay.cases import Draw, ReplayCase, make_case, make_layer
 from ..replay.layer import GdnLayer, LayerState, Pipeline, as_module_holds
 from ..replay.paths import (
@@ -45,11 +46,13 @@ if TYPE_CHECKING:
 
     from numpy.typing import NDArray
 
+    from ..replay.batch import BatchRuntimeFactory
     from ..replay.layer import Array
     from ..replay.rounds import DecoderFactory
     from ..replay.rows import GdnShape, ReplayRowSizes
 
 __all__ = [
+    "BATCH_FILE",
     "ENGINE_DESIGNS",
     "POST_CONV_FILE",
     "REBUILD_FILE",
@@ -57,11 +60,13 @@ __all__ = [
     "ROW_BYTES_FILE",
     "SNAPSHOT",
     "TOLERANCES",
+    "BatchCase",
     "CaseDims",
     "RebuildCase",
     "RoundsCase",
     "RowBytesCase",
     "Tolerance",
+    "batch_case_states",
     "decode_case",
     "generate_replay_vectors",
     "main",
@@ -72,6 +77,7 @@ REBUILD_FILE: Final = "rebuild.json"
 ROUNDS_FILE: Final = "rounds.json"
 POST_CONV_FILE: Final = "post_conv.json"
 ROW_BYTES_FILE: Final = "row_bytes.json"
+BATCH_FILE: Final = "batch.json"
 _SEED: Final = 20261130
 _STATUS: Final = "draft: informative; changes nothing in the 1.0.0 contract"
 
@@ -253,6 +259,44 @@ class RoundsCase(TypedDict):
     initial: StateJson
     rounds: list[RoundJson]
     expected: StateJson
+
+
+class BatchEntryJson(TypedDict):
+    """One sequence's part of a batch step (docs/protocol.md, "replay_batch")."""
+
+    sequence: str
+    slot: int
+    checkpoint: NotRequired[StateJson]
+    prefill: NotRequired[list[RingRowJson]]
+    rows: list[RingRowJson]
+    accepted: int
+    finish: NotRequired[bool]
+
+
+class BatchStepJson(TypedDict):
+    """One verify of a batch."""
+
+    batch: list[BatchEntryJson]
+
+
+class BatchCase(TypedDict):
+    """One case of ``batch.json``: steps of batches on a pool of ``slots`` slots.
+
+    ``expected`` is each entry's state after its step, step by step in the
+    order the entries are listed: each sequence's own replay, as if alone.
+    """
+
+    id: str
+    clauses: list[str]
+    pipeline: PipelineName
+    dims: CaseDims
+    conv_weight: Matrix
+    a_log: NotRequired[Vector]
+    dt_bias: NotRequired[Vector]
+    k_ceiling: int
+    slots: int
+    steps: list[BatchStepJson]
+    expected: list[StateJson]
 
 
 class RowBytesCase(TypedDict):
@@ -579,9 +623,158 @@ def _engine_rounds_cases(rng: random.Random, first: int, /) -> list[RoundsCase]:
     return out
 
 
+#: A planned entry: (sequence, slot, window, accepted, prefill rows, joins, finishes).
+_Planned = tuple[str, int, int, int, int, bool, bool]
+
+#: The batch shapes rollback bugs shipped in, step by step (docs/replay.md,
+#: "Batches"): a decode with no drafts in a slot other than 0 beside windows
+#: with drafts and other accepted counts (vLLM #39273); a slot reused right
+#: after a full accept; a first verify right after a prefill, beside a
+#: running sequence (vLLM #43559).
+_BATCH_PLANS: Final[Mapping[str, tuple[int, tuple[tuple[_Planned, ...], ...]]]] = {
+    "no-drafts-beside-drafts": (
+        3,
+        (
+            (
+                ("s0", 0, 3, 2, 0, True, False),
+                ("s1", 1, 1, 1, 0, True, False),
+                ("s2", 2, 4, 3, 0, True, False),
+            ),
+            (
+                ("s1", 1, 1, 1, 0, False, False),
+                ("s0", 0, 2, 2, 0, False, False),
+                ("s2", 2, 1, 1, 0, False, False),
+            ),
+            (
+                ("s2", 2, 3, 1, 0, False, False),
+                ("s1", 1, 1, 1, 0, False, False),
+                ("s0", 0, 4, 4, 0, False, False),
+            ),
+            (
+                ("s0", 0, 1, 1, 0, False, False),
+                ("s1", 1, 2, 1, 0, False, True),
+                ("s2", 2, 1, 1, 0, False, False),
+            ),
+        ),
+    ),
+    "slot-reused-after-full-accept": (
+        2,
+        (
+            (("s0", 1, 3, 3, 0, True, False), ("s1", 0, 2, 1, 0, True, False)),
+            (("s0", 1, 3, 3, 0, False, True), ("s1", 0, 1, 1, 0, False, False)),
+            (("s2", 1, 3, 2, 0, True, False), ("s1", 0, 4, 4, 0, False, False)),
+            (("s2", 1, 1, 1, 0, False, False), ("s1", 0, 2, 2, 0, False, True)),
+            (("s3", 0, 2, 2, 0, True, False), ("s2", 1, 4, 1, 0, False, True)),
+        ),
+    ),
+    "first-verify-after-prefill": (
+        2,
+        (
+            (("s0", 0, 2, 1, 0, True, False),),
+            (("s0", 0, 3, 2, 0, False, False), ("s1", 1, 3, 1, 3, True, False)),
+            (("s1", 1, 2, 2, 0, False, False), ("s0", 0, 1, 1, 0, False, True)),
+            (("s2", 0, 1, 1, 2, True, False), ("s1", 1, 4, 3, 0, False, False)),
+        ),
+    ),
+}
+_BATCH_SEED: Final = 20261202
+_BATCH_SHAPE: Final = _SHAPES[1]
+_BATCH_DRAWN_STEPS: Final = 10
+_BATCH_DRAWN_SLOTS: Final = 3
+
+
+def _drawn_plan(rng: random.Random, /) -> tuple[tuple[_Planned, ...], ...]:
+    """Steps drawn from ``rng``: sequences join free slots and finish, windows 1 to K."""
+    holders: dict[int, str] = {}
+    joined, steps = 0, []
+    for _ in range(_BATCH_DRAWN_STEPS):
+        batch: list[_Planned] = []
+        for slot in range(_BATCH_DRAWN_SLOTS):
+            if slot not in holders and rng.random() < 0.7:
+                holders[slot], joined = f"s{joined}", joined + 1
+                joins = True
+            elif slot in holders and rng.random() < 0.85:
+                joins = False
+            else:
+                continue
+            window = rng.randint(1, _K_CEILING)
+            finish = rng.random() < 0.25
+            prefill = rng.randint(1, 3) if joins and rng.random() < 0.5 else 0
+            batch.append(
+                (holders[slot], slot, window, rng.randint(1, window), prefill, joins, finish)
+            )
+            if finish:
+                del holders[slot]
+        if batch:
+            rng.shuffle(batch)
+            steps.append(tuple(batch))
+    return tuple(steps)
+
+
+def _batch_cases(rng: random.Random, /) -> list[BatchCase]:
+    """The batch cases: each plan, then a drawn one, in each of the model's pipelines."""
+    draw = _drawer(rng)
+    layer = make_layer(_BATCH_SHAPE, draw)
+    plans = {**_BATCH_PLANS, "drawn": (_BATCH_DRAWN_SLOTS, _drawn_plan(rng))}
+    out: list[BatchCase] = []
+    for name, (slots, plan) in plans.items():
+        for pipeline in _MODEL_PIPELINES:
+            steps: list[list[BatchEntry]] = []
+            for planned in plan:
+                batch = []
+                for sequence, slot, window, accepted, prefill, joins, finish in planned:
+                    start = make_case(layer, pipeline, max(prefill, 1), 1, draw)
+                    batch.append(
+                        BatchEntry(
+                            sequence=sequence,
+                            slot=slot,
+                            rows=make_case(layer, pipeline, window, 1, draw).rows,
+                            accepted=accepted,
+                            checkpoint=start.checkpoint if joins else None,
+                            prefill=start.rows if prefill else (),
+                            finish=finish,
+                        )
+                    )
+                steps.append(batch)
+            expected = [state for after in batch_oracle(layer, pipeline, steps) for state in after]
+            dims = CaseDims(**_BATCH_SHAPE, window=_K_CEILING)
+            out.append(
+                BatchCase(
+                    id=f"{len(out):03d}-{pipeline.value}-{name}",
+                    clauses=["RB-REPLAY-12"],
+                    pipeline=pipeline.value,
+                    dims=dims,
+                    conv_weight=_hex(as_module_holds(layer.conv_weight, pipeline.dtype)),  # type: ignore[typeddict-item]
+                    k_ceiling=_K_CEILING,
+                    slots=slots,
+                    steps=[BatchStepJson(batch=[_batch_entry(e) for e in b]) for b in steps],
+                    expected=[_state(state) for state in expected],
+                )
+            )
+    return out
+
+
+def _batch_entry(entry: BatchEntry, /) -> BatchEntryJson:
+    out = BatchEntryJson(
+        sequence=entry.sequence,
+        slot=entry.slot,
+        rows=[_row(row) for row in entry.rows],
+        accepted=entry.accepted,
+    )
+    if entry.checkpoint is not None:
+        out["checkpoint"] = _state(entry.checkpoint)
+    if entry.prefill:
+        out["prefill"] = [_row(row) for row in entry.prefill]
+    if entry.finish:
+        out["finish"] = True
+    # The order a reader meets them: who, where, from what, then the window.
+    order = ("sequence", "slot", "checkpoint", "prefill", "rows", "accepted", "finish")
+    return cast("BatchEntryJson", {key: out[key] for key in order if key in out})  # type: ignore[literal-required]
+
+
 def _document(
     description: str,
-    cases: list[RebuildCase] | list[RowBytesCase] | list[RoundsCase],
+    cases: list[RebuildCase] | list[RowBytesCase] | list[RoundsCase] | list[BatchCase],
     /,
     *,
     states: bool = True,
@@ -598,7 +791,7 @@ def _document(
 def generate_replay_vectors() -> dict[str, str]:
     """Every file of ``vectors/replay/``, by name, as its exact text.
 
-    RB-REPLAY-1 to RB-REPLAY-11.
+    RB-REPLAY-1 to RB-REPLAY-12.
     """
     # Reproducible draws, not secrets: Random's stream is fixed for a seed.
     rng = random.Random(_SEED)  # noqa: S311
@@ -637,6 +830,14 @@ def generate_replay_vectors() -> dict[str, str]:
             "are what that design keeps (docs/replay.md).",
             rounds,
         ),
+        BATCH_FILE: _document(
+            "Batches: each step one verify of a batch of sequences on a pool of `slots` slots, "
+            "each entry its sequence's slot, window rows (pre-conv q, k, v; g; beta) and "
+            "accepted count, a joining sequence's `checkpoint` and optional `prefill` rows, "
+            "and `finish` freeing its slot after the step. `expected` is each entry's state "
+            "after its step, in order: its sequence's own replay, as if it ran alone.",
+            _batch_cases(random.Random(_BATCH_SEED)),  # noqa: S311
+        ),
     }
     header = {"spec_version": SPEC_VERSION, "status": _STATUS}
     texts = render_corpus_files(header, files)
@@ -672,7 +873,7 @@ def rebuild_from_case(case: RebuildCase, /) -> tuple[LayerState, LayerState]:
     return rebuilt, state(case["expected"])
 
 
-def _layer_of(case: RebuildCase | RoundsCase, dtype: type[np.floating], /) -> GdnLayer:
+def _layer_of(case: RebuildCase | RoundsCase | BatchCase, dtype: type[np.floating], /) -> GdnLayer:
     dims = case["dims"]
     if "a_log" in case and "dt_bias" in case:
         a_log, dt_bias = _array(case["a_log"], np.float32), _array(case["dt_bias"], np.float32)
@@ -725,6 +926,53 @@ def decode_case(case: RoundsCase, make: DecoderFactory, /) -> list[tuple[LayerSt
             decoder.reuse_slot()
         out.append((decoder.state(), state(decoded["expected"])))
     return out
+
+
+def batch_case_states(
+    case: BatchCase, make: BatchRuntimeFactory, /
+) -> list[tuple[LayerState, LayerState]]:
+    """Run a ``batch.json`` case on the batch runtime ``make`` builds.
+
+    Returns, per entry of each step in order, the state the runtime reports
+    and the case's expected state. z is not in the case, so rows carry zeros.
+
+    Raises:
+        KeyError: the case is not a ``batch.json`` case.
+
+    RB-REPLAY-12.
+    """
+    pipeline = Pipeline(case["pipeline"])
+    dtype = pipeline.dtype
+    layer = _layer_of(case, dtype)
+    zeros = np.zeros(layer.value_dim, dtype=dtype)
+
+    def rows(found: list[RingRowJson]) -> tuple[SeedRow, ...]:
+        return tuple(
+            SeedRow(_array(r["qkv"], dtype), zeros, _array(r["g"], dtype), _array(r["beta"], dtype))
+            for r in found
+        )
+
+    runtime = make(layer, pipeline, case["slots"], case["k_ceiling"])
+    reported: list[LayerState] = []
+    for step in case["steps"]:
+        batch = [
+            BatchEntry(
+                sequence=entry["sequence"],
+                slot=entry["slot"],
+                rows=rows(entry["rows"]),
+                accepted=entry["accepted"],
+                checkpoint=_state_of(entry["checkpoint"], dtype) if "checkpoint" in entry else None,
+                prefill=rows(entry.get("prefill", [])),
+                finish=entry.get("finish", False),
+            )
+            for entry in step["batch"]
+        ]
+        reported += runtime.step(batch)
+    return list(zip(reported, (_state_of(s, dtype) for s in case["expected"]), strict=True))
+
+
+def _state_of(found: StateJson, dtype: type[np.floating], /) -> LayerState:
+    return LayerState(conv=_array(found["conv"], dtype), h=_array(found["h"], dtype))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Final, cast
 
 from ..harness.clauses import CLAUSES
 from ..harness.protocol import encode, encode_line
-from ..harness.replay_wire import HEX_FLOAT, decode_replay
+from ..harness.replay_wire import HEX_FLOAT, decode_replay, decode_replay_batch
 from .files import VectorError, load_corpus
 from .protocol_run import CaseResult
 
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from .protocol_run import Judge
 
 __all__ = [
+    "BATCH_NOT_OFFERED",
     "NOT_OFFERED",
     "ReplayCase",
     "ReplayOffer",
@@ -45,6 +46,8 @@ __all__ = [
 
 #: A skipped replay case's detail, for an adapter that answers ``unknown-op``.
 NOT_OFFERED: Final = "not offered: the adapter answered unknown-op to replay"
+#: A skipped batch case's detail, for an adapter that answers ``unknown-op`` to ``replay_batch``.
+BATCH_NOT_OFFERED: Final = "not offered: the adapter answered unknown-op to replay_batch"
 
 
 class ReplayOfferError(ValueError):
@@ -109,6 +112,7 @@ _STATE_FILES: Final = {
     "rebuild.json": "rebuild",
     "post_conv.json": "post-conv",
     "rounds.json": "rounds",
+    "batch.json": "batch",
 }
 _DIMS: Final = ("num_key_heads", "key_head_dim", "num_value_heads", "value_head_dim", "conv_kernel")
 
@@ -166,11 +170,38 @@ def _request(
     } | {name: case[name] for name in ("a_log", "dt_bias") if name in case}
 
 
+def _batch_entry(entry: dict[str, object], /) -> dict[str, object]:
+    rows = {"rows": _pre_conv_rows(cast("list[dict[str, object]]", entry["rows"]))}
+    if "prefill" in entry:
+        rows["prefill"] = _pre_conv_rows(cast("list[dict[str, object]]", entry["prefill"]))
+    return entry | rows
+
+
+def _batch_steps(case: dict[str, object], /) -> list[list[dict[str, object]]]:
+    steps = cast("list[dict[str, list[dict[str, object]]]]", case["steps"])
+    return [[_batch_entry(entry) for entry in step["batch"]] for step in steps]
+
+
+def _batch_request(case: dict[str, object], /) -> dict[str, object]:
+    dims = cast("dict[str, object]", case["dims"])
+    return {
+        "op": "replay_batch",
+        "pipeline": case["pipeline"],
+        "dims": {name: dims[name] for name in _DIMS},
+        "conv_weight": case["conv_weight"],
+        "slots": case["slots"],
+        "steps": [{"batch": batch} for batch in _batch_steps(case)],
+    } | {name: case[name] for name in ("a_log", "dt_bias") if name in case}
+
+
 def _replay_case(
     kind: str, case: dict[str, object], tolerances: dict[str, object], /
 ) -> ReplayCase:
     # KeyError or TypeError here is a case that breaks the schema.
-    if kind == "rounds":
+    if kind == "batch":
+        request = _batch_request(case)
+        expected = cast("list[dict[str, object]]", case["expected"])
+    elif kind == "rounds":
         rounds_json = cast("list[dict[str, object]]", case["rounds"])
         rounds = [
             {
@@ -199,7 +230,12 @@ def _replay_case(
         numbers.append(float(value))
     bound, itself = numbers
     # The request must be one the protocol decodes: shapes, dims, hex floats.
-    decode_replay(request)
+    if kind == "batch":
+        decode_replay_batch(request)
+        if len(expected) != sum(len(batch) for batch in _batch_steps(case)):
+            raise ValueError("it must expect one state for each entry of each step")
+    else:
+        decode_replay(request)
     encode_line(request)
     clauses = cast("list[str]", case["clauses"])
     unknown = [clause for clause in clauses if clause not in CLAUSES]
@@ -215,7 +251,7 @@ def _replay_case(
         request=request,
         expected=expected,
         tolerance=float(bound),
-        layout=str(request["layout"]),
+        layout=str(request.get("layout", "pre-conv")),
         design=design,
         self_tolerance=itself,
     )
@@ -310,7 +346,8 @@ def judge_replay(case: ReplayCase, reply: dict[str, object], /) -> CaseResult:
     """One replay case's outcome: passed within its bound, failed, or skipped when not offered."""
     error = reply.get("error")
     if isinstance(error, dict) and error.get("kind") == "unknown-op":
-        return CaseResult(case.case_id, case.clauses, "skipped", NOT_OFFERED)
+        detail = BATCH_NOT_OFFERED if case.request["op"] == "replay_batch" else NOT_OFFERED
+        return CaseResult(case.case_id, case.clauses, "skipped", detail)
     value = reply.get("ok")
     states = value.get("states") if isinstance(value, dict) else None
     problem: str | None = None

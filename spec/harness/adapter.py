@@ -25,7 +25,15 @@ if TYPE_CHECKING:
 
     from .python_impl import Cell, RollbackApi
 
-__all__ = ["REFERENCE_DESCRIBE", "REPLAY_NOT_OFFERED", "main", "read_lines", "respond", "serve"]
+__all__ = [
+    "REFERENCE_DESCRIBE",
+    "REPLAY_BATCH_NOT_OFFERED",
+    "REPLAY_NOT_OFFERED",
+    "main",
+    "read_lines",
+    "respond",
+    "serve",
+]
 
 #: The reference adapter's answer to ``replay``: the contract has no replay
 #: kernel to serve (the replay model is numpy and draft; docs/protocol.md).
@@ -37,6 +45,9 @@ REFERENCE_DESCRIBE: Final = {
 }
 
 REPLAY_NOT_OFFERED: Final = "replay is not offered: ssm_rollback_spec.rollback has no replay kernel"
+REPLAY_BATCH_NOT_OFFERED: Final = (
+    "replay_batch is not offered: ssm_rollback_spec.rollback has no replay kernel"
+)
 
 
 class _RaceError(RuntimeError):
@@ -181,6 +192,8 @@ def _answer(api: RollbackApi, request: dict[str, object], /) -> object:  # noqa:
         return _race_cells(api, request)
     if op is Op.REPLAY:
         raise protocol.ProtocolError(ErrorKind.UNKNOWN_OP, REPLAY_NOT_OFFERED)
+    if op is Op.REPLAY_BATCH:
+        raise protocol.ProtocolError(ErrorKind.UNKNOWN_OP, REPLAY_BATCH_NOT_OFFERED)
     if op is Op.RACE:
         return _race_published(api, request)
     events = request["events"]

@@ -52,6 +52,7 @@ CLAUSES: Final = (
     "RB-REPLAY-9",
     "RB-REPLAY-10",
     "RB-REPLAY-11",
+    "RB-REPLAY-12",
 )
 
 

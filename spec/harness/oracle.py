@@ -54,6 +54,7 @@ _NOT_LISTED: Final = {
     Op.DESCRIBE: "describe has no single expected reply",
     Op.RACE_CELLS: "race_cells is judged round by round, not by a list of replies",
     Op.REPLAY: "replay is judged against the replay corpus with a tolerance, not by a list",
+    Op.REPLAY_BATCH: "replay_batch is judged against the replay corpus with a tolerance",
 }
 
 

@@ -84,6 +84,9 @@ class Op(enum.Enum):
     #: Opt-in: the runtime's own replay of checkpoints and ring rows
     #: (docs/protocol.md); its fields are decoded by :mod:`.replay_wire`.
     REPLAY = "replay"
+    #: Opt-in: the same replay over a batch of sequences on a pool of slots
+    #: (docs/protocol.md, "replay_batch"); decoded by :mod:`.replay_wire`.
+    REPLAY_BATCH = "replay_batch"
 
 
 class ErrorKind(enum.Enum):

@@ -25,7 +25,11 @@ if TYPE_CHECKING:
 __all__ = [
     "ENGINE_PIPELINES",
     "HEX_FLOAT",
+    "MAX_BATCH_SLOTS",
+    "REPLAY_BATCH_FIELDS",
     "REPLAY_FIELDS",
+    "ReplayBatchEntry",
+    "ReplayBatchRequest",
     "ReplayDims",
     "ReplayLayout",
     "ReplayRequest",
@@ -33,12 +37,22 @@ __all__ = [
     "ReplayRow",
     "ReplayState",
     "decode_replay",
+    "decode_replay_batch",
     "encode_replay_states",
 ]
 
 
 #: The fields of a ``replay`` request.
 REPLAY_FIELDS: Final = ("pipeline", "layout", "dims", "conv_weight", "checkpoint", "rounds")
+
+#: The fields of a ``replay_batch`` request (docs/protocol.md, "replay_batch").
+REPLAY_BATCH_FIELDS: Final = ("pipeline", "dims", "conv_weight", "slots", "steps")
+
+#: The most slots a ``replay_batch`` request's pool may have.
+MAX_BATCH_SLOTS: Final = 4096
+
+#: The longest sequence name a ``replay_batch`` entry may give.
+_MAX_NAME: Final = 64
 
 #: The largest head count, head size or conv kernel a replay request may give.
 _MAX_DIM: Final = 4096
@@ -109,6 +123,34 @@ class ReplayRequest(TypedDict):
     rounds: list[ReplayRound]
     #: Per value head, with ``dt_bias``, when the rows carry ``a`` and ``b``:
     #: ``g = -exp(a_log) * softplus(a + dt_bias)``, ``beta = sigmoid(b)``.
+    a_log: NotRequired[list[float]]
+    dt_bias: NotRequired[list[float]]
+
+
+class ReplayBatchEntry(TypedDict):
+    """One sequence's part of a batch step: its slot, its window's rows, its accepted count.
+
+    ``checkpoint`` (and, optionally, ``prefill`` rows) on the sequence's
+    first entry only; ``finish`` frees its slot after the step.
+    """
+
+    sequence: str
+    slot: int
+    rows: list[ReplayRow]
+    accepted: int
+    finish: bool
+    checkpoint: NotRequired[ReplayState]
+    prefill: NotRequired[list[ReplayRow]]
+
+
+class ReplayBatchRequest(TypedDict):
+    """A decoded ``replay_batch`` request: pre-conv rows, a pool of slots, steps of entries."""
+
+    pipeline: str
+    dims: ReplayDims
+    conv_weight: list[list[float]]
+    slots: int
+    steps: list[list[ReplayBatchEntry]]
     a_log: NotRequired[list[float]]
     dt_bias: NotRequired[list[float]]
 
@@ -193,14 +235,36 @@ def _round(
         raise bad_request(f"{where} must be an object, got {encode_value(value)}")
     key_dim = dims["num_key_heads"] * dims["key_head_dim"]
     value_dim = dims["num_value_heads"] * dims["value_head_dim"]
+    rows = required_field(value, "rows")
+    decoded = _rows(rows, f"{where}.rows", layout, dims, gates=gates)
+    accepted = required_field(value, "accepted")
+    if type(accepted) is not int or not 1 <= accepted <= len(decoded):
+        raise bad_request(
+            f"{where}.accepted must be an integer in [1, {len(decoded)}], "
+            f"got {encode_value(accepted)}"
+        )
+    replay_round = ReplayRound(rows=decoded, accepted=accepted)
+    if layout is ReplayLayout.POST_CONV:
+        conv_dim = 2 * key_dim + value_dim
+        window = _matrix(
+            required_field(value, "conv_window"), f"{where}.conv_window", conv_dim, len(decoded)
+        )
+        replay_round["conv_window"] = window
+    return replay_round
+
+
+def _rows(
+    rows: object, where: str, layout: ReplayLayout, dims: ReplayDims, /, *, gates: bool
+) -> list[ReplayRow]:
+    key_dim = dims["num_key_heads"] * dims["key_head_dim"]
+    value_dim = dims["num_value_heads"] * dims["value_head_dim"]
     width = 2 * key_dim + value_dim if layout is ReplayLayout.PRE_CONV else key_dim + value_dim
     name = "qkv" if layout is ReplayLayout.PRE_CONV else "k_and_v"
-    rows = required_field(value, "rows")
     if not isinstance(rows, list) or not rows:
-        raise bad_request(f"{where}.rows must be a non-empty list, got {encode_value(rows)}")
+        raise bad_request(f"{where} must be a non-empty list, got {encode_value(rows)}")
     decoded: list[ReplayRow] = []
     for index, row in enumerate(rows):
-        at = f"{where}.rows[{index}]"
+        at = f"{where}[{index}]"
         if not isinstance(row, dict):
             raise bad_request(f"{at} must be an object, got {encode_value(row)}")
         heads = dims["num_value_heads"]
@@ -213,19 +277,35 @@ def _round(
             decoded_row["a"] = _floats(required_field(row, "a"), f"{at}.a", heads)
             decoded_row["b"] = _floats(required_field(row, "b"), f"{at}.b", heads)
         decoded.append(decoded_row)
-    accepted = required_field(value, "accepted")
-    if type(accepted) is not int or not 1 <= accepted <= len(rows):
+    return decoded
+
+
+def _pipeline(request: Mapping[str, object], /) -> str:
+    pipeline = required_field(request, "pipeline")
+    if pipeline not in _PIPELINES:
         raise bad_request(
-            f"{where}.accepted must be an integer in [1, {len(rows)}], got {encode_value(accepted)}"
+            f"field 'pipeline' must be one of {list(_PIPELINES)}, got {encode_value(pipeline)}"
         )
-    replay_round = ReplayRound(rows=decoded, accepted=accepted)
-    if layout is ReplayLayout.POST_CONV:
-        conv_dim = 2 * key_dim + value_dim
-        window = _matrix(
-            required_field(value, "conv_window"), f"{where}.conv_window", conv_dim, len(rows)
-        )
-        replay_round["conv_window"] = window
-    return replay_round
+    return str(pipeline)
+
+
+def _weight(request: Mapping[str, object], dims: ReplayDims, /) -> list[list[float]]:
+    conv_dim = 2 * dims["num_key_heads"] * dims["key_head_dim"]
+    conv_dim += dims["num_value_heads"] * dims["value_head_dim"]
+    return _matrix(
+        required_field(request, "conv_weight"), "conv_weight", conv_dim, dims["conv_kernel"]
+    )
+
+
+def _gate_parameters(
+    request: Mapping[str, object], dims: ReplayDims, /
+) -> tuple[list[float], list[float]] | None:
+    # The raw gate inputs come as a whole: a_log and dt_bias, then a and b on every row.
+    if "a_log" not in request and "dt_bias" not in request:
+        return None
+    heads = dims["num_value_heads"]
+    a_log = _floats(required_field(request, "a_log"), "a_log", heads)
+    return a_log, _floats(required_field(request, "dt_bias"), "dt_bias", heads)
 
 
 def decode_replay(request: Mapping[str, object], /) -> ReplayRequest:
@@ -235,11 +315,7 @@ def decode_replay(request: Mapping[str, object], /) -> ReplayRequest:
         ProtocolError: a field is missing, the wrong shape, or not a finite
             ``float.hex`` string (``bad-request``), named by its path.
     """
-    pipeline = required_field(request, "pipeline")
-    if pipeline not in _PIPELINES:
-        raise bad_request(
-            f"field 'pipeline' must be one of {list(_PIPELINES)}, got {encode_value(pipeline)}"
-        )
+    pipeline = _pipeline(request)
     layout_name = required_field(request, "layout")
     layouts = [layout.value for layout in ReplayLayout]
     if layout_name not in layouts:
@@ -248,19 +324,14 @@ def decode_replay(request: Mapping[str, object], /) -> ReplayRequest:
         )
     layout = ReplayLayout(layout_name)
     dims = _dims(required_field(request, "dims"))
-    conv_dim = 2 * dims["num_key_heads"] * dims["key_head_dim"]
-    conv_dim += dims["num_value_heads"] * dims["value_head_dim"]
-    weight = _matrix(
-        required_field(request, "conv_weight"), "conv_weight", conv_dim, dims["conv_kernel"]
-    )
+    weight = _weight(request, dims)
     checkpoint = _state(required_field(request, "checkpoint"), "checkpoint", dims)
     rounds = required_field(request, "rounds")
     if not isinstance(rounds, list) or not rounds:
         raise bad_request(f"field 'rounds' must be a non-empty list, got {encode_value(rounds)}")
-    # The raw gate inputs come as a whole: a_log and dt_bias, then a and b on every row.
     gates = "a_log" in request or "dt_bias" in request
     decoded = ReplayRequest(
-        pipeline=str(pipeline),
+        pipeline=pipeline,
         layout=layout,
         dims=dims,
         conv_weight=weight,
@@ -269,10 +340,140 @@ def decode_replay(request: Mapping[str, object], /) -> ReplayRequest:
             _round(item, f"rounds[{i}]", layout, dims, gates=gates) for i, item in enumerate(rounds)
         ],
     )
-    if gates:
-        heads = dims["num_value_heads"]
-        decoded["a_log"] = _floats(required_field(request, "a_log"), "a_log", heads)
-        decoded["dt_bias"] = _floats(required_field(request, "dt_bias"), "dt_bias", heads)
+    parameters = _gate_parameters(request, dims)
+    if parameters is not None:
+        decoded["a_log"], decoded["dt_bias"] = parameters
+    return decoded
+
+
+class _Pool:
+    """Who holds which slot, and which sequences have finished, as a request goes on."""
+
+    def __init__(self, slots: int, /) -> None:
+        self.holders: dict[int, str] = {}
+        self.slots: dict[str, int] = {}
+        self.finished: set[str] = set()
+        self.size = slots
+
+    def enter(self, entry: Mapping[str, object], where: str, /, *, joins: bool) -> tuple[str, int]:
+        sequence, slot = entry.get("sequence"), entry.get("slot")
+        if not isinstance(sequence, str) or not 1 <= len(sequence) <= _MAX_NAME:
+            raise bad_request(
+                f"{where}.sequence must be a string of 1 to {_MAX_NAME} characters, "
+                f"got {encode_value(sequence)}"
+            )
+        if type(slot) is not int or not 0 <= slot < self.size:
+            raise bad_request(
+                f"{where}.slot must be an integer in [0, {self.size - 1}], got {encode_value(slot)}"
+            )
+        if sequence in self.finished:
+            raise bad_request(f"{where}: sequence {encode_value(sequence)} has finished")
+        if joins:
+            if sequence in self.slots:
+                raise bad_request(
+                    f"{where}.checkpoint: sequence {encode_value(sequence)} has already joined"
+                )
+            holder = self.holders.get(slot)
+            if holder is not None:
+                raise bad_request(
+                    f"{where}.slot: slot {slot} is held by sequence {encode_value(holder)}"
+                )
+            self.holders[slot], self.slots[sequence] = sequence, slot
+        elif sequence not in self.slots:
+            raise bad_request(
+                f"{where}.checkpoint is required: sequence {encode_value(sequence)} joins here"
+            )
+        elif self.slots[sequence] != slot:
+            raise bad_request(
+                f"{where}.slot must be {self.slots[sequence]}, the slot sequence "
+                f"{encode_value(sequence)} holds, got {slot}"
+            )
+        return sequence, slot
+
+    def leave(self, sequence: str, /) -> None:
+        del self.holders[self.slots.pop(sequence)]
+        self.finished.add(sequence)
+
+
+def _batch_entry(  # noqa: PLR0913 (the request's parts an entry is checked against)
+    value: object, where: str, dims: ReplayDims, pool: _Pool, seen: set[str], /, *, gates: bool
+) -> ReplayBatchEntry:
+    if not isinstance(value, dict):
+        raise bad_request(f"{where} must be an object, got {encode_value(value)}")
+    joins = "checkpoint" in value
+    sequence, slot = pool.enter(value, where, joins=joins)
+    if sequence in seen:
+        raise bad_request(f"{where}: sequence {encode_value(sequence)} is already in this step")
+    seen.add(sequence)
+    window = _round(value, where, ReplayLayout.PRE_CONV, dims, gates=gates)
+    finish = value.get("finish", False)
+    if type(finish) is not bool:
+        raise bad_request(f"{where}.finish must be true or false, got {encode_value(finish)}")
+    entry = ReplayBatchEntry(
+        sequence=sequence,
+        slot=slot,
+        rows=window["rows"],
+        accepted=window["accepted"],
+        finish=finish,
+    )
+    if joins:
+        entry["checkpoint"] = _state(value["checkpoint"], f"{where}.checkpoint", dims)
+        if "prefill" in value:
+            entry["prefill"] = _rows(
+                value["prefill"], f"{where}.prefill", ReplayLayout.PRE_CONV, dims, gates=gates
+            )
+    elif "prefill" in value:
+        raise bad_request(f"{where}.prefill is only for a sequence's first entry")
+    return entry
+
+
+def decode_replay_batch(request: Mapping[str, object], /) -> ReplayBatchRequest:
+    """A ``replay_batch`` request's fields, its slot bookkeeping checked step by step.
+
+    Raises:
+        ProtocolError: a field is missing, the wrong shape, or not a finite
+            ``float.hex`` string, or the steps break the pool's bookkeeping (a
+            slot held by another sequence, a sequence that joins twice, comes
+            back after it finished, moves to another slot, or appears twice in
+            a step) (``bad-request``), named by its path.
+    """
+    pipeline = _pipeline(request)
+    dims = _dims(required_field(request, "dims"))
+    weight = _weight(request, dims)
+    slots = required_field(request, "slots")
+    if type(slots) is not int or not 1 <= slots <= MAX_BATCH_SLOTS:
+        raise bad_request(
+            f"field 'slots' must be an integer in [1, {MAX_BATCH_SLOTS}], got {encode_value(slots)}"
+        )
+    steps = required_field(request, "steps")
+    if not isinstance(steps, list) or not steps:
+        raise bad_request(f"field 'steps' must be a non-empty list, got {encode_value(steps)}")
+    gates = "a_log" in request or "dt_bias" in request
+    pool = _Pool(slots)
+    decoded_steps: list[list[ReplayBatchEntry]] = []
+    for number, step in enumerate(steps):
+        where = f"steps[{number}]"
+        batch = step.get("batch") if isinstance(step, dict) else None
+        if not isinstance(batch, list) or not batch:
+            raise bad_request(
+                f"{where} must be an object whose batch is a non-empty list, "
+                f"got {encode_value(step)}"
+            )
+        seen: set[str] = set()
+        entries = [
+            _batch_entry(item, f"{where}.batch[{index}]", dims, pool, seen, gates=gates)
+            for index, item in enumerate(batch)
+        ]
+        for entry in entries:
+            if entry["finish"]:
+                pool.leave(entry["sequence"])
+        decoded_steps.append(entries)
+    decoded = ReplayBatchRequest(
+        pipeline=pipeline, dims=dims, conv_weight=weight, slots=slots, steps=decoded_steps
+    )
+    parameters = _gate_parameters(request, dims)
+    if parameters is not None:
+        decoded["a_log"], decoded["dt_bias"] = parameters
     return decoded
 
 

@@ -11,6 +11,8 @@ but does not implement it. This subpackage models what its ring must hold:
 - :mod:`ssm_rollback_spec.replay.rounds`: a decode of many verify rounds in five replay
   designs, SGLang's GDN ReplaySSM as it runs among them, the ring's whole
   lifecycle (numpy; RB-REPLAY-6 to RB-REPLAY-9, RB-REPLAY-11);
+- :mod:`ssm_rollback_spec.replay.batch`: many sequences verified together on a pool of
+  slots, the bookkeeping an engine keeps around the arithmetic (numpy; RB-REPLAY-12);
 - :mod:`ssm_rollback_spec.corpus.replay_cases`: the deterministic generator of
   ``vectors/replay/`` (numpy).
 

@@ -43,9 +43,7 @@ __all__ = ["REPLAY_PROPERTY_CLAUSES", "add_check_command"]
 
 #: The draft clauses the suite's replay properties cite (over the opt-in
 #: replay operation); every other draft clause is the replay model's alone.
-REPLAY_PROPERTY_CLAUSES: Final = frozenset(
-    {"RB-REPLAY-1", "RB-REPLAY-2", "RB-REPLAY-4", "RB-REPLAY-6", "RB-REPLAY-7", "RB-REPLAY-10"}
-)
+REPLAY_PROPERTY_CLAUSES: Final = frozenset(f"RB-REPLAY-{n}" for n in (1, 2, 4, 6, 7, 10, 12))
 
 _PROFILES: Final = ("dev", "ci", "thorough", "crosshair", "interpreter")
 

@@ -37,11 +37,15 @@ if TYPE_CHECKING:
 
     from ssm_rollback_spec.harness.driver import Implementation
 
-_CASES: Final = load_replay_cases(replay_corpus_directory())
+_ALL_CASES: Final = load_replay_cases(replay_corpus_directory())
+_CASES: Final = [case for case in _ALL_CASES if case.request["op"] == "replay"]
+#: The batch cases (``replay_batch``, opt-in apart from ``replay``).
+_BATCH_CASES: Final = [case for case in _ALL_CASES if case.request["op"] == "replay_batch"]
 #: The bound per pipeline for an implementation compared with itself, as the
 #: corpus states it ("self", or else "kernel").
 _BOUND: Final = {case.pipeline: case.self_tolerance or case.tolerance for case in _CASES}
 _NOT_OFFERED: Final = "replay is opt-in, and this implementation does not offer it"
+_BATCH_NOT_OFFERED: Final = "replay_batch is opt-in, and this implementation does not offer it"
 _NONE_OFFERED: Final = (
     "the implementation's describe offers no pipeline of the replay corpus for pre-conv rows"
 )
@@ -67,14 +71,21 @@ def _replay(
     """The states an implementation replies, and its reply; skips when replay is not offered."""
     reply = impl.request(request)
     error = reply.get("error")
+    batch = request["op"] == "replay_batch"
     if isinstance(error, dict) and error.get("kind") == "unknown-op":
-        pytest.skip(_NOT_OFFERED)
+        pytest.skip(_BATCH_NOT_OFFERED if batch else _NOT_OFFERED)
     value = reply.get("ok")
     states = value.get("states") if isinstance(value, dict) else None
-    rounds = request["rounds"]
-    assert isinstance(rounds, list)
-    if not isinstance(states, list) or len(states) != len(rounds):
-        shape = f'{{"ok":{{"states":[...]}}}} with one state for each of its {len(rounds)} rounds'
+    if batch:
+        steps = request["steps"]
+        assert isinstance(steps, list)
+        count, each = sum(len(step["batch"]) for step in steps), "entry of its steps"
+    else:
+        rounds = request["rounds"]
+        assert isinstance(rounds, list)
+        count, each = len(rounds), "rounds"
+    if not isinstance(states, list) or len(states) != count:
+        shape = f'{{"ok":{{"states":[...]}}}} with one state for each of its {count} {each}'
         raise NonConformingReply(request, reply, shape)
     return states, reply
 
@@ -127,10 +138,23 @@ def test_every_shipped_replay_case_is_rebuilt_within_its_bound(impl: Implementat
     # Every case the implementation offers runs; the run is blamed on the
     # failing cases' own clauses alone. The first failure is shown whole, the
     # others named in one line.
+    _shipped_cases_pass(impl, _CASES, "replay")
+
+
+@pytest.mark.clause("RB-REPLAY-12")
+def test_every_shipped_batch_gives_each_sequence_its_own_replay(
+    impl: Implementation,
+) -> None:
+    # The same over replay_batch: each entry's state after its step is its
+    # sequence's replay alone; skipped when replay_batch is not offered.
+    _shipped_cases_pass(impl, _BATCH_CASES, "batch")
+
+
+def _shipped_cases_pass(impl: Implementation, cases: Sequence[ReplayCase], kind: str, /) -> None:
     offer = _offer(impl)
-    offered = [case for case in _CASES if not_offered(case, offer) is None]
+    offered = [case for case in cases if not_offered(case, offer) is None]
     if not offered:
-        pytest.skip("the implementation's describe offers none of the shipped replay cases")
+        pytest.skip(f"the implementation's describe offers none of the shipped {kind} cases")
     failed: list[tuple[ReplayCase, dict[str, object]]] = []
     for case in offered:
         _, reply = _replay(impl, case.request)
@@ -295,6 +319,114 @@ def test_a_trace_resumed_from_a_state_it_reported_goes_on_the_same(
     _, reply = _replay(impl, resumed)
     source = "its own replay of the rounds run whole, from the start"
     _same(resumed, reply, states[resume:], ["RB-REPLAY-7"], source)
+
+
+#: Exact rescalings (a sign and a power of two, exact in BF16 too) that make
+#: each drawn sequence's checkpoint and rows its own.
+_SCALES: Final = (1.0, -1.0, 0.5, -0.5, 2.0)
+
+
+def _scaled(value: object, factor: float, /) -> object:
+    if isinstance(value, dict):
+        return {key: _scaled(item, factor) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_scaled(item, factor) for item in value]
+    return (float.fromhex(str(value)) * factor).hex()
+
+
+class _DrawnBatch:
+    """A ``replay_batch`` request drawn step by step, and each sequence's trace alone."""
+
+    def __init__(self, layer: dict[str, object], data: st.DataObject, /) -> None:
+        self.layer, self.data, self.rows = layer, data, _rows(layer)
+        self.slots = data.draw(st.integers(1, 3), label="slots")
+        self.running: dict[str, int] = {}
+        #: Each sequence's own replay request, and which of its rounds each entry is.
+        self.alone: dict[str, dict[str, object]] = {}
+        self.entries: list[tuple[str, int]] = []
+        self.steps: list[dict[str, object]] = []
+        self.tokens = 0
+
+    def _window(self, count: int, /) -> list[dict[str, object]]:
+        window = []
+        for _ in range(count):
+            row = self.rows[self.tokens % len(self.rows)]
+            factor = _SCALES[(self.tokens // len(self.rows)) % len(_SCALES)]
+            window.append(row | {"qkv": _scaled(row["qkv"], factor)})
+            self.tokens += 1
+        return window
+
+    def _entry(self, name: str, slot: int, /, *, joins: bool) -> dict[str, object]:
+        draw = self.data.draw
+        window = draw(st.integers(1, 4), label="window")
+        entry: dict[str, object] = {"sequence": name, "slot": slot}
+        if joins:
+            factor = _SCALES[len(self.alone) % len(_SCALES)]
+            entry["checkpoint"] = _scaled(self.layer["checkpoint"], factor)
+            self.alone[name] = _request(self.layer, []) | {"checkpoint": entry["checkpoint"]}
+            if prefill := draw(st.integers(0, 2), label="prefill"):
+                entry["prefill"] = self._window(prefill)
+                rounds = self.alone[name]["rounds"]
+                assert isinstance(rounds, list)
+                rounds.append({"rows": entry["prefill"], "accepted": prefill})
+        entry["rows"] = self._window(window)
+        entry["accepted"] = draw(st.integers(1, window), label="accepted")
+        if draw(st.booleans(), label="finish"):
+            entry["finish"] = True
+        return entry
+
+    def step(self) -> None:
+        draw = self.data.draw
+        held = set(self.running.values())
+        batch = [
+            self._entry(name, slot, joins=False)
+            for name, slot in sorted(self.running.items())
+            if draw(st.booleans(), label=f"{name} scheduled")
+        ]
+        for slot in range(self.slots):
+            if slot not in held and draw(st.booleans(), label=f"slot {slot} taken"):
+                name = f"s{len(self.alone)}"
+                self.running[name] = slot
+                batch.append(self._entry(name, slot, joins=True))
+        if not batch:
+            return
+        batch = draw(st.permutations(batch), label="order")
+        for entry in batch:
+            name = str(entry["sequence"])
+            rounds = self.alone[name]["rounds"]
+            assert isinstance(rounds, list)
+            rounds.append({"rows": entry["rows"], "accepted": entry["accepted"]})
+            self.entries.append((name, len(rounds) - 1))
+            if entry.get("finish"):
+                del self.running[name]
+        self.steps.append({"batch": batch})
+
+    def request(self) -> dict[str, object]:
+        kept = {key: self.layer[key] for key in ("pipeline", "dims", "conv_weight")}
+        gates = {key: self.layer[key] for key in ("a_log", "dt_bias") if key in self.layer}
+        return {"op": "replay_batch"} | kept | gates | {"slots": self.slots, "steps": self.steps}
+
+
+@pytest.mark.clause("RB-REPLAY-12")
+@given(layer=_layers(), data=st.data())
+def test_each_sequence_of_a_drawn_batch_is_its_own_replay_alone(
+    impl: Implementation, layer: dict[str, object], data: st.DataObject
+) -> None:
+    # Sequences join free slots (after a prefill or not), sit steps out,
+    # finish and leave their slot to the next, windows of 1 to 4 rows in any
+    # order: each entry's state is the implementation's own replay of its
+    # sequence alone, in the pipeline's self bound.
+    batch = _DrawnBatch(_with_pipeline(impl, layer, data), data)
+    for _ in range(data.draw(st.integers(1, 4), label="steps")):
+        batch.step()
+    if not batch.steps:
+        return
+    request = batch.request()
+    _, reply = _replay(impl, request)
+    alone = {name: _replay(impl, trace)[0] for name, trace in batch.alone.items()}
+    expected = [alone[name][index] for name, index in batch.entries]
+    source = "its own replay of each sequence alone"
+    _same(request, reply, expected, ["RB-REPLAY-12"], source)
 
 
 def _windows(rows: list[dict[str, object]], data: st.DataObject, /) -> list[dict[str, object]]:

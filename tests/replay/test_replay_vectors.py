@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from ssm_rollback_spec.corpus.replay_cases import (
+    BATCH_FILE,
     POST_CONV_FILE,
     REBUILD_FILE,
     ROUNDS_FILE,
@@ -30,7 +31,7 @@ from ssm_rollback_spec.replay.rows import ReplayDesign
 from tests import traceability
 
 REPLAY_VECTORS: Final = Path(__file__).resolve().parents[2] / "vectors" / "replay"
-CASE_FILES: Final = (REBUILD_FILE, POST_CONV_FILE, ROW_BYTES_FILE, ROUNDS_FILE)
+CASE_FILES: Final = (REBUILD_FILE, POST_CONV_FILE, ROW_BYTES_FILE, ROUNDS_FILE, BATCH_FILE)
 
 
 def _json(name: str, /) -> dict[str, object]:

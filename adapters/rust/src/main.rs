@@ -335,6 +335,7 @@ fn answer(line: &str) -> Result<Reply, Reply> {
             race_reply(&race_fresh_cells(&events, rounds as usize), false, spans)
         }
         "replay" => replay_op::answer(&request)?,
+        "replay_batch" => replay_op::answer_batch(&request)?,
         other => {
             let mut shown = String::new();
             write_string(&mut shown, other);

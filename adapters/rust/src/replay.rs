@@ -180,6 +180,19 @@ impl<F: Real> Layer<F> {
     }
 }
 
+/// A layer's (conv, h) state in the pipeline's type.
+type Held<F> = (Vec<Vec<F>>, Vec<F>);
+
+impl<F: Real> Layer<F> {
+    /// One pre-conv row through the conv and the gated delta rule, with the
+    /// gates `g` and `beta` the caller gathered for it.
+    fn token(&self, state: &Held<F>, row: &Row, g: &[F], beta: &[F]) -> Held<F> {
+        let (columns, post) = self.conv_step(&state.0, &narrow::<F>(&row.values));
+        let h = self.delta_rule_step(&state.1, &post[self.dims.key_dim()..], g, beta);
+        (columns, h)
+    }
+}
+
 fn narrow<F: Real>(values: &[f64]) -> Vec<F> {
     values.iter().map(|&v| F::of(v)).collect()
 }
@@ -215,19 +228,11 @@ impl<F: Real> Ring<F> {
         } else {
             accepted
         };
-        let (mut conv, mut h) = self.checkpoint.clone();
+        let mut state = self.checkpoint.clone();
         for row in &self.rows[..replayed] {
-            let (columns, post) = self.layer.conv_step(&conv, &narrow::<F>(&row.values));
-            let d = self.layer.dims;
-            h = self.layer.delta_rule_step(
-                &h,
-                &post[d.key_dim()..],
-                &narrow::<F>(&row.g),
-                &narrow::<F>(&row.beta),
-            );
-            conv = columns;
+            state = self.layer.token(&state, row, &narrow::<F>(&row.g), &narrow::<F>(&row.beta));
         }
-        self.checkpoint = (conv, h);
+        self.checkpoint = state;
         let stale = cfg!(feature = "replay-stale-rows") && accepted == rows.len();
         self.cursor = if stale { self.cursor + rows.len() } else { 0 };
     }
@@ -253,13 +258,7 @@ fn replay_in<F: Real>(
     checkpoint: &State,
     rounds: &[(Vec<Row>, usize)],
 ) -> Vec<State> {
-    let layer = Layer {
-        dims,
-        weight: weight
-            .iter()
-            .map(|taps| narrow::<F>(taps).iter().map(|&w| w.held()).collect())
-            .collect(),
-    };
+    let layer = held_layer::<F>(dims, weight);
     let conv = checkpoint.conv.iter().map(|c| narrow::<F>(c)).collect();
     let mut ring = Ring {
         layer,
@@ -337,6 +336,185 @@ fn post_conv_in<F: Real>(
         })
         .collect();
     State { conv, h: widen(&h) }
+}
+
+/// One sequence's part of a batch step (docs/protocol.md, `replay_batch`):
+/// its slot, its window's pre-conv rows and how many it accepted; on its
+/// first entry the checkpoint it joins from and the prefill rows run first.
+#[derive(Clone, Debug)]
+pub struct BatchEntry {
+    pub slot: usize,
+    pub rows: Vec<Row>,
+    pub accepted: usize,
+    pub checkpoint: Option<State>,
+    pub prefill: Vec<Row>,
+}
+
+/// One slot of the pool: the state a verify reads and a commit writes, the
+/// checkpoint the last verify started from, and its ring of the window's
+/// first K - 1 rows (gates as the verify gathered them), which outlives the
+/// steps that write it.
+struct PoolSlot<F> {
+    state: Held<F>,
+    checkpoint: Held<F>,
+    ring: Vec<(Row, Vec<F>, Vec<F>)>,
+    cursor: usize,
+}
+
+/// A slot pool verifying flat batches. Slots are allocated when a sequence
+/// first takes them, so a large pool costs nothing until used.
+struct Pool<F> {
+    layer: Layer<F>,
+    slots: Vec<Option<PoolSlot<F>>>,
+}
+
+impl<F: Real> Pool<F> {
+    fn admit(&mut self, entry: &BatchEntry) {
+        let Some(checkpoint) = &entry.checkpoint else {
+            return;
+        };
+        let mut state: Held<F> = (
+            checkpoint.conv.iter().map(|c| narrow::<F>(c)).collect(),
+            narrow::<F>(&checkpoint.h),
+        );
+        for row in &entry.prefill {
+            state = self.layer.token(&state, row, &narrow::<F>(&row.g), &narrow::<F>(&row.beta));
+        }
+        // A new occupant keeps the ring the slot's last one left; its cursor is reset by its verify.
+        let ring = match self.slots[entry.slot].take() {
+            Some(slot) => slot.ring,
+            None => Vec::new(),
+        };
+        self.slots[entry.slot] = Some(PoolSlot {
+            checkpoint: state.clone(),
+            state,
+            ring,
+            cursor: 0,
+        });
+    }
+
+    fn slot(&mut self, index: usize) -> &mut PoolSlot<F> {
+        self.slots[index]
+            .as_mut()
+            .expect("the request's bookkeeping was checked: a running sequence's slot is taken")
+    }
+
+    /// Verify every entry of a step from the state its slot holds, then commit every one.
+    fn step(&mut self, batch: &[BatchEntry]) -> Vec<State> {
+        for entry in batch {
+            self.admit(entry);
+        }
+        // The batch as a kernel takes it: tokens one window after another,
+        // each entry's first token at starts[i], its gates gathered there.
+        let mut starts = Vec::with_capacity(batch.len());
+        let mut gates: Vec<(Vec<F>, Vec<F>)> = Vec::new();
+        for entry in batch {
+            starts.push(gates.len());
+            for row in &entry.rows {
+                gates.push((narrow::<F>(&row.g), narrow::<F>(&row.beta)));
+            }
+        }
+        let state_indices: Vec<usize> = batch.iter().map(|entry| entry.slot).collect();
+        // Every verify reads its slot before any commit writes one.
+        let mut lives = Vec::with_capacity(batch.len());
+        for (index, entry) in batch.iter().enumerate() {
+            let window = entry.rows.len();
+            // The self-test's wrong build reads slot 0 for a decode with no drafts (vLLM #39273).
+            let wrong = cfg!(feature = "replay-batch-slot-zero") && window == 1;
+            let read = if wrong && self.slots[0].is_some() {
+                0
+            } else {
+                state_indices[index]
+            };
+            let mut live = self.slot(read).state.clone();
+            let mut captured = Vec::with_capacity(window - 1);
+            for (token, row) in entry.rows.iter().enumerate() {
+                let (g, beta) = &gates[starts[index] + token];
+                live = self.layer.token(&live, row, g, beta);
+                if token + 1 < window {
+                    captured.push((row.clone(), g.clone(), beta.clone()));
+                }
+            }
+            let slot = self.slot(state_indices[index]);
+            slot.checkpoint = slot.state.clone();
+            slot.cursor = 0;
+            for record in captured {
+                if slot.cursor < slot.ring.len() {
+                    slot.ring[slot.cursor] = record;
+                } else {
+                    slot.ring.push(record);
+                }
+                slot.cursor += 1;
+            }
+            lives.push(live);
+        }
+        for (index, live) in lives.into_iter().enumerate() {
+            let accepted = batch[index].accepted;
+            let layer = &self.layer;
+            let slot = self.slots[state_indices[index]].as_mut().expect("taken above");
+            if accepted == batch[index].rows.len() {
+                slot.state = live;
+            } else {
+                let replayed = if cfg!(feature = "replay-one-short") {
+                    accepted - 1
+                } else {
+                    accepted
+                };
+                let mut state = slot.checkpoint.clone();
+                for (row, g, beta) in &slot.ring[..replayed] {
+                    state = layer.token(&state, row, g, beta);
+                }
+                slot.state = state;
+            }
+        }
+        state_indices
+            .iter()
+            .map(|&index| {
+                let (conv, h) = &self.slot(index).state;
+                State {
+                    conv: conv.iter().map(|c| widen(c)).collect(),
+                    h: widen(h),
+                }
+            })
+            .collect()
+    }
+}
+
+/// Verify a replay batch's steps on a pool of `slots` slots: each entry's state after its step.
+pub fn replay_batch(
+    pipeline: Pipeline,
+    dims: Dims,
+    weight: &[Vec<f64>],
+    slots: usize,
+    steps: &[Vec<BatchEntry>],
+) -> Vec<State> {
+    match pipeline {
+        Pipeline::Float64 => batch_in::<f64>(dims, weight, slots, steps),
+        Pipeline::TransformersBf16 => batch_in::<f32>(dims, weight, slots, steps),
+    }
+}
+
+fn batch_in<F: Real>(
+    dims: Dims,
+    weight: &[Vec<f64>],
+    slots: usize,
+    steps: &[Vec<BatchEntry>],
+) -> Vec<State> {
+    let mut pool = Pool {
+        layer: held_layer::<F>(dims, weight),
+        slots: (0..slots).map(|_| None).collect(),
+    };
+    steps.iter().flat_map(|batch| pool.step(batch)).collect()
+}
+
+fn held_layer<F: Real>(dims: Dims, weight: &[Vec<f64>]) -> Layer<F> {
+    Layer {
+        dims,
+        weight: weight
+            .iter()
+            .map(|taps| narrow::<F>(taps).iter().map(|&w| w.held()).collect())
+            .collect(),
+    }
 }
 
 /// Parse a `float.hex` string (`[+-]0xH[.H]p[+-]D`) exactly; None if it is not one.

@@ -6,11 +6,17 @@
 use crate::json::Json;
 use crate::{bad, field, Reply};
 use ssm_rollback::replay::{
-    parse_hex, replay_post_conv, replay_rounds, to_hex, Dims, Pipeline, Row, State,
+    parse_hex, replay_batch, replay_post_conv, replay_rounds, to_hex, BatchEntry, Dims, Pipeline,
+    Row, State,
 };
+use std::collections::{HashMap, HashSet};
 
 /// The largest head count, head size or conv kernel a request may give.
 const MAX_DIM: u64 = 4096;
+
+/// The most slots a `replay_batch` pool may have, and the longest sequence name.
+const MAX_SLOTS: u64 = 4096;
+const MAX_NAME: usize = 64;
 
 fn list<'a>(value: &'a Json, place: &str, length: usize) -> Result<&'a [Json], Reply> {
     match value {
@@ -94,17 +100,27 @@ fn rows(
     width: usize,
     heads: usize,
 ) -> Result<Vec<Row>, Reply> {
-    let Json::Array(items) = field(value, "rows")? else {
-        return Err(bad(format!("{place}.rows must be a list")));
+    row_list(field(value, "rows")?, &format!("{place}.rows"), name, width, heads)
+}
+
+fn row_list(
+    value: &Json,
+    place: &str,
+    name: &str,
+    width: usize,
+    heads: usize,
+) -> Result<Vec<Row>, Reply> {
+    let Json::Array(items) = value else {
+        return Err(bad(format!("{place} must be a list")));
     };
     if items.is_empty() {
-        return Err(bad(format!("{place}.rows must not be empty")));
+        return Err(bad(format!("{place} must not be empty")));
     }
     items
         .iter()
         .enumerate()
         .map(|(index, row)| {
-            let at = format!("{place}.rows[{index}]");
+            let at = format!("{place}[{index}]");
             Ok(Row {
                 values: floats(field(row, name)?, &format!("{at}.{name}"), width)?,
                 g: floats(field(row, "g")?, &format!("{at}.g"), heads)?,
@@ -148,16 +164,30 @@ fn write_state(out: &mut String, state: &State, dims: Dims) {
     ));
 }
 
-pub(crate) fn answer(request: &Json) -> Result<Reply, Reply> {
-    let pipeline = match field(request, "pipeline")?.as_str() {
-        Some("float64") => Pipeline::Float64,
-        Some("transformers-bf16") => Pipeline::TransformersBf16,
-        _ => {
-            return Err(bad(
-                "field 'pipeline' must be \"float64\" or \"transformers-bf16\"".into(),
-            ))
+fn pipeline(request: &Json) -> Result<Pipeline, Reply> {
+    match field(request, "pipeline")?.as_str() {
+        Some("float64") => Ok(Pipeline::Float64),
+        Some("transformers-bf16") => Ok(Pipeline::TransformersBf16),
+        _ => Err(bad(
+            "field 'pipeline' must be \"float64\" or \"transformers-bf16\"".into(),
+        )),
+    }
+}
+
+fn write_states(states: &[State], dims: Dims) -> Reply {
+    let mut out = String::from("{\"states\":[");
+    for (index, state) in states.iter().enumerate() {
+        if index > 0 {
+            out.push(',');
         }
-    };
+        write_state(&mut out, state, dims);
+    }
+    out.push_str("]}");
+    Reply::Ok(out)
+}
+
+pub(crate) fn answer(request: &Json) -> Result<Reply, Reply> {
+    let pipeline = pipeline(request)?;
     let post_conv = match field(request, "layout")?.as_str() {
         Some("pre-conv") => false,
         Some("post-conv") => true,
@@ -211,13 +241,172 @@ pub(crate) fn answer(request: &Json) -> Result<Reply, Reply> {
         }
         replay_rounds(pipeline, dims, &weight, &checkpoint, &decoded)
     };
-    let mut out = String::from("{\"states\":[");
-    for (index, state) in states.iter().enumerate() {
-        if index > 0 {
-            out.push(',');
+    Ok(write_states(&states, dims))
+}
+
+/// Who holds which slot as a `replay_batch` request goes on, and who finished.
+struct Bookkeeping {
+    slots: usize,
+    holders: HashMap<usize, String>,
+    running: HashMap<String, usize>,
+    finished: HashSet<String>,
+}
+
+impl Bookkeeping {
+    /// The entry's slot, checked: a joiner takes a free slot, a running
+    /// sequence keeps the one it holds.
+    fn enter(&mut self, entry: &Json, place: &str, joins: bool) -> Result<(String, usize), Reply> {
+        let sequence = match field(entry, "sequence")?.as_str() {
+            Some(name) if !name.is_empty() && name.chars().count() <= MAX_NAME => name.to_string(),
+            _ => {
+                return Err(bad(format!(
+                    "{place}.sequence must be a string of 1 to {MAX_NAME} characters"
+                )))
+            }
+        };
+        let slot = match field(entry, "slot")?.as_u64() {
+            Some(n) if n < self.slots as u64 => n as usize,
+            _ => {
+                return Err(bad(format!(
+                    "{place}.slot must be an integer in [0, {}]",
+                    self.slots - 1
+                )))
+            }
+        };
+        if self.finished.contains(&sequence) {
+            return Err(bad(format!("{place}: sequence {sequence:?} has finished")));
         }
-        write_state(&mut out, state, dims);
+        if joins {
+            if self.running.contains_key(&sequence) {
+                return Err(bad(format!(
+                    "{place}.checkpoint: sequence {sequence:?} has already joined"
+                )));
+            }
+            if let Some(holder) = self.holders.get(&slot) {
+                return Err(bad(format!(
+                    "{place}.slot: slot {slot} is held by sequence {holder:?}"
+                )));
+            }
+            self.holders.insert(slot, sequence.clone());
+            self.running.insert(sequence.clone(), slot);
+        } else {
+            match self.running.get(&sequence) {
+                None => {
+                    return Err(bad(format!(
+                        "{place}.checkpoint is required: sequence {sequence:?} joins here"
+                    )))
+                }
+                Some(&held) if held != slot => {
+                    return Err(bad(format!(
+                        "{place}.slot must be {held}, the slot sequence {sequence:?} holds"
+                    )))
+                }
+                Some(_) => {}
+            }
+        }
+        Ok((sequence, slot))
     }
-    out.push_str("]}");
-    Ok(Reply::Ok(out))
+
+    fn leave(&mut self, sequence: &str) {
+        if let Some(slot) = self.running.remove(sequence) {
+            self.holders.remove(&slot);
+        }
+        self.finished.insert(sequence.to_string());
+    }
+}
+
+/// The `replay_batch` operation: steps of batches on a pool of slots, each
+/// entry's state after its step, step by step in the request's order.
+pub(crate) fn answer_batch(request: &Json) -> Result<Reply, Reply> {
+    let pipeline = pipeline(request)?;
+    let dims = dims(field(request, "dims")?)?;
+    let weight = matrix(
+        field(request, "conv_weight")?,
+        "conv_weight",
+        dims.conv_dim(),
+        dims.conv_kernel,
+    )?;
+    let slots = match field(request, "slots")?.as_u64() {
+        Some(n) if (1..=MAX_SLOTS).contains(&n) => n as usize,
+        _ => {
+            return Err(bad(format!(
+                "field 'slots' must be an integer in [1, {MAX_SLOTS}]"
+            )))
+        }
+    };
+    let Json::Array(steps) = field(request, "steps")? else {
+        return Err(bad("field 'steps' must be a list".into()));
+    };
+    if steps.is_empty() {
+        return Err(bad("field 'steps' must not be empty".into()));
+    }
+    let (width, heads) = (dims.conv_dim(), dims.num_value_heads);
+    let mut book = Bookkeeping {
+        slots,
+        holders: HashMap::new(),
+        running: HashMap::new(),
+        finished: HashSet::new(),
+    };
+    let mut decoded = Vec::with_capacity(steps.len());
+    for (number, step) in steps.iter().enumerate() {
+        let place = format!("steps[{number}]");
+        let batch = match step.get("batch") {
+            Some(Json::Array(items)) if !items.is_empty() => items,
+            _ => {
+                return Err(bad(format!(
+                    "{place} must be an object whose batch is a non-empty list"
+                )))
+            }
+        };
+        let mut seen = HashSet::new();
+        let mut entries = Vec::with_capacity(batch.len());
+        let mut finishing = Vec::new();
+        for (index, item) in batch.iter().enumerate() {
+            let at = format!("{place}.batch[{index}]");
+            if !matches!(item, Json::Object(_)) {
+                return Err(bad(format!("{at} must be an object")));
+            }
+            let joins = item.get("checkpoint").is_some();
+            let (sequence, slot) = book.enter(item, &at, joins)?;
+            if !seen.insert(sequence.clone()) {
+                return Err(bad(format!(
+                    "{at}: sequence {sequence:?} is already in this step"
+                )));
+            }
+            let window = rows(item, &at, "qkv", width, heads)?;
+            let count = accepted(item, &at, window.len())?;
+            let (checkpoint, prefill) = if joins {
+                let from = state(field(item, "checkpoint")?, &format!("{at}.checkpoint"), dims)?;
+                let prefill = match item.get("prefill") {
+                    Some(value) => row_list(value, &format!("{at}.prefill"), "qkv", width, heads)?,
+                    None => Vec::new(),
+                };
+                (Some(from), prefill)
+            } else if item.get("prefill").is_some() {
+                return Err(bad(format!(
+                    "{at}.prefill is only for a sequence's first entry"
+                )));
+            } else {
+                (None, Vec::new())
+            };
+            match item.get("finish") {
+                None | Some(Json::Bool(false)) => {}
+                Some(Json::Bool(true)) => finishing.push(sequence),
+                Some(_) => return Err(bad(format!("{at}.finish must be true or false"))),
+            }
+            entries.push(BatchEntry {
+                slot,
+                rows: window,
+                accepted: count,
+                checkpoint,
+                prefill,
+            });
+        }
+        for sequence in &finishing {
+            book.leave(sequence);
+        }
+        decoded.push(entries);
+    }
+    let states = replay_batch(pipeline, dims, &weight, slots, &decoded);
+    Ok(write_states(&states, dims))
 }
