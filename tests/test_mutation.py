@@ -80,6 +80,16 @@ EQUIVALENT: Final = {
         "barrier = threading.Barrier(max(len(events), 1), timeout=_BARRIER_SECONDS)",
         "barrier = threading.Barrier(max(len(events), 1), )",
     ): "the same timeout, dropped: it only fires when a barrier cannot fill",
+    (
+        "ssm_rollback_spec.harness.adapter.x__race",
+        "spans: list[_Spans] = [[(0, 0)] * len(events) for _ in range(rounds)]",
+        "spans: list[_Spans] = [[(1, 0)] * len(events) for _ in range(rounds)]",
+    ): "every span is written before a race returns; a failed call raises instead",
+    (
+        "ssm_rollback_spec.harness.adapter.x__race",
+        "spans: list[_Spans] = [[(0, 0)] * len(events) for _ in range(rounds)]",
+        "spans: list[_Spans] = [[(0, 1)] * len(events) for _ in range(rounds)]",
+    ): "every span is written before a race returns; a failed call raises instead",
 }
 
 _SHOWN: Final = re.compile(r"^([-+]) {4,}(.*)$")

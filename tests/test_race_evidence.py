@@ -20,6 +20,7 @@ import pytest
 from ssm_rollback_spec.harness import protocol
 from ssm_rollback_spec.harness.race_evidence import (
     MalformedSpansError,
+    RaceNotSeenError,
     RaceTally,
     overlapped,
     reply_spans,
@@ -240,3 +241,48 @@ def test_a_racy_cell_whose_calls_overlap_fails(tmp_path: Path) -> None:
     assert "the reply is not one the model allows" in finished.stdout
     document = json.loads((tmp_path / "check.json").read_text(encoding="utf-8"))
     assert document["clauses"] == {"RB-PUB-4": "failed"}
+
+
+def test_the_reference_adapter_gives_each_racing_calls_span_only_when_asked() -> None:
+    from ssm_rollback_spec.harness.adapter import respond  # noqa: PLC0415
+    from ssm_rollback_spec.harness.python_impl import fresh_module  # noqa: PLC0415
+
+    def answer(request: dict[str, object], /) -> dict[str, object]:
+        # As the wire carries it: a span goes out as a JSON list.
+        reply = respond(fresh_module("ssm_rollback_spec.rollback"), json.dumps(request))
+        decoded: dict[str, object] = json.loads(json.dumps(reply))
+        return decoded
+
+    events = [{"op": "set", "mode": "replay"}, {"op": "get"}]
+    for extra, rounds in (({"op": "race"}, None), ({"op": "race_cells", "rounds": 3}, 3)):
+        request = {**extra, "events": events}
+        assert set(answer(request)) == {"ok"}
+        asked = answer({**request, "spans": True})
+        assert set(asked) == {"ok", "spans"}
+        spans = reply_spans(asked, calls=len(events), rounds=rounds)
+        assert spans is not None
+        assert len(spans) == (rounds or 1)
+        # Read around each call on a monotonic clock: every call took time.
+        assert all(start < end for round_ in spans for start, end in round_)
+
+
+def test_spans_at_the_clocks_edges_and_of_no_length_are_well_formed() -> None:
+    most = 2**64 - 1
+    assert reply_spans({"spans": [[0, most], [most, most], [5, 5]]}, calls=3) == [
+        [(0, most), (most, most), (5, 5)]
+    ]
+    span_shape = f"must be [START, END], integers in [0, {most}] with START <= END"
+    for shown in ("[-1, 2]", f"[1, {most + 1}]", "[3]", "[1, 2, 3]", '"1-2"', "[1.0, 2]"):
+        with pytest.raises(MalformedSpansError) as raised:
+            reply_spans({"spans": [json.loads(shown)]}, calls=1)
+        assert str(raised.value) == f"spans[0] {span_shape}, got {shown}"
+    with pytest.raises(MalformedSpansError) as raised:
+        reply_spans({"spans": {"0": [1, 2]}}, calls=1, rounds=1)
+    assert str(raised.value) == 'spans must be a list of 1 rounds, got {"0": [1, 2]}'
+
+
+def test_a_race_required_but_not_seen_fails_rb_pub_4_naming_the_flag() -> None:
+    error = RaceNotSeenError("not observed: in none of 3 races did two calls overlap")
+    assert isinstance(error, AssertionError)
+    assert str(error) == "--require-race: not observed: in none of 3 races did two calls overlap"
+    assert error.clauses == ("RB-PUB-4",)
