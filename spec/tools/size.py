@@ -180,9 +180,10 @@ def _size(arguments: argparse.Namespace, /) -> int:
         raise CliError(f"--plot {arguments.plot}: give a .png or .svg path")
     prepare_outputs(("--plot", arguments.plot), ("--json", arguments.json))
     request = _request(arguments)
+    output = OutputFormat.JSON if arguments.json else OutputFormat(arguments.format)
     try:
         report = size_review(request)
-        figures = report.as_dict() if arguments.json or arguments.format == "json" else None
+        figures = report.as_dict() if output is OutputFormat.JSON else None
     except (
         ReviewOverflowError,
         UnsupportedDtypeError,
@@ -204,8 +205,7 @@ def _size(arguments: argparse.Namespace, /) -> int:
     if figures is not None:
         write_json(arguments.json or "-", figures)
     else:
-        markdown = OutputFormat(arguments.format) is OutputFormat.MARKDOWN
-        print(report_text(report, markdown=markdown))
+        print(report_text(report, markdown=output is OutputFormat.MARKDOWN))
     return ExitStatus.OK
 
 
