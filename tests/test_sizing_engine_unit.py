@@ -23,7 +23,7 @@ from ssm_rollback_spec.sizing.state import SnapshotSizing
 from ssm_rollback_spec.tools.cli import main
 
 if TYPE_CHECKING:
-    from ssm_rollback_spec.sizing.state import Model, Setup
+    from ssm_rollback_spec.sizing.state import Drafting, Model, Setup
     from ssm_rollback_spec.sizing.wording import Row
 
 QWEN3_NEXT: Final = str(
@@ -51,17 +51,7 @@ class ToyEngine(SizingEngine):
         del model
         return StateDtypes(recurrent=setup.recurrent or Dtype.FP32, conv=setup.conv or Dtype.BF16)
 
-    def size(
-        self,
-        model: Model,
-        setup: Setup,
-        /,
-        *,
-        num_drafts: int,
-        requests: int,
-        num_intermediates: int | None,
-    ) -> SnapshotSizing:
-        del num_intermediates
+    def size(self, model: Model, setup: Setup, drafting: Drafting, /) -> SnapshotSizing:
         d = model.dimensions
         dtypes = self.dtypes(model, setup)
         h, column = layer_bytes(d, dtypes)
@@ -73,9 +63,9 @@ class ToyEngine(SizingEngine):
             dtypes=dtypes,
             recurrent_bytes_per_layer=h,
             conv_column_bytes_per_layer=column,
-            requests=requests,
+            requests=drafting.requests,
             base_bytes_per_request=state,
-            speculative_bytes_per_request=2 * state if num_drafts else 0,
+            speculative_bytes_per_request=2 * state if drafting.num_drafts else 0,
         )
 
     def rows(self, sizing: SnapshotSizing, /) -> list[Row]:

@@ -13,24 +13,24 @@ from __future__ import annotations
 
 import abc
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
-
     from .capacity import SglangFitReport, VllmFitReport
     from .dimensions import GdnDimensions
     from .dtypes import StateDtypes
     from .facts import Source
     from .releases import Release
-    from .state import Model, Setup, SnapshotSizing
+    from .state import Drafting, Model, Setup, SnapshotSizing
     from .wording import Row, Section
 
 __all__ = [
     "FitFlagsError",
     "FitKind",
     "FitOutcome",
+    "Given",
     "MemoryFit",
     "MemoryFlag",
     "SizingEngine",
@@ -56,6 +56,10 @@ class FitKind(enum.Enum):
     SGLANG = "sglang"
 
 
+#: The memory flags given, by argparse dest (None: not given).
+Given = Mapping[str, int | float | None]
+
+
 @dataclass(frozen=True)
 class MemoryFlag:
     """One memory flag: its argparse dest, metavar (``BYTES``, ``FRACTION``, ``TOKENS``, ``N``)."""
@@ -65,14 +69,14 @@ class MemoryFlag:
     help: str
 
 
-def whole(given: Mapping[str, int | float | None], dest: str, /) -> int:
+def whole(given: Given, dest: str, /) -> int:
     """The whole number given for ``dest``, which the fit's checks made sure of."""
     value = given[dest]
     assert isinstance(value, int)
     return value
 
 
-def fraction(given: Mapping[str, int | float | None], dest: str, /) -> float:
+def fraction(given: Given, dest: str, /) -> float:
     """The fraction given for ``dest``, which the fit's checks made sure of."""
     value = given[dest]
     assert isinstance(value, float)
@@ -104,15 +108,7 @@ class MemoryFit(abc.ABC):
     flags: ClassVar[tuple[MemoryFlag, ...]] = ()
 
     @abc.abstractmethod
-    def fit(
-        self,
-        model: Model,
-        setup: Setup,
-        given: Mapping[str, int | float | None],
-        /,
-        *,
-        num_drafts: int,
-    ) -> FitOutcome:
+    def fit(self, model: Model, setup: Setup, given: Given, num_drafts: int, /) -> FitOutcome:
         """The engine's startup figures for the memory ``given``, and each replay ring's.
 
         Raises:
@@ -168,19 +164,8 @@ class SizingEngine(abc.ABC):
         """
 
     @abc.abstractmethod
-    def size(
-        self,
-        model: Model,
-        setup: Setup,
-        /,
-        *,
-        num_drafts: int,
-        requests: int,
-        num_intermediates: int | None,
-    ) -> SnapshotSizing:
-        """What the view holds for ``requests`` requests at ``num_drafts`` drafts per step.
-
-        ``num_intermediates`` is the module's verify window (None: ``num_drafts + 1``).
+    def size(self, model: Model, setup: Setup, drafting: Drafting, /) -> SnapshotSizing:
+        """What the view holds for ``drafting``'s requests at its drafts per step.
 
         Raises:
             UnsupportedDtypeError: a forced dtype the engine does not offer.

@@ -19,14 +19,14 @@ from . import rings
 from .dtypes import dtypes_from_config
 from .engines.replayssm import SGLANG_REPLAYSSM
 from .registry import ALIASES, DEFAULT, ENGINES
-from .state import Model, Setup, SnapshotFigures
+from .state import Drafting, Model, Setup, SnapshotFigures
 from .views import SweepFigures, SweepRow, sweep
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from .capacity import SglangFitReport, VllmFitReport
-    from .engine import FitOutcome, MemoryFit, SizingEngine
+    from .engine import FitOutcome, Given, MemoryFit, SizingEngine
     from .state import SnapshotSizing
 
 __all__ = [
@@ -128,7 +128,7 @@ class SizeRequest:
     engine: str | None = None
     setup: Setup = field(default_factory=Setup)
     fit: MemoryFit | None = None
-    memory: Mapping[str, int | float | None] = field(default_factory=dict)
+    memory: Given = field(default_factory=dict)
     tp: int = 1
     batch: int | None = None
     #: Whether to size the plot's rows too.
@@ -289,15 +289,8 @@ def _review(request: SizeRequest, model: Model, /) -> Review:
     unit = ENGINES[view_name(request.engine)]
     # The module view covers the seed's slots; the engines their own
     # requests, to which they add their pools' padding.
-    snapshot = unit.size(
-        model,
-        request.setup,
-        num_drafts=drafts,
-        requests=(request.batch or replay.pool_slots)
-        if unit.seed_slots
-        else (request.batch or request.mtp_slots),
-        num_intermediates=k,
-    )
+    requests = request.batch or (replay.pool_slots if unit.seed_slots else request.mtp_slots)
+    snapshot = unit.size(model, request.setup, Drafting(drafts, requests, k))
     # The headline ratio, per request on both sides so that no count of
     # requests or slots changes it: what one request's drafting holds over
     # one slot's ring.
@@ -306,7 +299,7 @@ def _review(request: SizeRequest, model: Model, /) -> Review:
         fit = (
             None
             if request.fit is None
-            else request.fit.fit(model, request.setup, request.memory, num_drafts=drafts)
+            else request.fit.fit(model, request.setup, request.memory, drafts)
         )
     except rings.SizingOverflowError as error:
         raise ReviewOverflowError(error.figure, drafts, state_slots, k) from None

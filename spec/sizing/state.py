@@ -12,7 +12,7 @@ from .dtypes import ConfigDtypes, Dtype, StateDtypes
 if TYPE_CHECKING:
     from .dimensions import AttentionDimensions, GdnDimensions
 
-__all__ = ["Model", "Setup", "SnapshotFigures", "SnapshotSizing"]
+__all__ = ["Drafting", "Model", "Setup", "SnapshotFigures", "SnapshotSizing"]
 
 
 @dataclass(frozen=True)
@@ -40,6 +40,17 @@ class Setup:
     replayssm_cache_len: int = replayssm.DEFAULT_CACHE_LEN
     recurrent: Dtype | None = None
     conv: Dtype | None = None
+
+
+@dataclass(frozen=True)
+class Drafting:
+    """What a view is sized for: drafts per step, and the requests (or slots) that draft."""
+
+    num_drafts: int
+    #: The engine's requests; for the module view, its slots.
+    requests: int
+    #: The module's verify window k (None: ``num_drafts + 1``); the engines' views ignore it.
+    num_intermediates: int | None = None
 
 
 class SnapshotFigures(TypedDict):

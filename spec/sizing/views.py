@@ -30,7 +30,7 @@ from .engines.vllm import vllm_plan
 from .registry import ENGINES
 from .releases import SGLANG
 from .rings import minimal_ring_bytes, seed_ring_bytes
-from .state import Model, Setup, SnapshotFigures, SnapshotSizing
+from .state import Drafting, Model, Setup, SnapshotFigures, SnapshotSizing
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
@@ -100,13 +100,8 @@ def size_view(  # noqa: PLR0913 - each is a separate dimension of the review
     Raises:
         UnsupportedDtypeError: a forced dtype the view's engine does not offer.
     """
-    return ENGINES[view].size(
-        model,
-        setup or Setup(),
-        num_drafts=num_drafts,
-        requests=requests,
-        num_intermediates=num_intermediates,
-    )
+    drafting = Drafting(num_drafts, requests, num_intermediates)
+    return ENGINES[view].size(model, setup or Setup(), drafting)
 
 
 class PerRequestAndGpu(TypedDict):

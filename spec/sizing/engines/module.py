@@ -10,7 +10,7 @@ from ..engine import SizingEngine, layer_bytes
 from ..state import SnapshotSizing
 
 if TYPE_CHECKING:
-    from ..state import Model, Setup
+    from ..state import Drafting, Model, Setup
 
 __all__ = ["MODULE", "MODULE_ENGINE", "ModuleView"]
 
@@ -39,28 +39,21 @@ class ModuleView(SizingEngine):
         del model
         return StateDtypes(recurrent=setup.recurrent or Dtype.FP32, conv=setup.conv or Dtype.BF16)
 
-    def size(
-        self,
-        model: Model,
-        setup: Setup,
-        /,
-        *,
-        num_drafts: int,
-        requests: int,
-        num_intermediates: int | None,
-    ) -> SnapshotSizing:
-        """``requests`` are the module's slots, ``num_intermediates`` its k (default s + 1)."""
+    def size(self, model: Model, setup: Setup, drafting: Drafting, /) -> SnapshotSizing:
+        """The requests are the module's slots, ``num_intermediates`` its k (default s + 1)."""
         d = model.dimensions
         dtypes = self.dtypes(model, setup)
         h, column = layer_bytes(d, dtypes)
         state = h + (d.conv_kernel - 1) * column
-        k = num_drafts + 1 if num_intermediates is None else num_intermediates
+        k = drafting.num_intermediates
+        if k is None:
+            k = drafting.num_drafts + 1
         return SnapshotSizing(
             view=self.name,
             engine=self.engine,
             setup=self.describe(setup),
             dtypes=dtypes,
-            requests=requests,
+            requests=drafting.requests,
             base_bytes_per_request=d.num_gdn_layers * state,
             speculative_bytes_per_request=d.num_gdn_layers * k * state,
             recurrent_bytes_per_layer=h,

@@ -18,7 +18,7 @@ from .sglang import SGLANG_FIT, sglang_sizing
 
 if TYPE_CHECKING:
     from ..dtypes import StateDtypes
-    from ..state import Model, Setup, SnapshotSizing
+    from ..state import Drafting, Model, Setup, SnapshotSizing
     from ..wording import Row
 
 __all__ = ["SGLANG_REPLAYSSM", "ReplaySsmView"]
@@ -47,20 +47,10 @@ class ReplaySsmView(SizingEngine):
         """SGLang's dtypes, h in FP32 unless told (:func:`..replayssm.view_dtypes`)."""
         return replayssm.view_dtypes(model, setup)
 
-    def size(
-        self,
-        model: Model,
-        setup: Setup,
-        /,
-        *,
-        num_drafts: int,
-        requests: int,
-        num_intermediates: int | None,
-    ) -> SnapshotSizing:
-        """The conv windows and L records per request, D = ``num_drafts`` + 1."""
-        del num_intermediates
+    def size(self, model: Model, setup: Setup, drafting: Drafting, /) -> SnapshotSizing:
+        """The conv windows and L records per request, D = the drafts + 1."""
         d = model.dimensions
-        windows = num_drafts + 1 + d.conv_kernel - 2
+        windows = drafting.num_drafts + 1 + d.conv_kernel - 2
         length = setup.replayssm_cache_len
 
         def speculative(
@@ -70,7 +60,9 @@ class ReplaySsmView(SizingEngine):
             record = replayssm.replayssm_record_bytes(d, dtypes.conv)
             return windows * column + length * record, record, length
 
-        return sglang_sizing(self, model, setup, requests=requests, speculative=speculative)
+        return sglang_sizing(
+            self, model, setup, requests=drafting.requests, speculative=speculative
+        )
 
     def rows(self, sizing: SnapshotSizing, /) -> list[Row]:
         """The ReplaySSM record and the records per slot."""

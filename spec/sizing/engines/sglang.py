@@ -27,10 +27,11 @@ from ..state import SnapshotSizing
 from ..wording import count, human
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping, Sequence
+    from collections.abc import Callable, Sequence
 
     from ..dtypes import StateDtypes
-    from ..state import Model, Setup
+    from ..engine import Given
+    from ..state import Drafting, Model, Setup
     from ..wording import Section
 
 __all__ = ["SGLANG_FIT", "SGLANG_VIEW", "SglangFitOutcome", "SglangStaticFit", "SglangView"]
@@ -130,15 +131,7 @@ class SglangStaticFit(MemoryFit):
         ),
     )
 
-    def fit(
-        self,
-        model: Model,
-        setup: Setup,
-        given: Mapping[str, int | float | None],
-        /,
-        *,
-        num_drafts: int,
-    ) -> FitOutcome:
+    def fit(self, model: Model, setup: Setup, given: Given, num_drafts: int, /) -> FitOutcome:
         """SGLang's startup figures (:func:`..capacity.sglang_fit`)."""
         running = given.get("max_running_requests")
         memory = sglang.SglangMemory(
@@ -214,25 +207,15 @@ class SglangView(SizingEngine):
         """SGLang's state dtypes (:func:`ssm_rollback_spec.sizing.sglang.view_dtypes`)."""
         return sglang.view_dtypes(model, setup)
 
-    def size(
-        self,
-        model: Model,
-        setup: Setup,
-        /,
-        *,
-        num_drafts: int,
-        requests: int,
-        num_intermediates: int | None,
-    ) -> SnapshotSizing:
-        """D intermediate states and the conv windows per request, D = ``num_drafts`` + 1."""
-        del num_intermediates
+    def size(self, model: Model, setup: Setup, drafting: Drafting, /) -> SnapshotSizing:
+        """D intermediate states and the conv windows per request, D = the drafts + 1."""
         kernel = model.dimensions.conv_kernel
-        drafts = num_drafts + 1
+        drafts = drafting.num_drafts + 1
         return sglang_sizing(
             self,
             model,
             setup,
-            requests=requests,
+            requests=drafting.requests,
             speculative=lambda h, column, _: (
                 drafts * h + (drafts + kernel - 2) * column,
                 None,

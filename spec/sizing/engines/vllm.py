@@ -29,10 +29,11 @@ from ..state import SnapshotSizing
 from ..wording import count, human
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Sequence
 
     from ..dtypes import StateDtypes
-    from ..state import Model, Setup
+    from ..engine import Given
+    from ..state import Drafting, Model, Setup
     from ..wording import Row, Section
 
 __all__ = ["VLLM_VIEW", "KvBytesFit", "UtilizationFit", "VllmFitOutcome", "VllmView", "vllm_plan"]
@@ -180,15 +181,7 @@ class KvBytesFit(MemoryFit):
         ),
     )
 
-    def fit(
-        self,
-        model: Model,
-        setup: Setup,
-        given: Mapping[str, int | float | None],
-        /,
-        *,
-        num_drafts: int,
-    ) -> FitOutcome:
+    def fit(self, model: Model, setup: Setup, given: Given, num_drafts: int, /) -> FitOutcome:
         """VLLM's startup figures in that memory (:func:`..capacity.vllm_fit`)."""
         return _fit(
             model,
@@ -203,7 +196,7 @@ class KvBytesFit(MemoryFit):
 def _fit(  # noqa: PLR0913 - the fit's inputs, each separate
     model: Model,
     setup: Setup,
-    given: Mapping[str, int | float | None],
+    given: Given,
     /,
     *,
     kv_cache_bytes: int,
@@ -242,15 +235,7 @@ class UtilizationFit(MemoryFit):
         ),
     )
 
-    def fit(
-        self,
-        model: Model,
-        setup: Setup,
-        given: Mapping[str, int | float | None],
-        /,
-        *,
-        num_drafts: int,
-    ) -> FitOutcome:
+    def fit(self, model: Model, setup: Setup, given: Given, num_drafts: int, /) -> FitOutcome:
         """VLLM's startup figures in the KV memory the flags leave.
 
         Raises:
@@ -297,21 +282,11 @@ class VllmView(SizingEngine):
         """VLLM's state dtypes (:func:`ssm_rollback_spec.sizing.vllm.view_dtypes`)."""
         return vllm.view_dtypes(model, setup)
 
-    def size(
-        self,
-        model: Model,
-        setup: Setup,
-        /,
-        *,
-        num_drafts: int,
-        requests: int,
-        num_intermediates: int | None,
-    ) -> SnapshotSizing:
-        """The resident blocks at ``num_drafts`` over those with none, and the null block."""
-        del num_intermediates
+    def size(self, model: Model, setup: Setup, drafting: Drafting, /) -> SnapshotSizing:
+        """The resident blocks at the drafts over those with none, and the null block."""
         dtypes = self.dtypes(model, setup)
         h, column = layer_bytes(model.dimensions, dtypes)
-        plan = vllm_plan(model, setup, num_drafts)
+        plan = vllm_plan(model, setup, drafting.num_drafts)
         # What a decoding request holds with no drafts: no drafter layer, no
         # speculative blocks, a page without the widened window.
         held = vllm_plan(model, setup, 0).resident_bytes_per_request
@@ -320,7 +295,7 @@ class VllmView(SizingEngine):
             engine=self.engine,
             setup=self.describe(setup),
             dtypes=dtypes,
-            requests=requests,
+            requests=drafting.requests,
             base_bytes_per_request=held,
             speculative_bytes_per_request=plan.resident_bytes_per_request - held,
             # One block of the shared pool, whatever the layer count.
