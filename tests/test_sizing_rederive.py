@@ -16,8 +16,8 @@ from typing import Any, Final
 
 import pytest
 
+from ssm_rollback_spec.sizing.review import model_from_config
 from ssm_rollback_spec.sizing.views import View, size_view, sweep
-from tests.sizing_model import model_from_config
 
 EXAMPLES: Final = sorted((Path(__file__).resolve().parents[1] / "examples").glob("*.json"))
 BYTES: Final = {"float32": 4, "bfloat16": 2, "float16": 2}

@@ -16,9 +16,9 @@ import pytest
 
 from ssm_rollback_spec.sizing import capacity, sglang
 from ssm_rollback_spec.sizing.memory import FitFlagsError, FitKind, fit_kind
+from ssm_rollback_spec.sizing.review import model_from_config
 from ssm_rollback_spec.sizing.views import Model, Setup
 from tests.child import run_module
-from tests.sizing_model import model_from_config
 
 EXAMPLES: Final = Path(__file__).resolve().parents[1] / "examples"
 QWEN3_NEXT: Final = "qwen3-next-80b-a3b-instruct"
@@ -27,7 +27,7 @@ GPU: Final = 150_000_000_000
 
 def _model(name: str, tp: int) -> Model:
     config = json.loads((EXAMPLES / f"{name}.config.json").read_text(encoding="utf-8"))
-    return model_from_config(config, tp, sglang_layers=True)
+    return model_from_config(config, tp)
 
 
 # (config, tp, drafts, weights, mem_fraction_static, radix cache, design):

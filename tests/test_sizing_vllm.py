@@ -17,10 +17,10 @@ import pytest
 
 from ssm_rollback_spec.sizing import capacity, vllm
 from ssm_rollback_spec.sizing import dimensions as dims
+from ssm_rollback_spec.sizing.review import model_from_config
 from ssm_rollback_spec.sizing.views import Model, Setup, View, size_view, vllm_plan
 from ssm_rollback_spec.tools.size import add_size_command
 from tests.child import run_module
-from tests.sizing_model import model_from_config
 
 EXAMPLES: Final = Path(__file__).resolve().parents[1] / "examples"
 QWEN3_NEXT: Final = EXAMPLES / "qwen3-next-80b-a3b-instruct.config.json"

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from ssm_rollback_spec.sizing.releases import SGLANG, VLLM
+
 __all__ = ["CACHE_ENV", "ENGINES", "Engine", "EngineFetchError", "cache_root", "fetch", "main"]
 
 #: The environment variable that moves the cache folder.
@@ -57,7 +59,7 @@ ENGINES: Final = {
     "vllm": Engine(
         "vllm",
         "vllm",
-        "0.33.0",
+        VLLM.version,
         "Apache-2.0",
         (
             "vllm/model_executor/layers/mamba/ops/causal_conv1d.py",
@@ -68,7 +70,7 @@ ENGINES: Final = {
     "sglang": Engine(
         "sglang",
         "sglang",
-        "0.5.23",
+        SGLANG.version,
         "Apache-2.0",
         (
             "sglang/kernels/ops/mamba/causal_conv1d_triton.py",

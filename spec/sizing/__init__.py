@@ -5,7 +5,10 @@ Standard library only. One module per concept: :mod:`.dimensions` (a
 config's GDN and attention shapes), :mod:`.dtypes`, :mod:`.rings` (the seed's
 replay ring and the minimal ring), one module per engine view with the
 version it follows and its cited facts (:mod:`.vllm`, :mod:`.sglang`,
-:mod:`.replayssm`), and :mod:`.views`, which puts them side by side. The
+:mod:`.replayssm`), the releases they follow (:mod:`.releases`), one unit
+per engine behind one interface (:mod:`.engines`, :mod:`.engine`) listed in
+:mod:`.registry`, :mod:`.views`, which puts them side by side, and
+:mod:`.review`, one ``size`` review from a typed request to a typed report. The
 figures are estimates for comparison, not part of the contract; only the
 seed's ring sizes come from it (:mod:`ssm_rollback_spec.rollback`).
 """

@@ -28,10 +28,12 @@ from typing import TYPE_CHECKING, TypedDict
 
 from . import replayssm, sglang, vllm
 from .rings import seed_ring_bytes
-from .views import View, view_dtypes
 
 if TYPE_CHECKING:
-    from .views import Model, Setup
+    from collections.abc import Callable
+
+    from .dtypes import StateDtypes
+    from .state import Model, Setup
 
 __all__ = [
     "Design",
@@ -128,7 +130,7 @@ def vllm_fit(
         SizingOverflowError: the seed's ring exceeds the usize range.
     """
     d = model.dimensions
-    dtypes = view_dtypes(View.VLLM, model, setup)
+    dtypes = vllm.view_dtypes(model, setup)
     kv_dtype = vllm.model_dtype(model.dtypes)
     layers = {"attention_layers": model.attention_layers, "drafter_layers": model.drafter_layers}
     snapshot = vllm.vllm_plan(
@@ -306,12 +308,12 @@ def _sglang_design(  # noqa: PLR0913 - the design and SGLang's inputs, each sepa
     model: Model,
     setup: Setup,
     num_drafts: int,
-    view: View,
+    view_dtypes: Callable[[Model, Setup], StateDtypes],
     ring: int,
 ) -> SglangFit:
     d = model.dimensions
     layers = model.sglang_gdn_layers or d.num_gdn_layers
-    dtypes = view_dtypes(view, model, setup)
+    dtypes = view_dtypes(model, setup)
     per_state = layers * (
         d.recurrent_state_values * dtypes.recurrent.bytes
         + (d.conv_kernel - 1) * d.conv_dim * dtypes.conv.bytes
@@ -360,21 +362,27 @@ def sglang_fit(
     d = model.dimensions
     layers = model.sglang_gdn_layers or d.num_gdn_layers
     sglang_d = dataclasses.replace(d, num_gdn_layers=layers)
-    conv = view_dtypes(View.SGLANG_REPLAYSSM, model, setup).conv
+    conv = replayssm.view_dtypes(model, setup).conv
     record = replayssm.replayssm_record_bytes(d, conv)
     rings = {
-        Design.SNAPSHOT: (View.SGLANG, 0),
-        Design.SEED_ROW: (View.SGLANG, seed_ring_bytes(sglang_d, num_drafts + 1, 1)),
+        Design.SNAPSHOT: (sglang.view_dtypes, 0),
+        Design.SEED_ROW: (sglang.view_dtypes, seed_ring_bytes(sglang_d, num_drafts + 1, 1)),
         Design.REPLAYSSM: (
-            View.SGLANG_REPLAYSSM,
+            replayssm.view_dtypes,
             setup.replayssm_cache_len * record * layers if num_drafts else 0,
         ),
     }
     return [
         _sglang_design(
-            design, memory, model=model, setup=setup, num_drafts=num_drafts, view=view, ring=ring
+            design,
+            memory,
+            model=model,
+            setup=setup,
+            num_drafts=num_drafts,
+            view_dtypes=dtypes,
+            ring=ring,
         )
-        for design, (view, ring) in rings.items()
+        for design, (dtypes, ring) in rings.items()
     ]
 
 

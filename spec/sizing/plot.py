@@ -10,6 +10,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
+from .registry import ENGINES
+from .releases import SGLANG
+
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
@@ -21,14 +24,6 @@ __all__ = ["PlotError", "plot_sweep"]
 class PlotError(RuntimeError):
     """A plot that cannot be drawn: matplotlib is missing, or the file cannot be written."""
 
-
-#: How the legend names each view's speculative state: engine and version said once.
-_VIEW_LABELS: Final = {
-    "module": "dense snapshot (k full states, engine-neutral)",
-    "vllm": "vLLM 0.33.0 snapshot (resident blocks)",
-    "sglang": "SGLang 0.5.23 snapshot (one draft chain)",
-    "sglang-replayssm": "SGLang 0.5.23 ReplaySSM ring + conv windows",
-}
 
 #: Each line's marker, size and style, so that lines that coincide stay visible:
 #: a large hollow marker under a smaller filled one, and distinct dashes.
@@ -87,7 +82,7 @@ def plot_sweep(rows: Sequence[SweepRow], target: str, /, *, title: str) -> None:
             "dimgray",
         ),
         (
-            "SGLang 0.5.23 ReplaySSM ring alone",
+            f"{SGLANG.engine} ReplaySSM ring alone",
             [r.replayssm_ring[1] for r in rows],
             "*",
             9,
@@ -115,7 +110,8 @@ def plot_sweep(rows: Sequence[SweepRow], target: str, /, *, title: str) -> None:
             markerfacecolor="none" if size > _HOLLOW_ABOVE else color,
             linestyle=dashes,
             color=color,
-            label=_VIEW_LABELS.get(view.value, view.value),
+            # Each engine's unit names its line, with its engine and version.
+            label=ENGINES[view].plot_label if view in ENGINES else view,
         )
     axes.set_yscale("log")
     # Whole draft counts only, with room either side even for a single one.

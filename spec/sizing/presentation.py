@@ -1,9 +1,10 @@
 # SPDX-License-Identifier: MIT OR Apache-2.0
 """How ``size`` words and lays out the sizing figures: units, report rows, tables.
 
-The command line (``ssm_rollback_spec.tools.size``) parses flags and picks the
-figures; this module turns figures into text, Markdown and table rows, so
-the wording a reviewer reads lives beside the figures it describes.
+The command line (``ssm_rollback_spec.tools.size``) parses flags and
+:mod:`.review` finds the figures; this module turns a report into text,
+Markdown and table rows, asking each engine's unit for its own rows and
+startup lines, so the wording a reviewer reads lives beside the figures.
 """
 
 from __future__ import annotations
@@ -11,50 +12,31 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 from ..replay.rows import ReplayDesign
-from . import capacity, sglang, vllm
-from .views import View
+from . import rings
+from .wording import Row, Section, count, human, ratio, short
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from .dimensions import GdnDimensions
+    from .review import Review, SizeReport
     from .views import SweepRow
 
 __all__ = [
     "ASSUMED_DTYPES",
-    "BASE_FORMULA",
     "RATIO_DEFINITION",
-    "SPECULATIVE_FORMULA",
     "Section",
     "count",
-    "fit_section",
     "human",
     "markdown_sections",
-    "plan_rows",
+    "plot_title",
     "ratio",
-    "sglang_fit_section",
+    "report_text",
+    "review_sections",
     "short",
     "sweep_table",
     "text_sections",
 ]
-
-#: A report section: a heading and its (label, value) rows.
-Section = tuple[str, list[tuple[str, str]]]
-
-#: What each view's base state is, per request and layer.
-BASE_FORMULA: Final = {
-    View.MODULE: "(h + (K-1) conv columns)",
-    View.VLLM: "the resident blocks with no drafts (GDN groups x blocks of the pool)",
-    View.SGLANG: "R x (h + (K-1) conv columns), R states per running request",
-    View.SGLANG_REPLAYSSM: "R x (h + (K-1) conv columns), R states per running request",
-}
-
-#: What each view adds for speculation, per request and layer.
-SPECULATIVE_FORMULA: Final = {
-    View.MODULE: "k x (h + (K-1) conv columns), the dense layout",
-    View.VLLM: "the resident blocks at these drafts, less the base",
-    View.SGLANG: "(D x h + (D+K-2) conv columns), D = num_drafts + 1",
-    View.SGLANG_REPLAYSSM: "((D+K-2) conv columns + L ReplaySSM records), D = num_drafts + 1",
-}
 
 #: What explicit dimensions leave each view to assume.
 ASSUMED_DTYPES: Final = (
@@ -63,186 +45,6 @@ ASSUMED_DTYPES: Final = (
 
 #: The headline ratio, said once wherever it is shown.
 RATIO_DEFINITION: Final = "one request's speculative state over one slot's seed ring"
-
-
-def human(size: int, /) -> str:
-    """Exact bytes with a binary unit beside them."""
-    value = float(size)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if value < 1024 or unit == "TiB":
-            return f"{size:,} B" if unit == "B" else f"{size:,} B ({value:.1f} {unit})"
-        value /= 1024
-    raise AssertionError  # pragma: no cover - the loop always returns
-
-
-def short(size: int, /) -> str:
-    """Bytes in a binary unit, one decimal."""
-    value = float(size)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if value < 1024:
-            return f"{size} B" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{value:,.1f} TiB"
-
-
-def count(number: int, noun: str, /) -> str:
-    """A number and its noun, plural unless one."""
-    return f"{number:,} {noun}" if number == 1 else f"{number:,} {noun}s"
-
-
-def ratio(value: float | None, /) -> str:
-    """A ratio as ``N.Nx``; a dash when there is none."""
-    return "-" if value is None else f"{value:,.1f}x"
-
-
-def plan_rows(plan: vllm.VllmPlan, /) -> list[tuple[str, str]]:
-    """VLLM's page, grouping, pool block and per-request blocks, as report rows."""
-    page = plan.layout
-    padded = (
-        "not padded: no attention layers (explicit dimensions)"
-        if page.padded_page_bytes is None
-        else f"padded to {human(page.padded_page_bytes)} (attention block of"
-        f" {page.block_size} tokens)"
-    )
-    return [
-        ("page", f"{human(page.page_bytes)} per layer, {padded}"),
-        (
-            "grouping",
-            (
-                f"{plan.gdn_layers} GDN and {plan.attention_layers} attention layers in groups"
-                f" of {plan.group_size}: {plan.gdn_groups} GDN and"
-                f" {plan.attention_groups} attention groups"
-            ),
-        ),
-        (
-            "pool block",
-            f"{human(plan.block_bytes)}  ({plan.group_size} pages); the null block is one",
-        ),
-        (
-            "resident per request",
-            (
-                f"{human(plan.resident_bytes_per_request)}"
-                f"  ({count(plan.gdn_groups, 'group')} x"
-                f" {plan.resident_blocks} blocks, what decoding holds)"
-            ),
-        ),
-        (
-            "admission per request",
-            (
-                f"{human(plan.admission_bytes_per_request)}"
-                f"  ({count(plan.gdn_groups, 'group')} x"
-                f" {plan.admission_blocks} blocks, what vLLM counts to admit)"
-            ),
-        ),
-    ]
-
-
-#: How each design is named in the fit section.
-_DESIGN_LABELS: Final = {
-    capacity.Design.SNAPSHOT: f"{vllm.ENGINE} as it runs",
-    capacity.Design.SEED_ROW: "with the seed's replay ring",
-    capacity.Design.REPLAYSSM: "with ReplaySSM's ring",
-}
-
-
-def fit_section(
-    fits: Sequence[capacity.Fit], utilization: capacity.VllmUtilization | None = None, /
-) -> Section:
-    """How many requests fit: vLLM's startup line for each design, as rows under a heading.
-
-    The heading names the memory flags given: ``--kv-cache-memory-bytes``, or
-    ``utilization``'s flags and the KV memory they leave.
-    """
-    length = fits[0].capacity.max_model_len
-    memory = fits[0].capacity.kv_cache_bytes
-    rows = []
-    for fit in fits:
-        ring = (
-            ""
-            if not fit.ring_bytes_per_request
-            else f", ring {human(fit.ring_bytes_per_request)} per request"
-        )
-        verdict = "" if fit.fits else "; vLLM refuses to start: one request does not fit"
-        rows.append(
-            (
-                _DESIGN_LABELS[fit.design],
-                (
-                    f"GPU KV cache size: {fit.tokens:,} tokens, Maximum concurrency for"
-                    f" {length:,} tokens per request: {fit.concurrency:.2f}x"
-                    f"  ({fit.capacity.num_blocks:,} blocks of {human(fit.plan.block_bytes)},"
-                    f" {fit.capacity.blocks_per_request} per request{ring}){verdict}"
-                ),
-            )
-        )
-    given = f"in --kv-cache-memory-bytes {memory:,} per GPU"
-    if utilization is not None:
-        u = utilization
-        given = (
-            f"in the KV memory left by --gpu-memory-utilization {u.gpu_memory_utilization} of"
-            f" --gpu-memory-bytes {u.gpu_memory_bytes:,} less --weights-bytes"
-            f" {u.weights_bytes:,} and --activation-bytes {u.activation_bytes:,}"
-            f" ({memory:,} B per GPU)"
-        )
-    heading = (
-        f"How many requests fit {given} at --max-model-len {length:,} ({vllm.ENGINE};"
-        " the replay lines are estimates)"
-    )
-    return heading, rows
-
-
-#: How each design is named in SGLang's fit section.
-_SGLANG_DESIGN_LABELS: Final = {
-    capacity.Design.SNAPSHOT: f"{sglang.ENGINE} as it runs",
-    capacity.Design.SEED_ROW: "with the seed's replay ring",
-    capacity.Design.REPLAYSSM: "with ReplaySSM's ring",
-}
-
-
-def sglang_fit_section(
-    fits: Sequence[capacity.SglangFit], memory: sglang.SglangMemory, /
-) -> Section:
-    """SGLang's startup figures for each design, as rows under a heading."""
-    rows = []
-    for fit in fits:
-        label = _SGLANG_DESIGN_LABELS[fit.design]
-        if fit.design is capacity.Design.REPLAYSSM:
-            label += " (--enable-linear-replayssm-spec)"
-        up = fit.startup
-        if up is None:
-            rows.append((label, f"SGLang refuses to start: {fit.refused}"))
-            continue
-        ring = (
-            f", ring {human(fit.ring_bytes_per_request)} per request slot"
-            if fit.ring_bytes_per_request
-            else ""
-        )
-        whole = up.max_total_num_tokens // memory.context_length
-        rows.append(
-            (
-                label,
-                (
-                    f"max_total_num_tokens={up.max_total_num_tokens},"
-                    f" max_running_requests={up.max_running_requests},"
-                    f" max_mamba_cache_size={up.max_mamba_cache_size}"
-                    f"  (KV pool {human(up.kv_pool_bytes)} at"
-                    f" {human(up.kv_bytes_per_token)} per token; mamba state"
-                    f" {human(up.mamba_bytes_per_state)} per slot{ring};"
-                    f" {count(whole, 'request')} of {memory.context_length:,} tokens fit)"
-                ),
-            )
-        )
-    running = (
-        ""
-        if memory.max_running_requests is None
-        else f" and --max-running-requests {memory.max_running_requests}"
-    )
-    heading = (
-        f"What {sglang.ENGINE} sizes at startup with --mem-fraction-static"
-        f" {memory.mem_fraction_static}, --gpu-memory-bytes {memory.gpu_memory_bytes:,}"
-        f" and --weights-bytes {memory.weights_bytes:,} per GPU, at --context-length"
-        f" {memory.context_length:,}{running} (the replay lines are estimates)"
-    )
-    return heading, rows
 
 
 def text_sections(sections: Sequence[Section], /) -> str:
@@ -292,7 +94,7 @@ def sweep_table(
         f"{ReplayDesign.SEED_ROW.value} ring",
         f"{ReplayDesign.MINIMAL_PRE_CONV.value} ring",
         f"{ReplayDesign.REPLAYSSM.value} ring",
-        *(f"{view.value} speculative" for view in views),
+        *(f"{view} speculative" for view in views),
     ]
     body = [
         [
@@ -322,3 +124,136 @@ def sweep_table(
         for cells in [header, *body]
     ]
     return "\n".join(lines)
+
+
+def _replay_section(d: GdnDimensions, f: rings.ReplaySizing, tp: int, /) -> list[Row]:
+    covers = "yes" if f.preflight_covers_pool else f"no: short by {human(f.shortfall_bytes)}"
+    qkvz = (
+        f"2 x {d.num_key_heads} x {d.key_head_dim} + 2 x {d.num_value_heads} x {d.value_head_dim}"
+    )
+    replay = [
+        ("GDN layers", f"{f.num_gdn_layers}"),
+        ("per GPU of", f"--tp {tp}"),
+        ("qkvz row elements", f"{f.qkvz_elems:,}  ({qkvz})"),
+        (
+            "replay row",
+            (
+                f"{human(f.row_bytes)} per token per layer"
+                f"  ({f.qkvz_elems:,} BF16 + {d.num_value_heads} x 2 FP32),"
+                f" design {ReplayDesign.SEED_ROW.value}"
+            ),
+        ),
+        (
+            "preflight reservation",
+            (
+                f"{human(f.preflight_ring_bytes)}"
+                f"  (k = num_drafts + 1 = {f.preflight_k}, mtp_state_slots = {f.preflight_slots})"
+            ),
+        ),
+        (
+            "pool allocation",
+            (
+                f"{human(f.pool_ring_bytes)}"
+                f"  (k = num_intermediates = {f.pool_k}, mtp_slots + 1 = {f.pool_slots})"
+            ),
+        ),
+        ("preflight covers pool", covers),
+    ]
+    if f.batch is not None and f.batch_ring_bytes is not None:
+        replay.append((f"batch of {f.batch} requests", f"{human(f.batch_ring_bytes)} ring"))
+    replay.append(
+        (
+            "review note: minimal row",
+            (
+                f"{human(f.minimal_replay_row_bytes)} per token per layer without z"
+                f" ({d.conv_dim:,} BF16 + {d.num_value_heads} x 2 FP32), pool ring"
+                f" {human(f.minimal_pool_ring_bytes)}; {rings.MINIMAL_RING_SCOPE}"
+                " (docs/replay.md)"
+            ),
+        )
+    )
+    return replay
+
+
+def review_sections(
+    review: Review, d: GdnDimensions, /, *, tp: int, explicit: bool
+) -> list[Section]:
+    """One review's sections: the seed's ring, the view's state, and its engine's fit if any.
+
+    ``explicit``: the model came from explicit dimensions, so the dtypes are assumed.
+    """
+    unit, s, f = review.unit, review.snapshot, review.replay
+    layers = f"{count(s.requests, 'slot' if unit.seed_slots else 'request')} x"
+    if unit.per_layer:
+        layers += f" {f.num_gdn_layers} layers x"
+    snapshot = [
+        ("follows", s.engine),
+        ("setup", s.setup),
+        *([("dtypes assumed", ASSUMED_DTYPES)] if explicit else []),
+        (
+            "recurrent state h",
+            (
+                f"{human(s.recurrent_bytes_per_layer)} per layer"
+                f" ({d.recurrent_state_values:,} x {s.dtypes.recurrent.value})"
+            ),
+        ),
+        (
+            "conv column",
+            (
+                f"{human(s.conv_column_bytes_per_layer)} per layer"
+                f" ({d.conv_dim:,} x {s.dtypes.conv.value}), K = {d.conv_kernel}"
+            ),
+        ),
+        *unit.rows(s),
+        ("base state", f"{human(s.base_bytes)}  ({layers} {unit.base_formula})"),
+        (
+            "speculative state",
+            f"{human(s.speculative_bytes)}  ({layers} {unit.speculative_formula})",
+        ),
+        ("base + speculative", human(s.total_bytes)),
+    ]
+    if unit.pads_pools:
+        padding = s.base_padding_bytes + s.speculative_padding_bytes
+        snapshot.append(("of which pool padding", human(padding)))
+    snapshot.append(
+        ("speculative / ring", f"{ratio(review.ratio)}  (per request: {RATIO_DEFINITION})")
+    )
+    heading = (
+        "Estimate, not part of the module's contract: "
+        f"snapshot state, {s.view} view, {s.engine} (docs/sizing.md)"
+    )
+    sections = [("Replay ring (the contract)", _replay_section(d, f, tp)), (heading, snapshot)]
+    if review.fit is not None:
+        sections.append(review.fit.section())
+    return sections
+
+
+def _scope(report: SizeReport, /) -> str:
+    who = f"--batch {report.batch}" if report.batch else "--mtp-slots"
+    requests = count(report.requests, "request")
+    return (
+        f"Per GPU (--tp {report.tp}): rings over {report.slots} seed slots, views"
+        f" over {requests} ({who}) and their pools' padding"
+    )
+
+
+def report_text(report: SizeReport, /, *, markdown: bool) -> str:
+    """The report as aligned text or Markdown: one review's sections, or a sweep's two tables."""
+    if report.review is not None:
+        sections = review_sections(
+            report.review, report.model.dimensions, tp=report.tp, explicit=report.explicit
+        )
+        return markdown_sections(sections) if markdown else text_sections(sections)
+    rows = report.rows or []
+    return "\n\n".join(
+        sweep_table(rows, scope=_scope(report), markdown=markdown, per_request=per_request)
+        for per_request in (False, True)
+    )
+
+
+def plot_title(report: SizeReport, /) -> str:
+    """The plot's title: TP, the engines' requests and the seed's slots."""
+    return (
+        f"Speculative state per GPU (TP {report.tp}),"
+        f" {count(report.requests, 'request')} ({report.slots} seed slots)"
+    )

@@ -22,21 +22,25 @@ from typing import TYPE_CHECKING, Final
 
 from ..replay.rows import GdnShape, RecordStorage
 from ..replay.rows import replayssm_record_bytes as _record_bytes
-from .dtypes import Dtype
+from .dtypes import Dtype, StateDtypes
 from .facts import Source
+from .releases import SGLANG
+from .sglang import sglang_dtypes
 
 if TYPE_CHECKING:
     from .dimensions import GdnDimensions
+    from .state import Model, Setup
 
 __all__ = [
     "DEFAULT_CACHE_LEN",
     "ENGINE",
     "SOURCES",
     "replayssm_record_bytes",
+    "view_dtypes",
 ]
 
 #: The engine and version whose ring this view follows.
-ENGINE: Final = "SGLang 0.5.23"
+ENGINE: Final = SGLANG.engine
 #: ``--linear-replayssm-cache-len``'s default: records per slot and layer.
 DEFAULT_CACHE_LEN: Final = 16
 
@@ -80,6 +84,17 @@ SOURCES: Final = {
         "--enable-linear-replayssm-spec, off by default, linear draft chain only",
     ),
 }
+
+
+def view_dtypes(model: Model, setup: Setup, /) -> StateDtypes:
+    """The state dtypes of the sglang-replayssm view for ``model``, unless ``setup`` forces them.
+
+    Raises:
+        UnsupportedDtypeError: a forced dtype SGLang does not offer.
+    """
+    # --enable-linear-replayssm-spec sets --mamba-ssm-dtype float32 when it is
+    # unset, whatever the config says (sglang/srt/arg_groups/attention_hook.py:506-515).
+    return sglang_dtypes(model.dtypes, recurrent=setup.recurrent or Dtype.FP32, conv=setup.conv)
 
 
 def replayssm_record_bytes(dimensions: GdnDimensions, conv: Dtype, /) -> int:

@@ -15,10 +15,14 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from .dtypes import ConfigDtypes, Dtype, StateDtypes, UnsupportedDtypeError
 from .facts import Source
+from .releases import SGLANG
+
+if TYPE_CHECKING:
+    from .state import Model, Setup
 
 __all__ = [
     "ENGINE",
@@ -44,12 +48,13 @@ __all__ = [
     "SpeculativeState",
     "sglang_dtypes",
     "sglang_startup",
+    "view_dtypes",
 ]
 
 #: The release this view follows.
-VERSION: Final = "0.5.23"
+VERSION: Final = SGLANG.version
 #: How outputs name it.
-ENGINE: Final = f"SGLang {VERSION}"
+ENGINE: Final = SGLANG.engine
 
 #: States per running request the radix cache keeps before its extra buffer.
 RADIX_BASE_RATIO: Final = 3
@@ -294,6 +299,15 @@ def sglang_dtypes(
         recurrent=_refuse(recurrent or configured or Dtype.FP32),
         conv=_refuse(conv or Dtype.BF16),
     )
+
+
+def view_dtypes(model: Model, setup: Setup, /) -> StateDtypes:
+    """The state dtypes of the sglang view for ``model``, unless ``setup`` forces them.
+
+    Raises:
+        UnsupportedDtypeError: a forced dtype SGLang does not offer.
+    """
+    return sglang_dtypes(model.dtypes, recurrent=setup.recurrent, conv=setup.conv)
 
 
 class SpeculativeState(enum.Enum):

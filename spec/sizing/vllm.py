@@ -18,9 +18,11 @@ from typing import TYPE_CHECKING, Final
 
 from .dtypes import ConfigDtypes, Dtype, StateDtypes, UnsupportedDtypeError
 from .facts import Source
+from .releases import VLLM
 
 if TYPE_CHECKING:
     from .dimensions import AttentionDimensions, GdnDimensions
+    from .state import Model, Setup
 
 __all__ = [
     "ALIGN_BASE_BLOCKS",
@@ -42,6 +44,7 @@ __all__ = [
     "VllmPlan",
     "VllmSetup",
     "model_dtype",
+    "view_dtypes",
     "vllm_capacity",
     "vllm_dtypes",
     "vllm_layout",
@@ -49,9 +52,9 @@ __all__ = [
 ]
 
 #: The release this view follows.
-VERSION: Final = "0.33.0"
+VERSION: Final = VLLM.version
 #: How outputs name it.
-ENGINE: Final = f"vLLM {VERSION}"
+ENGINE: Final = VLLM.engine
 
 
 class Gpu(enum.Enum):
@@ -366,6 +369,15 @@ def vllm_dtypes(
     if architecture in QWEN3_5_SSM_DTYPE_HOOK and found.ssm is not None:
         return StateDtypes(recurrent=_refuse(found.ssm), conv=conv_dtype)
     return StateDtypes(recurrent=conv_dtype, conv=conv_dtype)
+
+
+def view_dtypes(model: Model, setup: Setup, /) -> StateDtypes:
+    """The state dtypes of the vllm view for ``model``, unless ``setup`` forces them.
+
+    Raises:
+        UnsupportedDtypeError: a forced dtype vLLM does not offer.
+    """
+    return vllm_dtypes(model.dtypes, model.architecture, recurrent=setup.recurrent, conv=setup.conv)
 
 
 def _page_bytes(dimensions: GdnDimensions, dtypes: StateDtypes, num_spec: int, /) -> int:

@@ -1,0 +1,177 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
+"""What an engine's unit gives ``size``: its view, memory fits, startup lines and citations.
+
+Each engine sizing follows is one unit (:mod:`.engines`), an instance of
+:class:`SizingEngine` listed in :data:`.registry.ENGINES`; the command line,
+the presentation and the plot call units through this interface alone, never
+by their names. A unit sizes what the engine holds for speculative decoding
+(:meth:`SizingEngine.size`), words its own rows, and offers the memory fits
+(:class:`MemoryFit`) that print the engine's startup figures.
+"""
+
+from __future__ import annotations
+
+import abc
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
+
+if TYPE_CHECKING:
+    from .capacity import SglangFitReport, VllmFitReport
+    from .dimensions import GdnDimensions
+    from .dtypes import StateDtypes
+    from .facts import Source
+    from .releases import Release
+    from .state import Drafting, Model, Setup, SnapshotSizing
+    from .wording import Row, Section
+
+__all__ = [
+    "FitFlagsError",
+    "FitKind",
+    "FitOutcome",
+    "Given",
+    "MemoryFit",
+    "MemoryFlag",
+    "SizingEngine",
+    "fraction",
+    "layer_bytes",
+    "whole",
+]
+
+
+class FitFlagsError(ValueError):
+    """The memory flags given do not make one fit; the message says what to give."""
+
+
+class FitKind(enum.Enum):
+    """Which startup figures the flags ask for."""
+
+    NONE = "none"
+    #: vLLM with ``--kv-cache-memory-bytes``.
+    VLLM_KV_BYTES = "vllm-kv-cache-memory-bytes"
+    #: vLLM with ``--gpu-memory-utilization``.
+    VLLM_UTILIZATION = "vllm-gpu-memory-utilization"
+    #: SGLang with ``--mem-fraction-static``.
+    SGLANG = "sglang"
+
+
+#: The memory flags given, by argparse dest (None: not given).
+Given = Mapping[str, int | float | None]
+
+
+@dataclass(frozen=True)
+class MemoryFlag:
+    """One memory flag: its argparse dest, metavar (``BYTES``, ``FRACTION``, ``TOKENS``, ``N``)."""
+
+    dest: str
+    metavar: str
+    help: str
+
+
+def whole(given: Given, dest: str, /) -> int:
+    """The whole number given for ``dest``, which the fit's checks made sure of."""
+    value = given[dest]
+    assert isinstance(value, int)
+    return value
+
+
+def fraction(given: Given, dest: str, /) -> float:
+    """The fraction given for ``dest``, which the fit's checks made sure of."""
+    value = given[dest]
+    assert isinstance(value, float)
+    return value
+
+
+class FitOutcome(abc.ABC):
+    """What one fit makes of the memory: the engine's startup lines and their JSON."""
+
+    @abc.abstractmethod
+    def section(self) -> Section:
+        """The startup figures of each design, as rows under a heading naming the flags."""
+
+    @abc.abstractmethod
+    def report(self) -> VllmFitReport | SglangFitReport:
+        """The figures and their memory inputs, as JSON."""
+
+
+class MemoryFit(abc.ABC):
+    """One way to give an engine its memory: a leading flag, the flags it needs, the fit."""
+
+    kind: ClassVar[FitKind]
+    #: The flag (argparse dest) that asks for this fit.
+    flag: ClassVar[str]
+    #: The flags it needs besides, and those it takes if given.
+    needs: ClassVar[tuple[str, ...]]
+    optional: ClassVar[tuple[str, ...]] = ()
+    #: This fit's own flags, declared here; the flags fits share are :data:`.memory.SHARED`.
+    flags: ClassVar[tuple[MemoryFlag, ...]] = ()
+
+    @abc.abstractmethod
+    def fit(self, model: Model, setup: Setup, given: Given, num_drafts: int, /) -> FitOutcome:
+        """The engine's startup figures for the memory ``given``, and each replay ring's.
+
+        Raises:
+            FitFlagsError: the flags leave the engine no memory.
+            UnsupportedDtypeError: a forced dtype the engine does not offer.
+            SizingOverflowError: a ring exceeds the usize range.
+        """
+
+
+def layer_bytes(dimensions: GdnDimensions, dtypes: StateDtypes, /) -> tuple[int, int]:
+    """One GDN layer's recurrent state h and one conv column, in bytes, on one GPU."""
+    return (
+        dimensions.recurrent_state_values * dtypes.recurrent.bytes,
+        dimensions.conv_dim * dtypes.conv.bytes,
+    )
+
+
+class SizingEngine(abc.ABC):
+    """One engine's unit: its view of the state, its wording, its fits and its citations."""
+
+    #: The view's name, as ``--engine`` takes it.
+    name: ClassVar[str]
+    #: The engine and version the view follows, as outputs name it.
+    engine: ClassVar[str]
+    #: How the plot's legend names the view's speculative state.
+    plot_label: ClassVar[str]
+    #: What the base and the speculative state are, per request and layer.
+    base_formula: ClassVar[str]
+    speculative_formula: ClassVar[str]
+    #: The release it follows (None: no engine's).
+    release: ClassVar[Release | None] = None
+    #: Each fact of the view and where the release says it.
+    sources: ClassVar[Mapping[str, Source]] = {}
+    #: The memory fits that print the engine's startup figures.
+    fits: ClassVar[tuple[MemoryFit, ...]] = ()
+    #: Whether the view counts the module's slots rather than the engine's requests.
+    seed_slots: ClassVar[bool] = False
+    #: Whether its formulas count layers (vLLM's blocks already span them).
+    per_layer: ClassVar[bool] = True
+    #: Whether its pools hold padding beyond the requests.
+    pads_pools: ClassVar[bool] = True
+
+    @abc.abstractmethod
+    def describe(self, setup: Setup, /) -> str:
+        """The setup the view follows, in a line."""
+
+    @abc.abstractmethod
+    def dtypes(self, model: Model, setup: Setup, /) -> StateDtypes:
+        """The state dtypes the view uses for ``model``, unless ``setup`` forces them.
+
+        Raises:
+            UnsupportedDtypeError: the engine offers no such dtype.
+        """
+
+    @abc.abstractmethod
+    def size(self, model: Model, setup: Setup, drafting: Drafting, /) -> SnapshotSizing:
+        """What the view holds for ``drafting``'s requests at its drafts per step.
+
+        Raises:
+            UnsupportedDtypeError: a forced dtype the engine does not offer.
+        """
+
+    def rows(self, sizing: SnapshotSizing, /) -> list[Row]:
+        """The view's own report rows, after the state's (none unless it has its own)."""
+        del sizing
+        return []

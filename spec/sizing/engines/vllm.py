@@ -1,0 +1,314 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
+"""The vllm unit: vLLM's view, its two memory fits and its startup line.
+
+The arithmetic and the cited facts are :mod:`ssm_rollback_spec.sizing.vllm`'s;
+this unit puts them behind :class:`..engine.SizingEngine`. Per request and GDN
+group: blocks of one page, h + (K-1+s)c padded to the attention page;
+``2 + s + 1`` blocks by default (align mode, FlashInfer checkpoint block),
+``1 + s`` without prefix caching; one null block per pool.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+from .. import capacity, vllm
+from ..engine import (
+    FitFlagsError,
+    FitKind,
+    FitOutcome,
+    MemoryFit,
+    MemoryFlag,
+    SizingEngine,
+    fraction,
+    layer_bytes,
+    whole,
+)
+from ..releases import VLLM
+from ..state import SnapshotSizing
+from ..wording import count, human
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from ..dtypes import StateDtypes
+    from ..engine import Given
+    from ..state import Drafting, Model, Setup
+    from ..wording import Row, Section
+
+__all__ = ["VLLM_VIEW", "KvBytesFit", "UtilizationFit", "VllmFitOutcome", "VllmView", "vllm_plan"]
+
+
+def vllm_plan(model: Model, setup: Setup, num_drafts: int, /) -> vllm.VllmPlan:
+    """VLLM's grouping and block for ``model`` at ``num_drafts`` drafts.
+
+    Raises:
+        UnsupportedDtypeError: a forced dtype vLLM does not offer.
+    """
+    return vllm.vllm_plan(
+        model.dimensions,
+        model.attention,
+        vllm.view_dtypes(model, setup),
+        vllm.model_dtype(model.dtypes),
+        setup.vllm,
+        num_spec=num_drafts,
+        attention_layers=model.attention_layers,
+        drafter_layers=model.drafter_layers,
+    )
+
+
+def _plan_rows(plan: vllm.VllmPlan, /) -> list[Row]:
+    page = plan.layout
+    padded = (
+        "not padded: no attention layers (explicit dimensions)"
+        if page.padded_page_bytes is None
+        else f"padded to {human(page.padded_page_bytes)} (attention block of"
+        f" {page.block_size} tokens)"
+    )
+    return [
+        ("page", f"{human(page.page_bytes)} per layer, {padded}"),
+        (
+            "grouping",
+            (
+                f"{plan.gdn_layers} GDN and {plan.attention_layers} attention layers in groups"
+                f" of {plan.group_size}: {plan.gdn_groups} GDN and"
+                f" {plan.attention_groups} attention groups"
+            ),
+        ),
+        (
+            "pool block",
+            f"{human(plan.block_bytes)}  ({plan.group_size} pages); the null block is one",
+        ),
+        (
+            "resident per request",
+            (
+                f"{human(plan.resident_bytes_per_request)}"
+                f"  ({count(plan.gdn_groups, 'group')} x"
+                f" {plan.resident_blocks} blocks, what decoding holds)"
+            ),
+        ),
+        (
+            "admission per request",
+            (
+                f"{human(plan.admission_bytes_per_request)}"
+                f"  ({count(plan.gdn_groups, 'group')} x"
+                f" {plan.admission_blocks} blocks, what vLLM counts to admit)"
+            ),
+        ),
+    ]
+
+
+#: How each design is named in the fit section.
+_DESIGN_LABELS: Final = {
+    capacity.Design.SNAPSHOT: f"{VLLM.engine} as it runs",
+    capacity.Design.SEED_ROW: "with the seed's replay ring",
+    capacity.Design.REPLAYSSM: "with ReplaySSM's ring",
+}
+
+
+class VllmFitOutcome(FitOutcome):
+    """VLLM's startup line for each design, and the flags that gave its memory."""
+
+    def __init__(
+        self, fits: Sequence[capacity.Fit], utilization: capacity.VllmUtilization | None, /
+    ) -> None:
+        self.fits = list(fits)
+        self.utilization = utilization
+
+    def section(self) -> Section:
+        """How many requests fit: vLLM's startup line for each design, under a heading.
+
+        The heading names the memory flags given: ``--kv-cache-memory-bytes``, or
+        the utilization's flags and the KV memory they leave.
+        """
+        length = self.fits[0].capacity.max_model_len
+        memory = self.fits[0].capacity.kv_cache_bytes
+        rows = []
+        for fit in self.fits:
+            ring = (
+                ""
+                if not fit.ring_bytes_per_request
+                else f", ring {human(fit.ring_bytes_per_request)} per request"
+            )
+            verdict = "" if fit.fits else "; vLLM refuses to start: one request does not fit"
+            rows.append(
+                (
+                    _DESIGN_LABELS[fit.design],
+                    (
+                        f"GPU KV cache size: {fit.tokens:,} tokens, Maximum concurrency for"
+                        f" {length:,} tokens per request: {fit.concurrency:.2f}x"
+                        f"  ({fit.capacity.num_blocks:,} blocks of"
+                        f" {human(fit.plan.block_bytes)},"
+                        f" {fit.capacity.blocks_per_request} per request{ring}){verdict}"
+                    ),
+                )
+            )
+        given = f"in --kv-cache-memory-bytes {memory:,} per GPU"
+        u = self.utilization
+        if u is not None:
+            given = (
+                f"in the KV memory left by --gpu-memory-utilization {u.gpu_memory_utilization} of"
+                f" --gpu-memory-bytes {u.gpu_memory_bytes:,} less --weights-bytes"
+                f" {u.weights_bytes:,} and --activation-bytes {u.activation_bytes:,}"
+                f" ({memory:,} B per GPU)"
+            )
+        heading = (
+            f"How many requests fit {given} at --max-model-len {length:,} ({VLLM.engine};"
+            " the replay lines are estimates)"
+        )
+        return heading, rows
+
+    def report(self) -> capacity.VllmFitReport:
+        """The fits with their memory inputs, as JSON."""
+        return capacity.vllm_fit_report(self.fits, self.utilization)
+
+
+class KvBytesFit(MemoryFit):
+    """VLLM given ``--kv-cache-memory-bytes``: the memory its profiling run is skipped for."""
+
+    kind = FitKind.VLLM_KV_BYTES
+    flag = "kv_cache_memory_bytes"
+    needs = ("max_model_len",)
+    flags = (
+        MemoryFlag(
+            "kv_cache_memory_bytes",
+            "BYTES",
+            "KV-cache memory per GPU (vLLM's flag; 40GiB or bytes): print what vLLM logs at"
+            " startup, and what each replay ring makes of the same memory (needs --max-model-len)",
+        ),
+        MemoryFlag(
+            "max_model_len", "TOKENS", "tokens per request for the vllm view's fit (vLLM's flag)"
+        ),
+    )
+
+    def fit(self, model: Model, setup: Setup, given: Given, num_drafts: int, /) -> FitOutcome:
+        """VLLM's startup figures in that memory (:func:`..capacity.vllm_fit`)."""
+        return _fit(
+            model,
+            setup,
+            given,
+            kv_cache_bytes=whole(given, "kv_cache_memory_bytes"),
+            utilization=None,
+            num_drafts=num_drafts,
+        )
+
+
+def _fit(  # noqa: PLR0913 - the fit's inputs, each separate
+    model: Model,
+    setup: Setup,
+    given: Given,
+    /,
+    *,
+    kv_cache_bytes: int,
+    utilization: capacity.VllmUtilization | None,
+    num_drafts: int,
+) -> VllmFitOutcome:
+    fits = capacity.vllm_fit(
+        model,
+        setup,
+        num_drafts=num_drafts,
+        kv_cache_bytes=kv_cache_bytes,
+        max_model_len=whole(given, "max_model_len"),
+    )
+    return VllmFitOutcome(fits, utilization)
+
+
+class UtilizationFit(MemoryFit):
+    """VLLM given ``--gpu-memory-utilization``: its KV memory left after what it profiles."""
+
+    kind = FitKind.VLLM_UTILIZATION
+    flag = "gpu_memory_utilization"
+    needs = ("gpu_memory_bytes", "weights_bytes", "activation_bytes", "max_model_len")
+    flags = (
+        MemoryFlag(
+            "gpu_memory_utilization",
+            "FRACTION",
+            "vLLM's flag: its KV memory is ceil(--gpu-memory-bytes x this) less --weights-bytes"
+            " and --activation-bytes (needs them and --max-model-len)",
+        ),
+        MemoryFlag(
+            "activation_bytes",
+            "BYTES",
+            "for --gpu-memory-utilization: the peak activation, non-torch memory and CUDA-graph"
+            " estimate that vLLM measures by a profiling run at startup; an input here, as no GPU"
+            " is profiled",
+        ),
+    )
+
+    def fit(self, model: Model, setup: Setup, given: Given, num_drafts: int, /) -> FitOutcome:
+        """VLLM's startup figures in the KV memory the flags leave.
+
+        Raises:
+            FitFlagsError: they leave no KV-cache memory.
+        """
+        used = capacity.VllmUtilization(
+            fraction(given, "gpu_memory_utilization"),
+            whole(given, "gpu_memory_bytes"),
+            whole(given, "weights_bytes"),
+            whole(given, "activation_bytes"),
+        )
+        if used.kv_cache_bytes <= 0:
+            raise FitFlagsError(
+                f"--gpu-memory-utilization {used.gpu_memory_utilization} leaves no KV-cache memory"
+            )
+        return _fit(
+            model,
+            setup,
+            given,
+            kv_cache_bytes=used.kv_cache_bytes,
+            utilization=used,
+            num_drafts=num_drafts,
+        )
+
+
+class VllmView(SizingEngine):
+    """VLLM as ``vllm serve`` runs by default (:class:`..state.Setup` selects other setups)."""
+
+    name = "vllm"
+    engine = VLLM.engine
+    plot_label = f"{VLLM.engine} snapshot (resident blocks)"
+    base_formula = "the resident blocks with no drafts (GDN groups x blocks of the pool)"
+    speculative_formula = "the resident blocks at these drafts, less the base"
+    release = VLLM
+    sources = vllm.SOURCES
+    fits = (KvBytesFit(), UtilizationFit())
+    per_layer = False
+
+    def describe(self, setup: Setup, /) -> str:
+        """The vLLM setup, as a vLLM user would say it."""
+        return setup.vllm.describe()
+
+    def dtypes(self, model: Model, setup: Setup, /) -> StateDtypes:
+        """VLLM's state dtypes (:func:`ssm_rollback_spec.sizing.vllm.view_dtypes`)."""
+        return vllm.view_dtypes(model, setup)
+
+    def size(self, model: Model, setup: Setup, drafting: Drafting, /) -> SnapshotSizing:
+        """The resident blocks at the drafts over those with none, and the null block."""
+        dtypes = self.dtypes(model, setup)
+        h, column = layer_bytes(model.dimensions, dtypes)
+        plan = vllm_plan(model, setup, drafting.num_drafts)
+        # What a decoding request holds with no drafts: no drafter layer, no
+        # speculative blocks, a page without the widened window.
+        held = vllm_plan(model, setup, 0).resident_bytes_per_request
+        return SnapshotSizing(
+            view=self.name,
+            engine=self.engine,
+            setup=self.describe(setup),
+            dtypes=dtypes,
+            requests=drafting.requests,
+            base_bytes_per_request=held,
+            speculative_bytes_per_request=plan.resident_bytes_per_request - held,
+            # One block of the shared pool, whatever the layer count.
+            base_padding_bytes=plan.null_block_bytes,
+            plan=plan,
+            recurrent_bytes_per_layer=h,
+            conv_column_bytes_per_layer=column,
+        )
+
+    def rows(self, sizing: SnapshotSizing, /) -> list[Row]:
+        """VLLM's page, grouping, pool block and per-request blocks."""
+        return [] if sizing.plan is None else _plan_rows(sizing.plan)
+
+
+#: The unit.
+VLLM_VIEW: Final = VllmView()

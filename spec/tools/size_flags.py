@@ -1,0 +1,222 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
+"""The flags of ``ssm-rollback-spec size``: their types and help, memory flags from the engines."""
+
+from __future__ import annotations
+
+import argparse
+import enum
+from typing import Final
+
+from ..sizing import sglang, vllm
+from ..sizing.dtypes import Dtype
+from ..sizing.memory import flags as memory_flags
+from ..sizing.registry import ALIASES, ENGINES
+from .arguments import whole_number
+from .shipped import EXAMPLE_SUFFIX, examples_directory
+
+__all__ = ["DIMENSION_FLAGS", "MAX_SWEEP_VALUES", "OutputFormat", "add_size_arguments"]
+
+#: The most draft counts one sweep prints.
+MAX_SWEEP_VALUES: Final = 1024
+
+
+class OutputFormat(enum.Enum):
+    """How the figures are printed."""
+
+    TEXT = "text"
+    JSON = "json"
+    MARKDOWN = "markdown"
+
+
+#: What each dimension flag gives, for --help.
+_DIMENSION_HELP: Final = {
+    "gdn_layers": "GDN layers",
+    "key_heads": "GDN key heads",
+    "key_head_dim": "GDN key head dimension",
+    "value_heads": "GDN value heads",
+    "value_head_dim": "GDN value head dimension",
+    "conv_kernel": "GDN conv kernel width K",
+}
+
+#: Each dimension flag and the GdnDimensions field it sets.
+DIMENSION_FLAGS: Final = {
+    "gdn_layers": "num_gdn_layers",
+    "key_heads": "num_key_heads",
+    "key_head_dim": "key_head_dim",
+    "value_heads": "num_value_heads",
+    "value_head_dim": "value_head_dim",
+    "conv_kernel": "conv_kernel",
+}
+
+
+def _positive(text: str, /) -> int:
+    value = whole_number(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError("must be at least 1, got 0")
+    return value
+
+
+def _draft_counts(text: str, /) -> tuple[int, ...]:
+    """An argparse type: ``N``, ``A,B,C`` or a range ``A-B`` (or a mix)."""
+    spans = []
+    for part in text.split(","):
+        # A leading minus is a negative number, refused as such, not a range.
+        if "-" not in part[1:]:
+            value = whole_number(part)
+            spans.append((value, value))
+            continue
+        first, _, last = part.partition("-")
+        try:
+            low, high = whole_number(first), whole_number(last)
+        except argparse.ArgumentTypeError:
+            raise argparse.ArgumentTypeError(f"not a whole number or range: {part!r}") from None
+        if low > high:
+            raise argparse.ArgumentTypeError(f"a range runs upward, got {part!r}")
+        spans.append((low, high))
+    # Counted before any list is built, so a huge range fails at once.
+    if sum(high - low + 1 for low, high in spans) > MAX_SWEEP_VALUES:
+        raise argparse.ArgumentTypeError(f"at most {MAX_SWEEP_VALUES} values, got {text!r}")
+    return tuple(sorted({value for low, high in spans for value in range(low, high + 1)}))
+
+
+#: Binary units ``--kv-cache-memory-bytes`` takes after a whole number.
+_BYTE_UNITS: Final = {"KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
+
+
+def _bytes(text: str, /) -> int:
+    """An argparse type: a whole number of bytes, or one with a KiB, MiB, GiB or TiB suffix."""
+    for unit, scale in _BYTE_UNITS.items():
+        if text.endswith(unit):
+            return _positive(text.removesuffix(unit)) * scale
+    return _positive(text)
+
+
+def _fraction(text: str, /) -> float:
+    """An argparse type: a fraction above 0 and at most 1."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"a fraction above 0 and at most 1, got {text!r}")
+    return value
+
+
+def add_size_arguments(size: argparse.ArgumentParser, /) -> None:
+    """Add ``size``'s options to its parser."""
+    size.add_argument(
+        "--config",
+        metavar="PATH",
+        help="a Hugging Face style config.json, or the name of a shipped example: "
+        + ", ".join(
+            sorted(p.name.removesuffix(EXAMPLE_SUFFIX) for p in examples_directory().glob("*.json"))
+        ),
+    )
+    for flag, help_text in _DIMENSION_HELP.items():
+        size.add_argument(
+            f"--{flag.replace('_', '-')}",
+            type=_positive,
+            metavar="N",
+            help=f"{help_text} (instead of --config; the views then assume a bf16 model)",
+        )
+    size.add_argument(
+        "--num-drafts",
+        type=_draft_counts,
+        required=True,
+        metavar="N|A,B|A-B",
+        help="drafts per step; several values (1,3,7) or a range (1-8) print a sweep",
+    )
+    size.add_argument(
+        "--mtp-slots",
+        type=whole_number,
+        required=True,
+        metavar="N",
+        help="the module's MTP slots (its pool adds a dummy slot); the engines' requests",
+    )
+    size.add_argument(
+        "--mtp-state-slots",
+        type=whole_number,
+        metavar="N",
+        help="slots preflight reserves for (default: --mtp-slots plus the dummy slot)",
+    )
+    size.add_argument(
+        "--num-intermediates",
+        type=whole_number,
+        metavar="N",
+        help="the pool's verify window (default: --num-drafts + 1)",
+    )
+    size.add_argument(
+        "--engine",
+        choices=[*ENGINES, *ALIASES],
+        help="whose state layout to compare against (default: module; a sweep or plot shows "
+        "every view unless this names one; vllm-align is the old name of vllm)",
+    )
+    dtypes = [dtype.value for dtype in Dtype]
+    size.add_argument(
+        "--state-dtype",
+        choices=dtypes,
+        help="force the h dtype (vLLM's --mamba-ssm-cache-dtype, SGLang's --mamba-ssm-dtype)",
+    )
+    size.add_argument(
+        "--conv-dtype",
+        choices=dtypes,
+        help="force the conv dtype (vLLM's --mamba-cache-dtype, SGLang's SGLANG_MAMBA_CONV_DTYPE)",
+    )
+    size.add_argument(
+        "--no-enable-prefix-caching",
+        dest="prefix_caching",
+        action="store_false",
+        help=f"the vllm view without prefix caching (mamba_cache_mode none; {vllm.ENGINE})",
+    )
+    size.add_argument(
+        "--gpu",
+        choices=[gpu.value for gpu in vllm.Gpu],
+        default=vllm.Gpu.SM90.value,
+        help="the GPU generation the vllm view runs on (default: sm90)",
+    )
+    size.add_argument(
+        "--speculative-method",
+        choices=[method.value for method in vllm.SpeculativeMethod],
+        default=vllm.SpeculativeMethod.MTP.value,
+        help="the vllm view's drafter: mtp (default, as the Qwen model cards serve) adds the"
+        " MTP layer's attention to the KV-cache grouping; ngram adds none",
+    )
+    for memory in memory_flags():
+        kind = {"FRACTION": _fraction, "BYTES": _bytes}.get(memory.metavar, _positive)
+        size.add_argument(
+            f"--{memory.dest.replace('_', '-')}",
+            type=kind,
+            metavar=memory.metavar,
+            help=memory.help,
+        )
+    size.add_argument(
+        "--disable-radix-cache",
+        action="store_true",
+        help=f"the sglang views without the radix cache ({sglang.ENGINE})",
+    )
+    size.add_argument(
+        "--linear-replayssm-cache-len",
+        type=_positive,
+        default=None,
+        metavar="L",
+        help="records per slot of the sglang-replayssm ring (default: 16, as SGLang)",
+    )
+    size.add_argument("--tp", type=_positive, default=1, metavar="N", help="tensor-parallel GPUs")
+    size.add_argument("--batch", type=_positive, metavar="N", help="concurrent requests")
+    output = size.add_mutually_exclusive_group()
+    output.add_argument(
+        "--format",
+        choices=[f.value for f in OutputFormat],
+        default="text",
+        help="text (default), json (exact integers) or markdown tables",
+    )
+    output.add_argument(
+        "--json",
+        metavar="PATH",
+        help="write the figures as JSON (- for stdout; missing folders are made)",
+    )
+    size.add_argument(
+        "--plot",
+        metavar="PATH",
+        help="draw bytes against num_drafts (.png, .svg; missing folders are made)",
+    )
