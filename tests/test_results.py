@@ -275,6 +275,7 @@ def test_a_deviation_link_must_be_a_web_address(
     )
 
 
+@pytest.mark.slow
 def test_the_reports_of_vectors_run_and_check_name_the_implementation_its_link_and_distance(
     tmp_path: Path,
 ) -> None:
