@@ -78,6 +78,8 @@ def test_a_run_of_races_none_seen_says_why_and_what_to_do() -> None:
     partly.add([(0, 5), (4, 9)])
     assert partly.not_observed() is None
     assert (partly.races, partly.with_spans, partly.overlapping) == (3, 2, 1)
+    partly.add([(0, 5), (4, 9)])
+    assert (partly.races, partly.with_spans, partly.overlapping) == (4, 3, 2)
 
 
 def test_spans_of_the_wrong_shape_are_named_and_none_given_is_none() -> None:
