@@ -21,7 +21,7 @@ from math import prod
 from typing import TYPE_CHECKING, ClassVar, Final, TypeVar, cast
 
 import numpy as np
-from hypothesis import HealthCheck, Phase, settings
+from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, rule, run_state_machine_as_test
 
@@ -30,6 +30,8 @@ from ssm_rollback_spec.replay.cases import make_layer
 from ssm_rollback_spec.replay.layer import LayerState, Pipeline, TokenInput, bf16_round
 from ssm_rollback_spec.replay.paths import SeedRow, seed_rows
 from ssm_rollback_spec.replay.rows import GdnShape
+
+from .machines import machine_settings
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -213,21 +215,7 @@ def batch_settings(*, find_only: bool = False) -> settings:
     machines' worth. ``find_only`` (the self-test) stops at the first
     failure, unshrunk.
     """
-    profile = settings()
-    chosen = settings(
-        profile,
-        max_examples=max(6, profile.max_examples // 5),
-        stateful_step_count=STEPS,
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-    )
-    if find_only:
-        return settings(
-            chosen,
-            phases=[Phase.explicit, Phase.reuse, Phase.generate],
-            report_multiple_bugs=False,
-            print_blob=False,
-        )
-    return chosen
+    return machine_settings(find_only=find_only, share=5, least=6, steps=STEPS)
 
 
 # Typed the same whether or not the installed Hypothesis annotates it.

@@ -170,16 +170,20 @@ def decode_machine(
     return DecodeRounds
 
 
-def machine_settings(*, find_only: bool = False) -> settings:
-    """The profile's settings for a decode machine: half its examples, up to STEPS steps.
+def machine_settings(
+    *, find_only: bool = False, share: int = 2, least: int = 10, steps: int = STEPS
+) -> settings:
+    """The profile's settings for a stateful machine: its examples over ``share``, ``steps`` steps.
 
+    A decode machine takes half the profile's examples (at least ``least``)
+    and up to STEPS steps; a costlier machine asks for a smaller share.
     ``find_only`` (the self-test) stops at the first failure, unshrunk.
     """
     profile = settings()
     chosen = settings(
         profile,
-        max_examples=max(10, profile.max_examples // 2),
-        stateful_step_count=STEPS,
+        max_examples=max(least, profile.max_examples // share),
+        stateful_step_count=steps,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
     )
     if find_only:
