@@ -123,7 +123,12 @@ class Rounds(RuleBasedStateMachine):
     @rule(data=st.data())
     def verify_round(self, data: st.DataObject) -> None:
         seqs = data.draw(
-            st.lists(st.integers(0, N_SEQ - 1), min_size=1, max_size=N_SEQ, unique=True),
+            st.lists(
+                st.integers(0, self.slots - 1),
+                min_size=1,
+                max_size=self.slots if self.batched else 1,
+                unique=True,
+            ),
             label="seqs",
         )
         windows = {
