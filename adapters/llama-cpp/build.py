@@ -1,0 +1,280 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
+"""llama.cpp from its released source, built here once per release: ggml, llama and the adapter.
+
+``python adapters/llama-cpp/build.py [--version 0.3.36]`` fetches the
+``llama-cpp-python`` sdist of that release with pip (it vendors llama.cpp
+under ``vendor/llama.cpp``; its CHANGELOG names the commit), unpacks it under
+the cache folder (``~/.cache/ssm-rollback-spec/llama-cpp/<version>/``, or
+``$SSM_ROLLBACK_LLAMA_CPP_CACHE/<version>/``), builds the static ``llama``
+library and the ggml it needs with CMake and Ninja, CPU only, for the
+baseline x86-64 target (no native tuning, no AVX variants: the same
+arithmetic on any x86-64 CPU here), compiles ``rollback.cpp`` against it, and
+writes the random Qwen3.5 model the llamacpp tier loads. It prints one JSON
+object: the release, the llama.cpp commit and licence, the adapter and the
+model. A second run finds them and builds nothing; a changed ``rollback.cpp``
+is compiled again, alone. Standard library only. Nothing of llama.cpp enters
+the repository.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+from typing import Final, TypedDict
+
+__all__ = ["CACHE_ENV", "CMAKE_FLAGS", "PINNED", "Built", "LlamaCppBuildError", "build", "main"]
+
+#: The llama-cpp-python release whose vendored llama.cpp the tier builds by default.
+PINNED: Final = "0.3.36"
+#: The environment variable that moves the cache folder.
+CACHE_ENV: Final = "SSM_ROLLBACK_LLAMA_CPP_CACHE"
+#: The model's seed: the tier's logits are this model's.
+MODEL_SEED: Final = 33
+#: Only ggml and llama, CPU only, for the baseline x86-64 target.
+CMAKE_FLAGS: Final = (
+    "-G",
+    "Ninja",
+    "-DCMAKE_BUILD_TYPE=Release",
+    "-DBUILD_SHARED_LIBS=OFF",
+    "-DLLAMA_BUILD_COMMON=OFF",
+    "-DLLAMA_BUILD_TESTS=OFF",
+    "-DLLAMA_BUILD_TOOLS=OFF",
+    "-DLLAMA_BUILD_EXAMPLES=OFF",
+    "-DLLAMA_BUILD_SERVER=OFF",
+    "-DLLAMA_BUILD_APP=OFF",
+    "-DLLAMA_OPENSSL=OFF",
+    "-DGGML_NATIVE=OFF",
+    "-DGGML_SSE42=OFF",
+    "-DGGML_AVX=OFF",
+    "-DGGML_AVX2=OFF",
+    "-DGGML_BMI2=OFF",
+    "-DGGML_FMA=OFF",
+    "-DGGML_F16C=OFF",
+    "-DGGML_OPENMP=OFF",
+    "-DGGML_LLAMAFILE=OFF",
+    "-DGGML_BACKEND_DL=OFF",
+    "-DGGML_CPU_ALL_VARIANTS=OFF",
+)
+_HERE: Final = Path(__file__).resolve().parent
+_ADAPTER_SOURCE: Final = _HERE / "rollback.cpp"
+_NICE: Final = ("nice", "-n", "10")
+_JOBS: Final = "-j2"
+_STATIC_LIBS: Final = (
+    "src/libllama.a",
+    "ggml/src/libggml.a",
+    "ggml/src/libggml-cpu.a",
+    "ggml/src/libggml-base.a",
+)
+
+
+class Built(TypedDict):
+    """What the build made, as printed and as kept in the cache's ``built.json``."""
+
+    version: str
+    commit: str
+    licence: str
+    adapter: str
+    model: str
+    adapter_sha256: str
+    cmake_flags: list[str]
+
+
+class LlamaCppBuildError(RuntimeError):
+    """A step of the build failed; the message names the step."""
+
+
+def cache_folder(version: str, /) -> Path:
+    """``$SSM_ROLLBACK_LLAMA_CPP_CACHE/<v>``, or ``~/.cache/ssm-rollback-spec/llama-cpp/<v>``."""
+    chosen = os.environ.get(CACHE_ENV)
+    root = Path(chosen) if chosen else Path.home() / ".cache" / "ssm-rollback-spec" / "llama-cpp"
+    return root / version
+
+
+def _run(step: str, command: list[str], /, *, cwd: Path | None = None) -> None:
+    done = subprocess.run(command, cwd=cwd, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        tail = (done.stderr.strip() or done.stdout.strip() or "no output").splitlines()[-1]
+        raise LlamaCppBuildError(f"{step} failed: {tail}")
+
+
+def _source(folder: Path, version: str, /) -> Path:
+    """The sdist's unpacked tree, fetched and unpacked when it is not there yet."""
+    tree = folder / "src"
+    if (tree / "vendor" / "llama.cpp" / "CMakeLists.txt").exists():
+        return tree
+    sdists = sorted(folder.glob(f"llama_cpp_python-{version}.tar.gz"))
+    if not sdists:
+        _run(
+            f"pip download llama-cpp-python=={version}",
+            [
+                *_NICE,
+                sys.executable,
+                "-m",
+                "pip",
+                "--disable-pip-version-check",
+                "-q",
+                "download",
+                "--no-deps",
+                "--no-binary",
+                ":all:",
+                f"llama-cpp-python=={version}",
+                "-d",
+                str(folder),
+            ],
+        )
+        sdists = sorted(folder.glob(f"llama_cpp_python-{version}.tar.gz"))
+        if not sdists:
+            raise LlamaCppBuildError(f"pip download gave no sdist for llama-cpp-python=={version}")
+    unpacking = folder / "unpacking"
+    shutil.rmtree(unpacking, ignore_errors=True)
+    with tarfile.open(sdists[0]) as archive:
+        archive.extractall(unpacking, filter="data")
+    (top,) = unpacking.iterdir()
+    top.rename(tree)
+    unpacking.rmdir()
+    return tree
+
+
+def _commit(tree: Path, version: str, /) -> str:
+    """The llama.cpp commit the release's CHANGELOG names under its own heading."""
+    changelog = (tree / "CHANGELOG.md").read_text(encoding="utf-8")
+    section = re.search(
+        rf"^## \[{re.escape(version)}\]\n(.*?)(?=^## \[)", changelog, re.MULTILINE | re.DOTALL
+    )
+    found = section and re.search(r"ggml-org/llama\.cpp@([0-9a-f]{7,40})", section.group(1))
+    if not found:
+        raise LlamaCppBuildError(f"the CHANGELOG of {version} names no llama.cpp commit")
+    return found.group(1)
+
+
+def _licence(tree: Path, /) -> str:
+    """The first line of vendor/llama.cpp/LICENSE, e.g. ``MIT License``."""
+    return (tree / "vendor" / "llama.cpp" / "LICENSE").read_text(encoding="utf-8").splitlines()[0]
+
+
+def _library(tree: Path, folder: Path, /) -> Path:
+    """The build folder, with ggml and llama built in it."""
+    build_dir = folder / "build"
+    if not (build_dir / "build.ninja").exists():
+        _run(
+            "cmake configure",
+            [
+                *_NICE,
+                "cmake",
+                "-S",
+                str(tree / "vendor" / "llama.cpp"),
+                "-B",
+                str(build_dir),
+                *CMAKE_FLAGS,
+            ],
+        )
+    _run("ninja llama", [*_NICE, "ninja", "-C", str(build_dir), _JOBS, "llama"])
+    return build_dir
+
+
+def _adapter(tree: Path, build_dir: Path, folder: Path, commit: str, /) -> Path:
+    """rollback.cpp compiled and linked against the static libraries."""
+    llama = tree / "vendor" / "llama.cpp"
+    out = folder / "bin" / "llama-rollback"
+    out.parent.mkdir(exist_ok=True)
+    _run(
+        "compiling rollback.cpp",
+        [
+            *_NICE,
+            "g++",
+            "-O2",
+            "-std=c++17",
+            f'-DLLAMA_CPP_COMMIT="{commit}"',
+            "-I",
+            str(llama / "include"),
+            "-I",
+            str(llama / "ggml" / "include"),
+            str(_ADAPTER_SOURCE),
+            "-o",
+            str(out),
+            "-Wl,--start-group",
+            *(str(build_dir / lib) for lib in _STATIC_LIBS),
+            "-Wl,--end-group",
+            "-lpthread",
+            "-lm",
+        ],
+    )
+    return out
+
+
+def build(version: str = PINNED, /) -> Built:
+    """The release's adapter and model, built the first time and found in the cache after.
+
+    Raises:
+        LlamaCppBuildError: a step failed (pip, tar, cmake, ninja, g++, the model).
+    """
+    folder = cache_folder(version)
+    folder.mkdir(parents=True, exist_ok=True)
+    record = folder / "built.json"
+    adapter_sha = hashlib.sha256(_ADAPTER_SOURCE.read_bytes()).hexdigest()
+    with (folder / ".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if record.exists():
+            built: Built = json.loads(record.read_text(encoding="utf-8"))
+            if (
+                built["adapter_sha256"] == adapter_sha
+                and built["cmake_flags"] == list(CMAKE_FLAGS)
+                and Path(built["adapter"]).exists()
+                and Path(built["model"]).exists()
+            ):
+                return built
+        tree = _source(folder, version)
+        commit = _commit(tree, version)
+        build_dir = _library(tree, folder)
+        adapter = _adapter(tree, build_dir, folder, commit)
+        # rollback.cpp makes the model, so a changed one makes it anew.
+        model = folder / "models" / f"qwen35-seed{MODEL_SEED}-{adapter_sha[:12]}.gguf"
+        model.parent.mkdir(exist_ok=True)
+        if not model.exists():
+            _run("make-model", [str(adapter), "make-model", str(model), str(MODEL_SEED)])
+        built = Built(
+            version=version,
+            commit=commit,
+            licence=_licence(tree),
+            adapter=str(adapter),
+            model=str(model),
+            adapter_sha256=adapter_sha,
+            cmake_flags=list(CMAKE_FLAGS),
+        )
+        partial = record.with_suffix(".partial")
+        partial.write_text(json.dumps(built, indent=2) + "\n", encoding="utf-8")
+        partial.replace(record)
+        return built
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Build (or find) the release's adapter and print what was built as one JSON object."""
+    parser = argparse.ArgumentParser(
+        prog="adapters/llama-cpp/build.py", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument(
+        "--version", default=PINNED, help=f"a llama-cpp-python release (default {PINNED})"
+    )
+    arguments = parser.parse_args(argv)
+    if not re.fullmatch(r"\d+\.\d+\.\d+", arguments.version):
+        parser.error(f"--version {arguments.version!r} is not a release number such as {PINNED}")
+    try:
+        built = build(arguments.version)
+    except LlamaCppBuildError as error:
+        print(f"adapters/llama-cpp/build.py: {error}", file=sys.stderr)
+        return 1
+    print(json.dumps(built))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

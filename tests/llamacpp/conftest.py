@@ -1,0 +1,17 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
+"""The llamacpp tier's llama.cpp: built from the released sdist once, then found in the cache."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.llamacpp.engine import AdapterError, Built, build
+
+
+@pytest.fixture(scope="session")
+def llamacpp() -> Built:
+    """The pinned release's adapter and model (adapters/llama-cpp/build.py; it locks its cache)."""
+    try:
+        return build()
+    except AdapterError as error:
+        pytest.fail(str(error), pytrace=False)

@@ -1,0 +1,243 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
+"""Speculative rounds as runtimes make them, through llama.h, judged by decoding only what was kept.
+
+Each round decodes a window for some of the sequences in one batch, rolls
+each back by a drawn number of tokens that the engine accepts, and may end
+sequences and start others in their slots. After every round, each token the
+round kept must have the logits that the same model gives when it decodes
+only the kept tokens, one at a time, in a sequence that never rolled back:
+a wrong rolled-back state shows in the logits of the next token kept after
+it. The property needs no model of the arithmetic; the bound is measured on
+llama.cpp's own (BOUND).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, ClassVar, Final, cast
+
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, rule, run_state_machine_as_test
+
+from tests.llamacpp.engine import Built, Engine, Fault, Logits, Way
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+__all__ = [
+    "BOUND",
+    "MAX_WINDOW",
+    "N_RS_SEQ",
+    "N_SEQ",
+    "Judged",
+    "Rounds",
+    "largest_difference",
+    "rounds_machine",
+    "run_rounds",
+]
+
+#: Sequences in the context (slots), and the context's per-token snapshots.
+N_SEQ: Final = 3
+N_RS_SEQ: Final = 4
+#: Windows as long as the snapshots cover and longer (a long prompt, a long chunk).
+MAX_WINDOW: Final = N_RS_SEQ + 3
+#: How far a kept token's logits may be from decoding only the kept tokens one
+#: at a time. Measured on the pinned release's portable CPU build, one
+#: thread: 0, bit for bit, on every token of thousands of drawn rounds in both
+#: ways (BENCHMARKS.md), while the wrong rollbacks and the deviation miss by
+#: 1e-2 and more on logits of about 5.
+BOUND: Final = 0.0
+#: Steps per example.
+STEPS: Final = 8
+
+
+def largest_difference(actual: Logits, expected: Logits, /) -> float:
+    """The largest ``|actual - expected|`` over every logit of every row."""
+    assert len(actual) == len(expected)
+    return max(
+        (
+            abs(a - e)
+            for got, want in zip(actual, expected, strict=True)
+            for a, e in zip(got, want, strict=True)
+        ),
+        default=0.0,
+    )
+
+
+@dataclass
+class Judged:
+    """What the machine saw: the largest difference and how many rounds it compared."""
+
+    largest: float = 0.0
+    rounds: int = 0
+    tokens: int = 0
+    log: list[str] = field(default_factory=list)
+
+
+class Rounds(RuleBasedStateMachine):
+    """Several sequences of one context in speculative rounds; :func:`rounds_machine` sets it up."""
+
+    built: ClassVar[Built]
+    way: ClassVar[Way]
+    fault: ClassVar[Fault | None] = None
+    whole_window: ClassVar[bool] = False
+    batched: ClassVar[bool] = True
+    slots: ClassVar[int] = N_SEQ
+    judged: ClassVar[Judged]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.engine = Engine(
+            self.built, n_seq=N_SEQ, n_rs_seq=N_RS_SEQ, way=self.way, fault=self.fault
+        )
+        self.n_vocab = self.engine.describe()["n_vocab"]
+        # Each sequence's kept tokens, and whether its reference holds exactly them.
+        self.kept: list[list[int]] = [[] for _ in range(N_SEQ)]
+        self.in_step = [True] * N_SEQ
+        self.history: list[str] = []
+
+    def _most(self, seq: int, window: int, /) -> int:
+        """The longest rollback drawn for ``seq`` after a window of ``window`` tokens."""
+        after = len(self.kept[seq]) + window
+        most = window if self.way is Way.CHECKPOINT else min(N_RS_SEQ, after)
+        if not self.whole_window:
+            most = min(most, window - 1)
+        return max(0, most)
+
+    def _judge(self, seq: int, logits: Logits, tokens: list[int], /) -> None:
+        if self.in_step[seq]:
+            expected = self.engine.reference(seq, tokens)
+        else:
+            whole = self.engine.reference(seq, self.kept[seq], restart=True)
+            expected = whole[len(whole) - len(tokens) :]
+            self.in_step[seq] = True
+        difference = largest_difference(logits, expected)
+        self.judged.largest = max(self.judged.largest, difference)
+        self.judged.tokens += len(tokens)
+        assert difference <= BOUND, (
+            f"sequence {seq}: a kept token's logits are {difference:.3g} from decoding only "
+            f"the kept tokens, past {BOUND:g}, after {'; '.join(self.history)}"
+        )
+
+    @rule(data=st.data())
+    def verify_round(self, data: st.DataObject) -> None:
+        seqs = data.draw(
+            st.lists(
+                st.integers(0, self.slots - 1),
+                min_size=1,
+                max_size=self.slots if self.batched else 1,
+                unique=True,
+            ),
+            label="seqs",
+        )
+        windows = {
+            s: data.draw(
+                st.lists(st.integers(0, self.n_vocab - 1), min_size=1, max_size=MAX_WINDOW),
+                label=f"window {s}",
+            )
+            for s in seqs
+        }
+        logits = self.engine.decode(windows)
+        for s in seqs:
+            window = len(windows[s])
+            back = data.draw(st.integers(0, self._most(s, window)), label=f"rollback {s}")
+            if back:
+                assert self.engine.rollback(s, back), (
+                    f"the engine refused to roll sequence {s} back by {back} "
+                    f"after a window of {window}"
+                )
+            kept = window - back
+            self.history.append(f"seq {s}: {len(self.kept[s])}+{window}-{back}")
+            if kept >= 0:
+                self.kept[s].extend(windows[s][:kept])
+                if kept > 0:
+                    self._judge(s, logits[s][:kept], windows[s][:kept])
+            else:
+                # Past the window, the sequence's earlier tokens go too.
+                del self.kept[s][len(self.kept[s]) + kept :]
+                self.in_step[s] = False
+        self.judged.rounds += 1
+
+    @rule(data=st.data())
+    def finish(self, data: st.DataObject) -> None:
+        seq = data.draw(st.integers(0, self.slots - 1), label="finish")
+        self.engine.finish(seq)
+        self.kept[seq] = []
+        self.in_step[seq] = True
+        self.history.append(f"finish {seq}")
+
+    def teardown(self) -> None:
+        try:
+            # The last round's rolled-back states, judged by one more token each.
+            live = {s: [s % self.n_vocab] for s in range(N_SEQ) if self.kept[s]}
+            batches = [live] if self.batched else [{s: t} for s, t in live.items()]
+            for batch in filter(None, batches):
+                logits = self.engine.decode(batch)
+                for s, tokens in batch.items():
+                    self.kept[s].extend(tokens)
+                    self._judge(s, logits[s], tokens)
+        finally:
+            self.engine.close()
+
+
+def rounds_machine(
+    built: Built,
+    way: Way,
+    /,
+    *,
+    fault: Fault | None = None,
+    whole_window: bool = False,
+    batched: bool = True,
+    slots: int = N_SEQ,
+    judged: Judged | None = None,
+) -> type[Rounds]:
+    """The machine over one adapter process of ``way`` (and ``fault``, for the self-test).
+
+    ``whole_window`` lets a round roll a sequence back past the first token of
+    its window, which llama_memory_seq_rm accepts; left False, at least one
+    of the window's tokens is kept, as a runtime's verify keeps its bonus
+    token.
+    """
+    settings_ = {
+        "built": built,
+        "way": way,
+        "fault": fault,
+        "whole_window": whole_window,
+        "batched": batched,
+        "slots": slots,
+        "judged": judged if judged is not None else Judged(),
+    }
+    return type(f"Rounds_{way.value}", (Rounds,), settings_)
+
+
+def machine_settings(*, find_only: bool = False) -> settings:
+    """The profile's settings, a quarter of its examples (at least 8), STEPS steps each.
+
+    ``find_only`` (the self-test) stops at the first failure, unshrunk.
+    """
+    profile = settings()
+    chosen = settings(
+        profile,
+        max_examples=max(8, profile.max_examples // 4),
+        stateful_step_count=STEPS,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
+    if find_only:
+        return settings(
+            chosen,
+            phases=[Phase.explicit, Phase.reuse, Phase.generate],
+            report_multiple_bugs=False,
+            print_blob=False,
+        )
+    return chosen
+
+
+# Typed the same whether or not the installed Hypothesis annotates it.
+_run_machine: Final = cast("Callable[..., None]", run_state_machine_as_test)
+
+
+def run_rounds(machine: type[RuleBasedStateMachine], /, *, find_only: bool = False) -> None:
+    """Run ``machine`` under :func:`machine_settings`."""
+    _run_machine(machine, settings=machine_settings(find_only=find_only))
