@@ -16,11 +16,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar, Final, cast
 
-from hypothesis import HealthCheck, Phase, settings
+from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, rule, run_state_machine_as_test
 
 from tests.llamacpp.engine import Built, Engine, Fault, Logits, Way
+from tests.replay.machines import machine_settings as shared_settings
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -216,22 +217,9 @@ def machine_settings(*, find_only: bool = False) -> settings:
 
     ``find_only`` (the self-test) stops at the first failure, unshrunk.
     """
-    profile = settings()
-    chosen = settings(
-        profile,
-        max_examples=max(8, profile.max_examples // 4),
-        stateful_step_count=STEPS,
-        deadline=None,
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-    )
-    if find_only:
-        return settings(
-            chosen,
-            phases=[Phase.explicit, Phase.reuse, Phase.generate],
-            report_multiple_bugs=False,
-            print_blob=False,
-        )
-    return chosen
+    # The replay machines' settings; llama.cpp's decodes have no deadline to keep.
+    shared = shared_settings(find_only=find_only, share=4, least=8, steps=STEPS)
+    return settings(shared, deadline=None)
 
 
 # Typed the same whether or not the installed Hypothesis annotates it.
