@@ -3,11 +3,12 @@
 
 from __future__ import annotations
 
+import importlib.util
 import re
 
 import pytest
 
-from tests.llamacpp.engine import Built, Engine, Fault, Way
+from tests.llamacpp.engine import BUILD_SCRIPT, Built, Engine, Fault, Way
 from tests.llamacpp.machine import (
     BOUND,
     N_RS_SEQ,
@@ -106,3 +107,16 @@ def test_the_property_rejects_a_wrong_rollback_with_the_same_model_and_bound(
     )
     with pytest.raises(AssertionError, match=re.escape("from decoding only the kept tokens")):
         run_rounds(machine, find_only=True)
+
+
+def test_the_tiers_reading_of_built_json_is_the_build_scripts_own() -> None:
+    # build.py stands alone (its folder is no package), so the tier declares
+    # the file's type again; this keeps the two declarations one format.
+    spec = importlib.util.spec_from_file_location("llamacpp_build", BUILD_SCRIPT)
+    assert spec is not None
+    assert spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    theirs = {name: hint.__forward_arg__ for name, hint in script.Built.__annotations__.items()}
+    ours = {name: hint.__forward_arg__ for name, hint in Built.__annotations__.items()}
+    assert theirs == ours
