@@ -69,21 +69,27 @@ def test_spans_overlap_only_when_each_call_started_before_the_other_ended() -> N
 
 
 def test_a_run_of_races_none_seen_says_why_and_what_to_do() -> None:
-    unseen = RaceTally("races", suggest_cells=True)
+    unseen = RaceTally("races", "race", suggest_cells=True)
     for _ in range(20):
         unseen.add([(0, 5), (6, 9)])
     assert unseen.not_observed() == (
         "not observed: in none of 20 races did two calls overlap, and none lost; release the "
         f"racers together from a spinning barrier, or {OFFER_CELLS} {WHERE}"
     )
-    silent = RaceTally("races", suggest_cells=True)
+    silent = RaceTally("races", "race", suggest_cells=True)
     silent.add(None)
     silent.add(None)
     assert silent.not_observed() == (
         "not observed: none of 2 races gave its calls' spans, so none is known to have "
         f"overlapped, and none lost; give each racing call's span, or {OFFER_CELLS} {WHERE}"
     )
-    partly = RaceTally("rounds of fresh cells")
+    one = RaceTally("races", "race")
+    one.add(None)
+    assert one.not_observed() == (
+        "not observed: none of 1 race gave its calls' spans, so none is known to have "
+        f"overlapped, and none lost; give each racing call's span {WHERE}"
+    )
+    partly = RaceTally("rounds of fresh cells", "round of fresh cells")
     partly.add([(0, 5), (6, 9)])
     partly.add(None)
     assert partly.not_observed() == (
@@ -307,9 +313,9 @@ def test_a_race_required_but_not_seen_fails_rb_pub_4_naming_the_flag() -> None:
 
 
 def test_one_verdict_on_races_for_both_commands() -> None:
-    seen = RaceTally("races")
+    seen = RaceTally("races", "race")
     seen.add([(0, 5), (4, 9)])
-    unseen = RaceTally("races")
+    unseen = RaceTally("races", "race")
     unseen.add([(0, 5), (6, 9)])
     reason = unseen.not_observed()
     assert reason is not None

@@ -350,6 +350,15 @@ def test_the_committed_engines_page_has_every_clause_and_each_engines_pinned_rel
     assert list(_cells(page)) == list(CLAUSES)
 
 
+def test_the_committed_engines_page_holds_no_verdict_the_hosts_scheduler_decides() -> None:
+    # A race is seen or not as the host schedules it (docs/protocol.md,
+    # "Evidence of a race"): the page a drift test compares byte for byte
+    # must hold none, so its runs send no race.
+    page = (ROOT / "docs" / "results.md").read_text(encoding="utf-8")
+    assert set(_cells(page)["RB-PUB-4"]) == {"—"}
+    assert "NOT OBSERVED**" not in page
+
+
 def test_names_that_differ_only_in_case_get_a_badge_and_an_anchor_each(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

@@ -179,7 +179,7 @@ def _run_race(driver: SubprocessDriver, case: Case, /, *, required: bool) -> Cas
     sent = line if line is not None else encode(request)
     events = request["events"]
     calls = len(events) if isinstance(events, list) else 0
-    tally = RaceTally("sends of this race", unit="send of this race")
+    tally = RaceTally("sends of this race", "send of this race")
     started = time.monotonic()
     while True:
         reply = driver.request(request, line=line)

@@ -133,10 +133,10 @@ class RaceTally:
 
     #: What the races are, as the verdict counts them ("races", "rounds of fresh cells").
     units: str
+    #: What one is, for a count of one ("race", "round of fresh cells").
+    unit: str
     #: Whether the verdict suggests race_cells (it does not to race_cells itself).
     suggest_cells: bool = False
-    #: What one race is, where a single one is counted ("send of this case"); else ``units``.
-    unit: str = ""
     races: int = 0
     with_spans: int = 0
     overlapping: int = 0
@@ -156,7 +156,7 @@ class RaceTally:
         """
         if self.overlapping:
             return None
-        many = f"{self.races} {self.unit if self.races == 1 and self.unit else self.units}"
+        many = f"{self.races} {self.unit if self.races == 1 else self.units}"
         if not self.with_spans:
             why = f"none of {many} gave its calls' spans, so none is known to have overlapped"
             remedies = [_GIVE_SPANS]
