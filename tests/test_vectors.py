@@ -25,13 +25,6 @@ if TYPE_CHECKING:
 
 ROOT: Final = Path(__file__).resolve().parents[1]
 VECTORS: Final = ROOT / "vectors"
-#: The shipped races a racy cell could lose, which pass only when seen.
-CONTESTED: Final = {
-    "race-two-writers",
-    "race-writer-and-reader",
-    "race-mixed-eight",
-    "race-mixed-sixteen",
-}
 # Wrong implementations that fixed cases cannot be relied on to catch, and why.
 NOT_CAUGHT_BY_FIXED_CASES: Final = {
     "RacyCheckThenSet": "a race is lost only when a thread switch lands in its window; "
@@ -189,7 +182,8 @@ def test_the_python_adapter_passes_every_case_and_does_not_offer_replay(tmp_path
     # Whether the reference's racers overlap is the host's doing: a contested
     # race it did not see is not observed, never a pass (docs/protocol.md).
     unseen = [case for case in report["cases"] if case["outcome"] == "not-observed"]
-    assert {case["id"] for case in unseen} <= CONTESTED
+    contested = {case["id"] for case in cases if corpus.is_contested_race(case)}
+    assert {case["id"] for case in unseen} <= contested
     assert all(case["detail"].startswith("not observed: ") for case in unseen)
     assert report["counts"] == {
         "passed": len(cases) - len(unseen),
