@@ -157,9 +157,10 @@ def is_contested_race(case: Case, /) -> bool:
 #: A contested race not seen to overlap is sent again, each time to a fresh
 #: process, until two calls overlap: at most this many sends in all, and
 #: none begun later than this many seconds after its first. A compiled
-#: adapter gets all its sends (milliseconds each); a Python one a few.
+#: adapter gets all its sends (milliseconds each); a Python one, whose
+#: process starts in a tenth of a second, one: no run of the reference slows.
 _MOST_RACE_SENDS: Final = 10
-_RACE_SECONDS: Final = 0.2
+_RACE_SECONDS: Final = 0.05
 
 
 def _asking_spans(case: Case, /) -> tuple[dict[str, object], str | None]:
