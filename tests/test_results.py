@@ -12,8 +12,10 @@ from typing import Any, Final
 
 import pytest
 
+from ssm_rollback_spec.harness import check_report
 from ssm_rollback_spec.harness.clauses import CLAUSES
 from ssm_rollback_spec.harness.files import MAX_FILE_BYTES
+from ssm_rollback_spec.harness.pytest_plugin import MEASURED
 from ssm_rollback_spec.results.matrix import SECTIONS
 from ssm_rollback_spec.tools.cli import main
 from tests.child import ROOT, run_module
@@ -348,6 +350,15 @@ def test_the_committed_engines_page_has_every_clause_and_each_engines_pinned_rel
     assert list(_cells(page)) == list(CLAUSES)
 
 
+def test_the_committed_engines_page_holds_no_verdict_the_hosts_scheduler_decides() -> None:
+    # A race is seen or not as the host schedules it (docs/protocol.md,
+    # "Evidence of a race"): the page a drift test compares byte for byte
+    # must hold none, so its runs send no race.
+    page = (ROOT / "docs" / "results.md").read_text(encoding="utf-8")
+    assert set(_cells(page)["RB-PUB-4"]) == {"—"}
+    assert "NOT OBSERVED**" not in page
+
+
 def test_names_that_differ_only_in_case_get_a_badge_and_an_anchor_each(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
@@ -366,3 +377,64 @@ def test_names_that_differ_only_in_case_get_a_badge_and_an_anchor_each(
         "impl-my-runtime-1-0",
         "impl-my-runtime-1-0-2",
     ]
+
+
+_ROWS_PAST: Final = "test_replay.py::test_the_rows_past_the_accepted_ones_change_nothing"
+
+
+def test_a_check_report_gives_a_replay_propertys_distance_and_one_without_still_reads(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    passed = _property(_ROWS_PAST, ["RB-REPLAY-2"], "passed")
+    measured = passed | {"distance": 0.00125, "bound": 0.002}
+    past = _property(_ROWS_PAST, ["RB-REPLAY-2"], "failed") | {"distance": 0.03, "bound": 0.02}
+    paths = [
+        _write(tmp_path, "new.json", _check_report("new-runtime", "2.0", [measured])),
+        # A report written before check kept distances.
+        _write(tmp_path, "old.json", _check_report("old-runtime", "1.0", [passed])),
+        _write(tmp_path, "past.json", _check_report("past-runtime", "0.9", [past])),
+    ]
+    status, page, _ = _run(capsys, *paths)
+    assert status == 0
+    assert _cells(page)["RB-REPLAY-2"] == [
+        "**PASS**<br>largest relative error 0.00125 (bound 0.002)",
+        "**PASS**",
+        "**FAIL**<br>largest relative error 0.03 (bound 0.02)<br>*fails, not listed*",
+    ]
+    status, page, _ = _run(capsys, *paths, "--bounds-only")
+    assert status == 0
+    assert _cells(page)["RB-REPLAY-2"] == [
+        "**PASS**<br>within bound 0.002",
+        "**PASS**",
+        "**FAIL**<br>*fails, not listed*",
+    ]
+
+
+def _logged(*measured: list[float]) -> dict[str, Any]:
+    """What check's plugin records of a passing property that measured ``measured``."""
+    report = pytest.TestReport(
+        _ROWS_PAST,
+        ("test_replay.py", 1, _ROWS_PAST),
+        {},
+        "passed",
+        None,
+        "call",
+        user_properties=[("clause", "RB-REPLAY-2"), *((MEASURED, pair) for pair in measured)],
+    )
+    check_report.pytest_runtest_logreport(report)
+    result: dict[str, Any] = dict(check_report._results.pop())  # noqa: SLF001 - the plugin's record
+    return result
+
+
+def test_check_keeps_the_distance_nearest_its_bound_of_all_a_property_measured() -> None:
+    assert "distance" not in _logged()
+    # Judged by its bound, not by its size: 0.001 is far past 1e-06, 0.003 well within 0.02.
+    nearest = _logged([0.0, 1e-12], [0.003, 0.02], [0.001, 1e-06], [0.0, 0.02])
+    assert (nearest["distance"], nearest["bound"]) == (0.001, 1e-06)
+    within = _logged([0.0, 1e-12], [0.003, 0.02], [0.0015, 0.002])
+    assert (within["distance"], within["bound"]) == (0.0015, 0.002)
+    # Every reply exact: the loosest bound, the most the property allowed.
+    exact = _logged([0.0, 1e-12], [0.0, 1e-06])
+    assert (exact["distance"], exact["bound"]) == (0.0, 1e-06)
+    assert exact["outcome"] == "passed"
+    assert exact["clauses"] == ["RB-REPLAY-2"]

@@ -225,7 +225,9 @@ def test_exported_failures_are_a_schema_valid_corpus_that_pins_the_bug(
         "vectors", "run", "--vectors", str(exported), "--json", str(tmp_path / "r.json")
     )
     assert reference.returncode == 0, reference.stdout + reference.stderr
-    assert _json(tmp_path / "r.json")["counts"]["passed"] == len(_json(report)["exported"])
+    # An exported race the reference's threads did not run at once is not observed.
+    tally = _json(tmp_path / "r.json")["counts"]
+    assert tally["passed"] + tally["not-observed"] == len(_json(report)["exported"])
 
 
 # --- deviations --------------------------------------------------------------

@@ -178,7 +178,9 @@ def test_check_and_the_vectors_agree_on_every_clause_and_write_junit(
     assert only_vectors <= DRAFT_CLAUSES - REPLAY_PROPERTY_CLAUSES, only_vectors
     # A race the host's scheduler never ran is no verdict (docs/protocol.md,
     # "Evidence of a race"), and never a pass; the rest agree.
-    unseen = {c for c, outcome in by_check.items() if outcome == "not-observed"}
+    unseen = {
+        c for report in (by_check, by_vectors) for c, o in report.items() if o == "not-observed"
+    }
     assert unseen <= {"RB-PUB-4"}, unseen
     assert {c: by_check[c] for c in by_vectors if c in by_check.keys() - unseen} == {
         c: outcome for c, outcome in by_vectors.items() if c in by_check.keys() - unseen

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from .files import VectorError
 from .protocol_cases import Case, exported_case, generate, render_corpus, write_corpus
-from .protocol_run import CaseResult, Judge, load_cases, run_cases
+from .protocol_run import CaseResult, Judge, is_contested_race, load_cases, run_cases
 from .replay_run import (
     BATCH_NOT_OFFERED,
     NOT_OFFERED,
@@ -43,6 +43,7 @@ __all__ = [
     "as_cases",
     "exported_case",
     "generate",
+    "is_contested_race",
     "judge_replay",
     "load_cases",
     "load_replay_cases",

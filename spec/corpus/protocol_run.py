@@ -4,19 +4,30 @@
 Loading checks every file against the manifest that pins it and every case
 against the schema's rules, with the standard library; running sends each
 case through one adapter and judges the reply by the replies the model
-allows, or, for the replay cases, by a judge of their own.
+allows, or, for the replay cases, by a judge of their own. A race that a
+racy cell could lose is asked for its calls' spans and passes only when two
+of them overlapped, as ``check``'s races do (docs/protocol.md, "Evidence of
+a race").
 """
 
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, cast
 
 from ..harness.clauses import CLAUSES
 from ..harness.driver import is_stateful
-from ..harness.protocol import UnencodableMessageError, encode, encode_line, reply_matches
+from ..harness.protocol import (
+    SPANS,
+    UnencodableMessageError,
+    encode,
+    encode_line,
+    reply_matches,
+)
+from ..harness.race_evidence import MalformedSpansError, RaceTally, judge_races, reply_spans
 from .files import VectorError, load_corpus
 
 if TYPE_CHECKING:
@@ -27,7 +38,7 @@ if TYPE_CHECKING:
     from ..harness.subprocess_driver import SubprocessDriver
     from .protocol_cases import Case
 
-__all__ = ["CaseResult", "Judge", "load_cases", "run_cases"]
+__all__ = ["CaseResult", "Judge", "is_contested_race", "load_cases", "run_cases"]
 
 
 _CASE_ID: Final = re.compile(r"[a-z0-9][a-z0-9-]*")
@@ -109,7 +120,10 @@ def load_cases(directory: Path, /) -> list[Case]:
 
 @dataclass(frozen=True)
 class CaseResult:
-    """The outcome of one case: ``passed``, ``failed`` or ``not-run`` (``deviation`` later)."""
+    """The outcome of one case: ``passed``, ``failed``, ``not-run``, ``skipped``, ``not-observed``.
+
+    ``deviation`` is marked later, from the deviation list.
+    """
 
     case_id: str
     clauses: list[str]
@@ -118,15 +132,77 @@ class CaseResult:
     #: A replay case's relative error from the model, and its bound (RB-REPLAY-1).
     distance: float | None = None
     bound: float | None = None
+    #: The line sent, where it is not the case's own (a race asked for its spans).
+    sent: str | None = None
 
 
-def _judge(case: Case, reply: dict[str, object], /) -> CaseResult:
+def _judge(case: Case, reply: dict[str, object], /, sent: str | None = None) -> CaseResult:
     if any(reply_matches(reply, expected) for expected in case["expected"]):
-        return CaseResult(case["id"], case["clauses"], "passed")
+        return CaseResult(case["id"], case["clauses"], "passed", sent=sent)
     shown = " or ".join(encode(expected) for expected in case["expected"])
-    sent = case.get("line", encode(case["request"]))
-    detail = f"request {sent}\nreplied {encode(reply)}\nexpected {shown}"
-    return CaseResult(case["id"], case["clauses"], "failed", detail)
+    line = sent or case.get("line", encode(case["request"]))
+    detail = f"request {line}\nreplied {encode(reply)}\nexpected {shown}"
+    return CaseResult(case["id"], case["clauses"], "failed", detail, sent=sent)
+
+
+def is_contested_race(case: Case, /) -> bool:
+    """Whether ``case`` is a race a racy cell could lose: more than one winner is allowed.
+
+    A race of readers alone, or of writers of one mode, returns the same
+    whoever wins, so only its reply is judged.
+    """
+    return case["request"].get("op") == "race" and len(case["expected"]) > 1
+
+
+#: A contested race not seen to overlap is sent again, each time to a fresh
+#: process, until two calls overlap: at most this many sends in all, and
+#: none begun later than this many seconds after its first. A compiled
+#: adapter gets all its sends (milliseconds each); a Python one, whose
+#: process starts in a tenth of a second, one: no run of the reference slows.
+_MOST_RACE_SENDS: Final = 10
+_RACE_SECONDS: Final = 0.05
+
+
+def _asking_spans(case: Case, /) -> tuple[dict[str, object], str | None]:
+    # A case whose exact text matters is sent as it is, asking or not.
+    if "line" in case:
+        return case["request"], case["line"]
+    return {**case["request"], SPANS: True}, None
+
+
+def _run_race(driver: SubprocessDriver, case: Case, /, *, required: bool) -> CaseResult:
+    """A contested race, judged as ``check`` judges its races: seen, lost, or not observed.
+
+    Raises:
+        AdapterFailure: the adapter broke on the race.
+    """
+    request, line = _asking_spans(case)
+    sent = line if line is not None else encode(request)
+    events = request["events"]
+    calls = len(events) if isinstance(events, list) else 0
+    tally = RaceTally("sends of this race", "send of this race")
+    started = time.monotonic()
+    while True:
+        reply = driver.request(request, line=line)
+        judged = _judge(case, reply, sent)
+        if judged.outcome == "failed":
+            return judged
+        try:
+            spans = reply_spans(reply, calls=calls) if request.get(SPANS) is True else None
+        except MalformedSpansError as error:
+            detail = (
+                f'request {sent}\nreplied {encode(reply)}\nexpected no "{SPANS}", or '
+                f'[START, END] per call (docs/protocol.md, "Evidence of a race"): {error}'
+            )
+            return CaseResult(case["id"], ["RB-PROTO-3"], "failed", detail, sent=sent)
+        tally.add(None if spans is None else spans[0])
+        # An adapter that gives no spans cannot be shown a race by sending again.
+        spent = time.monotonic() - started > _RACE_SECONDS
+        if tally.overlapping or spans is None or tally.races >= _MOST_RACE_SENDS or spent:
+            break
+    verdict = judge_races(tally, required=required)
+    outcome = verdict.outcome.value
+    return CaseResult(case["id"], case["clauses"], outcome, verdict.detail, sent=sent)
 
 
 #: A judge of one case's reply, for cases not judged by their expected replies.
@@ -138,11 +214,15 @@ def run_cases(
     cases: Sequence[Case],
     /,
     judges: Mapping[str, Judge] | None = None,
+    *,
+    require_race: bool = False,
 ) -> list[CaseResult]:
     """Run every case; stateless ones pipelined through one process.
 
     A case named in ``judges`` is judged by its judge (the replay cases,
-    within a tolerance); every other by its expected replies.
+    within a tolerance); every other by its expected replies. A contested
+    race (:func:`is_contested_race`) also needs two of its calls seen to
+    overlap: else it is not observed, or, with ``require_race``, failed.
 
     When the adapter breaks on a case, that case fails with what happened, and
     every later case of its batch is "not run", naming the case it broke on.
@@ -152,14 +232,17 @@ def run_cases(
     """
     stateless = [case for case in cases if not is_stateful(case["request"])]
     stateful = [case for case in cases if is_stateful(case["request"])]
-    replies: list[dict[str, object] | AdapterFailure] = list(
+    replies: list[dict[str, object] | AdapterFailure | CaseResult] = list(
         driver.request_many(
             [case["request"] for case in stateless], [case.get("line") for case in stateless]
         )
     )
     for case in stateful:
         try:
-            replies.append(driver.request(case["request"], line=case.get("line")))
+            if is_contested_race(case):
+                replies.append(_run_race(driver, case, required=require_race))
+            else:
+                replies.append(driver.request(case["request"], line=case.get("line")))
         except AssertionError as failure:
             replies.append(cast("AdapterFailure", failure))
     results: dict[str, CaseResult] = {}
@@ -176,6 +259,8 @@ def run_cases(
                 detail = f"not run (the adapter {how} at case {first})"
                 outcome = CaseResult(case["id"], case["clauses"], "not-run", detail)
             results[case["id"]] = outcome
+        elif isinstance(reply, CaseResult):
+            results[case["id"]] = reply
         elif judges is not None and case["id"] in judges:
             results[case["id"]] = judges[case["id"]](reply)
         else:

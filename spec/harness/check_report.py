@@ -11,13 +11,15 @@ name drivers and source lines an adapter's authors cannot act on.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, TypedDict
+from typing import TYPE_CHECKING, Final, NotRequired, TypedDict
 
 import pytest
 
 from .protocol import encode
-from .race_evidence import NOT_OBSERVED
+from .pytest_plugin import MEASURED
+from .race_evidence import NOT_OBSERVED, RaceOutcome
 
 if TYPE_CHECKING:
     from collections.abc import Generator
@@ -54,6 +56,11 @@ class PropertyResult(TypedDict):
     requests: list[Exchange]
     #: Whether the adapter went silent rather than answering wrongly.
     hung: bool
+    #: A replay property's largest relative error measured, and the bound it
+    #: was judged within (RB-REPLAY-1); absent where it measured none, and in
+    #: reports written before they were kept.
+    distance: NotRequired[float]
+    bound: NotRequired[float]
 
 
 class SuiteReport(TypedDict):
@@ -176,6 +183,24 @@ def _skip_reason(report: pytest.TestReport, /) -> str:
     return _first_line(str(longrepr))
 
 
+def _measured(report: pytest.TestReport, /) -> tuple[float, float] | None:
+    # Of every distance the property measured, the one nearest its bound (or
+    # furthest past it): what the property came to, against what it allowed.
+    pairs = [
+        (float(value[0]), float(value[1]))
+        for key, value in report.user_properties
+        if key == MEASURED and isinstance(value, list | tuple) and len(value) == 2
+    ]
+
+    def nearness(pair: tuple[float, float], /) -> tuple[float, float, float]:
+        distance, bound = pair
+        share = distance / bound if bound else (math.inf if distance else 0.0)
+        # Among exact replies, the loosest bound: the most the property allowed.
+        return (share, distance, bound)
+
+    return max(pairs, key=nearness, default=None)
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     """Record the outcome of each test's call (or of a failed set-up)."""
     if not (report.when == "call" or (report.when == "setup" and not report.passed)):
@@ -189,21 +214,23 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         detail = _skip_reason(report)
         # A race not seen is skipped under plain pytest; check says which it was.
         if detail.startswith(NOT_OBSERVED):
-            outcome = "not-observed"
+            outcome = RaceOutcome.NOT_OBSERVED.value
     elif report.failed:
         detail = _shortened(failure["detail"]) if failure else report.longreprtext[-2000:]
-    _results.append(
-        {
-            "property": report.nodeid,
-            "outcome": outcome,
-            # A failure that names the clauses it breaks is blamed on those alone.
-            "clauses": failure["clauses"] if failure and failure["clauses"] else _clauses(report),
-            "detail": detail,
-            "seconds": round(report.duration, 3),
-            "requests": failure["requests"] if failure and report.failed else [],
-            "hung": bool(failure and report.failed and failure["hung"]),
-        }
-    )
+    result: PropertyResult = {
+        "property": report.nodeid,
+        "outcome": outcome,
+        # A failure that names the clauses it breaks is blamed on those alone.
+        "clauses": failure["clauses"] if failure and failure["clauses"] else _clauses(report),
+        "detail": detail,
+        "seconds": round(report.duration, 3),
+        "requests": failure["requests"] if failure and report.failed else [],
+        "hung": bool(failure and report.failed and failure["hung"]),
+    }
+    measured = _measured(report)
+    if measured is not None:
+        result["distance"], result["bound"] = measured
+    _results.append(result)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -4,7 +4,8 @@
 It registers the Hypothesis profiles, chooses the implementation under test
 (``--impl-cmd``, ``--impl-module`` or the reference), gives the properties
 their ``impl``, ``python_api``, ``new_cell`` and ``race_verdict`` fixtures
-(``--require-race`` makes a race not seen fail), checks each property's
+(``--require-race`` makes a race not seen fail), keeps the distances a
+property measured against a bound (:func:`record_distance`), checks each property's
 clause markers against SPEC.md's clauses, and selects properties
 by clause (``--clause``, or ``-k`` on a clause ID). Load it with
 ``-p ssm_rollback_spec.harness.pytest_plugin``; the repository's ``tests/conftest.py``
@@ -23,7 +24,7 @@ from hypothesis import HealthCheck, Phase, Verbosity, settings
 from .clauses import CLAUSES, UnknownClauseError, select_clauses
 from .driver import Implementation, InProcessDriver
 from .python_impl import ARGPARSE_MODULE, ImplementationModuleError
-from .race_evidence import REQUIRE_RACE_HELP, RaceNotSeenError
+from .race_evidence import REQUIRE_RACE_HELP, RaceOutcome, judge_races
 from .subprocess_driver import (
     DEFAULT_RACE_BUDGET,
     DEFAULT_TIMEOUT,
@@ -35,7 +36,7 @@ from .subprocess_driver import (
 
 if TYPE_CHECKING:
     import types
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable, Generator, Iterator
 
     from .python_impl import Cell, PythonImplementation
     from .race_evidence import RaceTally
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
 __all__ = [
     "IMPL_CMD_ENV",
     "IMPL_MODULE_ENV",
+    "MEASURED",
     "PROFILES",
     "argparse_option",
     "impl",
@@ -50,14 +52,22 @@ __all__ = [
     "pytest_addoption",
     "pytest_collection_modifyitems",
     "pytest_configure",
+    "pytest_runtest_call",
     "python_api",
     "race_budget",
     "race_verdict",
+    "record_distance",
 ]
 
 #: The environment variables beside ``--impl-cmd`` and ``--impl-module``.
 IMPL_CMD_ENV: Final = "SSM_ROLLBACK_IMPL_CMD"
 IMPL_MODULE_ENV: Final = "SSM_ROLLBACK_IMPL_MODULE"
+
+#: The user property under which a property keeps each ``[distance, bound]`` it measured.
+MEASURED: Final = "measured"
+
+#: The test running now, whose user properties :func:`record_distance` adds to.
+_running: list[pytest.Item] = []
 
 #: The Hypothesis profiles, by the name ``HYPOTHESIS_PROFILE`` selects.
 PROFILES: Final = ("dev", "ci", "thorough", "crosshair", "interpreter")
@@ -219,12 +229,11 @@ def race_verdict(pytestconfig: pytest.Config) -> Callable[[RaceTally], None]:
     required = bool(pytestconfig.getoption("--require-race"))
 
     def judge(tally: RaceTally, /) -> None:
-        reason = tally.not_observed()
-        if reason is None:
-            return
-        if required:
-            raise RaceNotSeenError(reason)
-        pytest.skip(reason)
+        verdict = judge_races(tally, required=required)
+        if verdict.failure is not None:
+            raise verdict.failure
+        if verdict.outcome is RaceOutcome.NOT_OBSERVED:
+            pytest.skip(verdict.detail)
 
     return judge
 
@@ -281,3 +290,24 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
+    """Know which test runs, for :func:`record_distance`."""
+    _running.append(item)
+    try:
+        yield
+    finally:
+        _running.pop()
+
+
+def record_distance(distance: float, bound: float, /) -> None:
+    """Keep a distance the running property measured, and the bound it was judged within.
+
+    A replay property's relative error (RB-REPLAY-1) goes into ``check``'s
+    report, as a replay case's does into ``vectors run``'s; outside a test
+    it is dropped.
+    """
+    if _running:
+        _running[-1].user_properties.append((MEASURED, [distance, bound]))

@@ -10,6 +10,7 @@ a round counts as a race seen when two of its calls' spans intersect.
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
@@ -23,8 +24,11 @@ __all__ = [
     "REQUIRE_RACE_HELP",
     "MalformedSpansError",
     "RaceNotSeenError",
+    "RaceOutcome",
     "RaceTally",
+    "RaceVerdict",
     "Span",
+    "judge_races",
     "overlapped",
     "reply_spans",
 ]
@@ -33,9 +37,9 @@ __all__ = [
 #: whose reason opens so as the outcome ``not-observed``.
 NOT_OBSERVED: Final = "not observed: "
 
-#: What ``--require-race`` does, in ``check`` and in the suite's pytest plugin.
+#: What ``--require-race`` does, in ``check``, ``vectors run`` and the suite's pytest plugin.
 REQUIRE_RACE_HELP: Final = (
-    "fail a race property (RB-PUB-4) that saw no two racing calls overlap, "
+    "fail a race property or case (RB-PUB-4) that saw no two racing calls overlap, "
     "rather than report it NOT OBSERVED"
 )
 
@@ -129,6 +133,8 @@ class RaceTally:
 
     #: What the races are, as the verdict counts them ("races", "rounds of fresh cells").
     units: str
+    #: What one is, for a count of one ("race", "round of fresh cells").
+    unit: str
     #: Whether the verdict suggests race_cells (it does not to race_cells itself).
     suggest_cells: bool = False
     races: int = 0
@@ -150,7 +156,7 @@ class RaceTally:
         """
         if self.overlapping:
             return None
-        many = f"{self.races} {self.units}"
+        many = f"{self.races} {self.unit if self.races == 1 else self.units}"
         if not self.with_spans:
             why = f"none of {many} gave its calls' spans, so none is known to have overlapped"
             remedies = [_GIVE_SPANS]
@@ -165,3 +171,53 @@ class RaceTally:
             remedies = [_RELEASE]
         remedy = " and ".join(remedies) + (f", or {_OFFER_CELLS}" if self.suggest_cells else "")
         return f"{NOT_OBSERVED}{why}, and none lost; {remedy} {_WHERE}"
+
+
+class RaceOutcome(enum.Enum):
+    """What a run of races comes to, as the reports of ``check`` and ``vectors run`` name it."""
+
+    #: Two calls of a race overlapped, and none lost.
+    SEEN = "passed"
+    #: No race was seen, and none lost: no verdict on the cell (docs/protocol.md).
+    NOT_OBSERVED = "not-observed"
+    #: No race was seen where one was required (``--require-race``): a failure of RB-PUB-4.
+    NOT_SEEN_REQUIRED = "failed"
+
+
+@dataclass(frozen=True)
+class RaceVerdict:
+    """The verdict on a run of races none of which lost, the one both commands give."""
+
+    #: Why no race was seen, with what to do; None when one was.
+    reason: str | None
+    #: Whether a race not seen fails (``--require-race``).
+    required: bool
+
+    @property
+    def outcome(self) -> RaceOutcome:
+        """The outcome the report gives."""
+        if self.reason is None:
+            return RaceOutcome.SEEN
+        return RaceOutcome.NOT_SEEN_REQUIRED if self.required else RaceOutcome.NOT_OBSERVED
+
+    @property
+    def failure(self) -> RaceNotSeenError | None:
+        """The failure a race required but not seen is, or None."""
+        if self.reason is None or not self.required:
+            return None
+        return RaceNotSeenError(self.reason)
+
+    @property
+    def detail(self) -> str:
+        """What the report says of it: the failure's message, the reason, or nothing."""
+        failure = self.failure
+        return str(failure) if failure is not None else self.reason or ""
+
+
+def judge_races(tally: RaceTally, /, *, required: bool) -> RaceVerdict:
+    """The verdict on ``tally``'s races, none of which lost (a lost race is a failure of its own).
+
+    Passed when two calls of one race overlapped; otherwise not observed, or,
+    when ``required`` (``--require-race``), failed (RB-PUB-4).
+    """
+    return RaceVerdict(tally.not_observed(), required)

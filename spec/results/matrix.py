@@ -84,7 +84,8 @@ class Cell:
 
     #: None when no report of the implementation cites the clause.
     outcome: str | None
-    #: The largest distance from the model among the results, and its bound.
+    #: The largest distance measured among the results (a replay case's or a
+    #: ``check`` property's), and its bound.
     distance: float | None = None
     bound: float | None = None
     #: Every bound its results were judged within, and whether each was met.

@@ -33,8 +33,10 @@ UNCITED: Final = "—"
 _INTRODUCTION: Final = (
     "Each column is an implementation, named and released as its adapter's `describe` "
     "states; each row is a clause of SPEC.md. A cell gives the clause's outcome over every "
-    "property and case citing it (the worst: {order}), the largest distance from the model "
-    "against the clause's bound where it has one, a failing example's `reproduce:` line, "
+    "property and case citing it (the worst: {order}), the largest distance measured "
+    "against the clause's bound where it has one (from the model, or, for a `check` property "
+    "that compares an implementation with itself, from its own replay), a failing example's "
+    "`reproduce:` line, "
     "and where a failure stands against the implementation's deviation list: "
     f'"{Standing.KNOWN_LINKED.value}", "{Standing.KNOWN_UNLINKED.value}", '
     f'"{Standing.NOT_LISTED.value}" or "{Standing.NOW_PASSES.value}". '

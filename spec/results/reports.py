@@ -3,7 +3,8 @@
 
 Only what the page shows is read: who was judged (the adapter's
 ``describe``), each property's or case's clauses, outcome and detail, a
-replay case's distance from the model against its bound, and the deviation
+replay case's or property's distance measured against its bound (absent
+from reports of ``check`` written before it kept them), and the deviation
 entries a failure is known by or that now conform. Timings and the command
 line are left out, since they differ between machines.
 """

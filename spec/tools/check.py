@@ -31,7 +31,15 @@ from ..harness.subprocess_driver import DEFAULT_RACE_BUDGET
 from .arguments import add_impl_arguments, add_selection_arguments, before_the_run, race_budget
 from .deviations import Deviation, DeviationList, Target
 from .errors import CliError, ExitStatus
-from .report import Row, clause_summary, counts, print_report, write_json, write_junit
+from .report import (
+    Row,
+    clause_summary,
+    counts,
+    measured,
+    print_report,
+    write_json,
+    write_junit,
+)
 from .shipped import corpus_directory, suite_directory
 
 if TYPE_CHECKING:
@@ -285,7 +293,15 @@ def _rows(arguments: argparse.Namespace, results: list[PropertyResult], /) -> li
             if result["hung"]:
                 detail += f"\n{_FLUSH_HINT}"
         rows.append(
-            Row(result["property"], result["clauses"], result["outcome"], detail, result["seconds"])
+            Row(
+                result["property"],
+                result["clauses"],
+                result["outcome"],
+                detail,
+                result["seconds"],
+                distance=result.get("distance"),
+                bound=result.get("bound"),
+            )
         )
     return rows
 
@@ -358,6 +374,8 @@ def _summary(rows: list[Row], conforming: list[Deviation], /) -> dict[str, objec
                 "detail": r.detail,
                 "seconds": r.seconds,
             }
+            # A replay property's distance, against its bound (RB-REPLAY-1).
+            | measured(r)
             | ({"known": r.known.record()} if r.known else {})
             for r in rows
         ],

@@ -24,6 +24,7 @@ __all__ = [
     "clause_key",
     "clause_summary",
     "counts",
+    "measured",
     "print_report",
     "write_json",
     "write_junit",
@@ -58,6 +59,17 @@ class Row:
     seconds: float | None = None
     #: The deviation entry a failure is known by (the outcome is then ``deviation``).
     known: Deviation | None = None
+    #: The largest relative error measured, and the bound it was judged within
+    #: (a replay case or property, RB-REPLAY-1); None where nothing was measured.
+    distance: float | None = None
+    bound: float | None = None
+
+
+def measured(row: Row, /) -> dict[str, float]:
+    """A row's ``distance`` and ``bound``, as a ``--json`` report gives them; empty if none."""
+    if row.distance is None or row.bound is None:
+        return {}
+    return {"distance": row.distance, "bound": row.bound}
 
 
 def clause_summary(rows: Iterable[Row], /) -> dict[str, str]:

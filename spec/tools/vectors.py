@@ -14,11 +14,12 @@ from ..harness.adapter import REFERENCE_DESCRIBE
 from ..harness.clauses import UnknownClauseError, select_clauses
 from ..harness.failures import AdapterFailure
 from ..harness.protocol import UnencodableMessageError, encode
+from ..harness.race_evidence import REQUIRE_RACE_HELP
 from ..harness.subprocess_driver import SubprocessDriver
 from .arguments import adapter_argv, add_impl_arguments, add_selection_arguments, before_the_run
 from .deviations import DeviationList, Target
 from .errors import CliError, ExitStatus
-from .report import Row, clause_summary, counts, print_report, write_json, write_junit
+from .report import Row, clause_summary, counts, measured, print_report, write_json, write_junit
 from .shipped import REPLAY_SUBDIRECTORY, corpus_directory, replay_corpus_directory
 
 if TYPE_CHECKING:
@@ -52,9 +53,9 @@ def add_vectors_command(commands: argparse._SubParsersAction[argparse.ArgumentPa
         "run",
         help="run the corpus against an adapter (standard library only)",
         description="Run every case against an adapter. Exits 0 when no case failed "
-        "(listed deviations are reported, not failures), 1 when one did, when the adapter "
-        "broke (the cases after the one it broke on are reported as not run) or when a "
-        "listed deviation conforms, 2 on a usage error or a bad corpus.",
+        "(listed deviations and races not observed are reported, not failures), 1 when one "
+        "did, when the adapter broke (the cases after the one it broke on are reported as not "
+        "run) or when a listed deviation conforms, 2 on a usage error or a bad corpus.",
     )
     add_impl_arguments(run, python=False)
     run.add_argument(
@@ -64,6 +65,7 @@ def add_vectors_command(commands: argparse._SubParsersAction[argparse.ArgumentPa
         help="the corpus directory, whose replay/ folder, when there, is the replay corpus "
         "(default: the shipped corpus)",
     )
+    run.add_argument("--require-race", action="store_true", help=REQUIRE_RACE_HELP)
     add_selection_arguments(run, item="case", items="cases", entries="clauses or cases")
     run.set_defaults(run=_run)
 
@@ -161,7 +163,8 @@ def _run(arguments: argparse.Namespace, /) -> int:
             _, skipped = corpus.split_offered(replay_chosen, offer)
             left_out = {result.case_id for result in skipped}
             offered = [case for case in cases if case["id"] not in left_out]
-            ran = {r.case_id: r for r in [*corpus.run_cases(driver, offered, judges), *skipped]}
+            judged = corpus.run_cases(driver, offered, judges, require_race=arguments.require_race)
+            ran = {r.case_id: r for r in [*judged, *skipped]}
             results = [ran[case["id"]] for case in cases]
     except (corpus.VectorError, UnencodableMessageError) as error:
         raise CliError(f"--vectors {arguments.vectors}: {error}") from None
@@ -174,19 +177,20 @@ def _run(arguments: argparse.Namespace, /) -> int:
     seconds = time.monotonic() - started
     sent = {case["id"]: case.get("line", encode(case["request"])) for case in cases}
     rows = [
-        Row(r.case_id, r.clauses, r.outcome, _with_reproduction(r, sent[r.case_id], command))
+        Row(
+            r.case_id,
+            r.clauses,
+            r.outcome,
+            _with_reproduction(r, r.sent or sent[r.case_id], command),
+            distance=r.distance,
+            bound=r.bound,
+        )
         for r in results
     ]
     rows, conforming = deviations.mark(
         rows, reads={Target.CLAUSE, Target.CASE}, selected=arguments.clause
     )
     print_report(rows, show_passes=False, conforming=conforming)
-    # A replay case's distance from the model, against its bound (RB-REPLAY-1).
-    distances = {
-        r.case_id: {"distance": r.distance, "bound": r.bound}
-        for r in results
-        if r.distance is not None and r.bound is not None
-    }
     if arguments.json:
         document = {
             "implementation": command,
@@ -194,7 +198,8 @@ def _run(arguments: argparse.Namespace, /) -> int:
             "describe": described or {},
             "cases": [
                 {"id": r.name, "clauses": list(r.clauses), "outcome": r.outcome, "detail": r.detail}
-                | distances.get(r.name, {})
+                # A replay case's distance from the model, against its bound (RB-REPLAY-1).
+                | measured(r)
                 | ({"known": r.known.record()} if r.known else {})
                 for r in rows
             ],

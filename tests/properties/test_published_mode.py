@@ -131,7 +131,7 @@ def test_a_budget_of_races_in_fresh_processes_each_have_one_winner(
         pytest.skip("the race budget is 0 seconds (--race-budget)")
     # Every race is drawn before the first one runs.
     shapes = [_BUDGET_RACES[index % len(_BUDGET_RACES)] for index in range(_MOST_RACES)]
-    tally = RaceTally("races", suggest_cells=True)
+    tally = RaceTally("races", "race", suggest_cells=True)
     started = time.monotonic()
     for calls in shapes:
         seconds = time.monotonic() - started
@@ -193,7 +193,7 @@ def _race_cells(
 def test_fresh_cells_raced_in_one_process_each_have_one_winner(
     impl: Implementation, race_verdict: Callable[[RaceTally], None]
 ) -> None:
-    tally = RaceTally("rounds of fresh cells")
+    tally = RaceTally("rounds of fresh cells", "round of fresh cells")
 
     @scaled(5)
     @given(calls=st.lists(events, min_size=2, max_size=4))

@@ -26,6 +26,7 @@ from ssm_rollback_spec.corpus.replay_run import (
     replay_offer,
 )
 from ssm_rollback_spec.harness.failures import NonConformingReply, ReplayMismatch
+from ssm_rollback_spec.harness.pytest_plugin import record_distance
 from ssm_rollback_spec.harness.replay_wire import ENGINE_PIPELINES
 from ssm_rollback_spec.tools.shipped import replay_corpus_directory
 
@@ -98,14 +99,23 @@ def _judged(
     source: str,
     more: Sequence[str] = (),
     /,
+    *,
+    bound: float | None = None,
 ) -> ReplayMismatch | None:
-    """The mismatch of the states in ``reply`` with ``expected``, or None within the bound."""
+    """The mismatch of the states in ``reply`` with ``expected``, or None within the bound.
+
+    The bound is the pipeline's for an implementation compared with itself,
+    unless given (a shipped case's own, against the model). The distance
+    measured goes into ``check``'s report.
+    """
     pipeline = str(request["pipeline"])
-    bound = _BOUND[pipeline]
+    bound = _BOUND[pipeline] if bound is None else bound
     case = ReplayCase("property", list(clauses), pipeline, request, expected, bound)
     value = reply.get("ok")
     assert isinstance(value, dict)
     result = judge_replay(case, {"ok": {"states": value["states"]}})
+    if result.distance is not None and result.bound is not None:
+        record_distance(result.distance, result.bound)
     if result.outcome == "passed":
         return None
     return ReplayMismatch(
@@ -158,7 +168,9 @@ def _shipped_cases_pass(impl: Implementation, cases: Sequence[ReplayCase], kind:
     failed: list[tuple[ReplayCase, dict[str, object]]] = []
     for case in offered:
         _, reply = _replay(impl, case.request)
-        if _judged(case.request, reply, case.expected, case.clauses, "") is not None:
+        # Against the model, within the case's own bound, as vectors run judges it.
+        judged = _judged(case.request, reply, case.expected, case.clauses, "", bound=case.tolerance)
+        if judged is not None:
             failed.append((case, reply))
     if not failed:
         return
@@ -171,6 +183,7 @@ def _shipped_cases_pass(impl: Implementation, cases: Sequence[ReplayCase], kind:
         sorted(clauses),
         f"the model, shipped as case {first.case_id}",
         [case.case_id for case in others],
+        bound=first.tolerance,
     )
     assert mismatch is not None
     raise mismatch
