@@ -99,16 +99,8 @@ int main(int argc, char ** argv) {
     gguf_set_val_u32(meta, key("ssm.time_step_rank").c_str(), value_heads);
     gguf_set_val_u32(meta, key("ssm.group_count").c_str(), key_heads);
     gguf_set_val_u32(meta, key("full_attention_interval").c_str(), interval);
-    gguf_set_val_str(meta, "tokenizer.ggml.model", "test");
-    std::vector<std::string> names(n_vocab);
-    std::vector<const char *> name_ptrs(n_vocab);
-    std::vector<float> scores(n_vocab, 0.0f);
-    for (uint32_t t = 0; t < n_vocab; ++t) {
-        names[t] = "tok_" + std::to_string(t);
-        name_ptrs[t] = names[t].c_str();
-    }
-    gguf_set_arr_str(meta, "tokenizer.ggml.tokens", name_ptrs.data(), n_vocab);
-    gguf_set_arr_data(meta, "tokenizer.ggml.scores", GGUF_TYPE_FLOAT32, scores.data(), n_vocab);
+    // No tokenizer: llama.cpp adds vocab_size dummy tokens (src/llama-vocab.cpp).
+    gguf_set_val_str(meta, "tokenizer.ggml.model", "none");
 
     llama_model * model = llama_model_init_from_user(meta, fill, nullptr, llama_model_default_params());
     gguf_free(meta);
