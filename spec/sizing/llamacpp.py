@@ -105,6 +105,12 @@ SOURCES: Final = {
         "101-104",
         "per layer, r (n_embd_r) and s (n_embd_s) tensors of mem_size x (1 + n_rs_seq) rows",
     ),
+    "tensor split": Source(
+        "src/llama-model.cpp",
+        "556, 637-638, 653-658",
+        "--split-mode tensor splits cache_r_l and cache_s_l by head across devices, as --tp "
+        "divides the heads here",
+    ),
     "row sizes": Source(
         "src/llama-hparams.cpp",
         "229, 257",

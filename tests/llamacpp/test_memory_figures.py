@@ -173,6 +173,11 @@ CITED: Final = {
     "clamp": ["std::max(1u, params.n_seq_max)", "cparams.n_rs_seq = 0;"],
     "hybrid memory": ["arch == LLM_ARCH_QWEN3NEXT || arch == LLM_ARCH_QWEN35", "GGML_TYPE_F32"],
     "planes": ["mem_size * (1 + n_rs_seq)", "hparams.n_embd_s(), n_rows"],
+    "tensor split": [
+        "pattern_r_cache) || std::regex_match(tensor_name, pattern_s_cache)",
+        "return {{key_dim * (hparams.ssm_d_conv - 1), 2}",
+        "return {{n_k_heads * head_v_dim * head_v_dim, head_ratio}};",
+    ],
     "row sizes": ["(ssm_d_conv > 0 ? ssm_d_conv - 1 : 0)", "return ssm_d_state * ssm_d_inner;"],
     "gguf shape": [
         'add_ssm_state_size(self.hparams["linear_key_head_dim"])',
