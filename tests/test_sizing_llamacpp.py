@@ -199,3 +199,17 @@ def test_every_fact_cites_a_file_and_lines_of_the_vendored_tree() -> None:
         assert not source.path.startswith(("/", "vendor/"))
         assert source.lines[0].isdigit()
         assert source.says
+
+
+def test_a_seed_ring_past_the_usize_range_is_said_not_raised(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # The review's ring at k = num_intermediates fits; the one beside the
+    # snapshots, at k = num_drafts + 1, does not.
+    code, out, err = _size(
+        capsys,
+        *("--config", str(QWEN3_5_27B), "--num-drafts", str(2**62), "--mtp-slots", "1"),
+        *("--mtp-state-slots", "0", "--num-intermediates", "1", "--engine", "llama.cpp"),
+    )
+    assert (code, err) == (0, "")
+    assert "  beside the rings       seed ring past the 64-bit usize range per slot" in out

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from .. import llamacpp, replayssm
-from ..engine import SizingEngine
+from ..engine import SizingEngine, layer_bytes
 from ..releases import LLAMA_CPP
-from ..rings import seed_ring_bytes
+from ..rings import SizingOverflowError, seed_ring_bytes
 from ..state import SnapshotFigures, SnapshotSizing
 from ..wording import count, human, ratio
 
@@ -39,7 +39,7 @@ class LlamaCppFigures(SnapshotFigures):
     speculative_checkpoint: bool
     ctx_checkpoints: int
     ctx_checkpoint_bytes_per_request: int
-    seed_ring_bytes_per_slot: int
+    seed_ring_bytes_per_slot: int | None
     replayssm_ring_bytes_per_request: int
 
 
@@ -50,8 +50,8 @@ class LlamaCppSizing(SnapshotSizing):
     ``checkpoint_bytes`` is one sequence's saved recurrent state; the
     speculative state is one of them when ``speculative_checkpoint`` (no
     snapshots), and the server keeps up to ``ctx_checkpoints`` more per slot.
-    The rings are per slot (the seed's, at k = drafts + 1) and per request
-    (ReplaySSM's), for the same model.
+    The rings are per slot (the seed's, at k = drafts + 1; None past the
+    runtime's usize) and per request (ReplaySSM's), for the same model.
     """
 
     architecture: str | None = None
@@ -59,7 +59,7 @@ class LlamaCppSizing(SnapshotSizing):
     checkpoint_bytes: int = 0
     speculative_checkpoint: bool = False
     ctx_checkpoints: int = llamacpp.CTX_CHECKPOINTS
-    seed_ring_bytes_per_slot: int = 0
+    seed_ring_bytes_per_slot: int | None = None
     replayssm_ring_bytes_per_request: int = 0
 
     @property
@@ -125,14 +125,20 @@ class LlamaCppView(SizingEngine):
         else:
             how = f"{architecture} has no snapshots (n_rs_seq clamped to 0): spec_ckpt per verify"
         record = replayssm.replayssm_record_bytes(d, replayssm.view_dtypes(model, setup).conv)
+        try:
+            seed_ring: int | None = seed_ring_bytes(d, drafting.num_drafts + 1, 1)
+        except SizingOverflowError:
+            # The review's own ring (at num_intermediates) may still fit.
+            seed_ring = None
+        h, column = layer_bytes(d, dtypes)
         layers = model.sglang_gdn_layers or d.num_gdn_layers
         return LlamaCppSizing(
             view=self.name,
             engine=self.engine,
             setup=f"{how}; {self.describe(setup)}",
             dtypes=dtypes,
-            recurrent_bytes_per_layer=d.recurrent_state_values * dtypes.recurrent.bytes,
-            conv_column_bytes_per_layer=d.conv_dim * dtypes.conv.bytes,
+            recurrent_bytes_per_layer=h,
+            conv_column_bytes_per_layer=column,
             requests=drafting.requests,
             base_bytes_per_request=plane,
             speculative_bytes_per_request=saved if checkpointed else n_rs_seq * plane,
@@ -140,7 +146,7 @@ class LlamaCppView(SizingEngine):
             n_rs_seq=n_rs_seq,
             checkpoint_bytes=saved,
             speculative_checkpoint=checkpointed,
-            seed_ring_bytes_per_slot=seed_ring_bytes(d, drafting.num_drafts + 1, 1),
+            seed_ring_bytes_per_slot=seed_ring,
             replayssm_ring_bytes_per_request=setup.replayssm_cache_len * record * layers,
         )
 
@@ -166,6 +172,8 @@ class LlamaCppView(SizingEngine):
             checkpoint += "; saved before each verify, restored on a partial acceptance"
         held = s.ctx_checkpoint_bytes_per_request
         spec = s.speculative_bytes_per_request
+        ring = s.seed_ring_bytes_per_slot
+        seed = "past the 64-bit usize range" if ring is None else human(ring)
         return [
             ("n_rs_seq", snapshots),
             ("whole-state checkpoint", checkpoint),
@@ -180,7 +188,7 @@ class LlamaCppView(SizingEngine):
             (
                 "beside the rings",
                 (
-                    f"seed ring {human(s.seed_ring_bytes_per_slot)} per slot (k = num_drafts + 1),"
+                    f"seed ring {seed} per slot (k = num_drafts + 1),"
                     f" ReplaySSM ring {human(s.replayssm_ring_bytes_per_request)} per request:"
                     f" the speculative state is {ratio(_over(spec, s.seed_ring_bytes_per_slot))}"
                     f" and {ratio(_over(spec, s.replayssm_ring_bytes_per_request))} them"
@@ -189,7 +197,7 @@ class LlamaCppView(SizingEngine):
         ]
 
 
-def _over(value: int, ring: int, /) -> float | None:
+def _over(value: int, ring: int | None, /) -> float | None:
     return value / ring if ring else None
 
 
