@@ -87,7 +87,8 @@ def _size(capsys: pytest.CaptureFixture[str], *arguments: str) -> str:
 def test_the_registered_engine_is_one_of_the_choices(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main(["size", "--help"])
-    assert "{module,vllm,sglang,sglang-replayssm,toy,vllm-align}" in capsys.readouterr().out
+    choices = "{module,vllm,sglang,sglang-replayssm,llama.cpp,toy,vllm-align}"
+    assert choices in capsys.readouterr().out
 
 
 def test_the_text_report_words_the_engine(capsys: pytest.CaptureFixture[str]) -> None:
@@ -129,7 +130,14 @@ def test_the_json_report_holds_the_engines_figures(capsys: pytest.CaptureFixture
 
 def test_a_sweep_shows_the_engine_beside_the_others(capsys: pytest.CaptureFixture[str]) -> None:
     sweep = json.loads(_size(capsys, "--num-drafts", "0-2", "--format", "json"))
-    assert list(sweep["views"]) == ["module", "vllm", "sglang", "sglang-replayssm", "toy"]
+    assert list(sweep["views"]) == [
+        "module",
+        "vllm",
+        "sglang",
+        "sglang-replayssm",
+        "llama.cpp",
+        "toy",
+    ]
     assert sweep["views"]["toy"]["engine"] == "Toy 1.0"
     assert [row["speculative"]["toy"]["per_request"] for row in sweep["rows"]] == [
         0,

@@ -298,7 +298,7 @@ def test_a_sweep_prints_per_gpu_and_per_request_tables() -> None:
     assert header == [
         "num_drafts", "seed-row", "ring", "minimal-pre-conv", "ring", "replayssm", "ring",
         "module", "speculative", "vllm", "speculative", "sglang", "speculative",
-        "sglang-replayssm", "speculative",
+        "sglang-replayssm", "speculative", "llama.cpp", "speculative",
     ]  # fmt: skip
     rows = tables[1].splitlines()[1:]
     assert [line.split()[0] for line in rows] == ["1", "3", "7"]
@@ -322,7 +322,7 @@ def test_a_sweep_in_markdown_is_a_table() -> None:
     assert lines[2] == (
         "| num_drafts | seed-row ring | minimal-pre-conv ring | replayssm ring "
         "| module speculative | vllm speculative | sglang speculative "
-        "| sglang-replayssm speculative |"
+        "| sglang-replayssm speculative | llama.cpp speculative |"
     )
     assert lines[5].startswith("| 3 | 5.1 MiB | 3.4 MiB | 27.1 MiB | 589.5 MiB (115.2x) |")
 

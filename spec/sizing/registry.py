@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
+from .engines.llamacpp import LLAMA_CPP_VIEW
 from .engines.module import MODULE
 from .engines.replayssm import SGLANG_REPLAYSSM
 from .engines.sglang import SGLANG_VIEW
@@ -17,7 +18,7 @@ __all__ = ["ALIASES", "DEFAULT", "ENGINES", "fits"]
 
 #: Every engine's unit by its name (``--engine``); the first is the default.
 ENGINES: Final[dict[str, SizingEngine]] = {
-    unit.name: unit for unit in (MODULE, VLLM_VIEW, SGLANG_VIEW, SGLANG_REPLAYSSM)
+    unit.name: unit for unit in (MODULE, VLLM_VIEW, SGLANG_VIEW, SGLANG_REPLAYSSM, LLAMA_CPP_VIEW)
 }
 #: The view a review shows unless ``--engine`` names one.
 DEFAULT: Final = MODULE.name

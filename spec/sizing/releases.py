@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-__all__ = ["SGLANG", "VLLM", "Release"]
+__all__ = ["LLAMA_CPP", "LLAMA_CPP_COMMIT", "SGLANG", "VLLM", "Release"]
 
 
 @dataclass(frozen=True)
@@ -35,3 +35,8 @@ class Release:
 VLLM: Final = Release("vLLM", "vllm", "0.33.0", "Apache-2.0")
 #: SGLang, as the sglang views and the kernel adapters read it.
 SGLANG: Final = Release("SGLang", "sglang", "0.5.23", "Apache-2.0")
+#: llama.cpp, as the llama.cpp view reads it: the sdist of llama-cpp-python,
+#: which vendors llama.cpp (``vendor/llama.cpp``, its LICENSE the MIT License).
+LLAMA_CPP: Final = Release("llama.cpp", "llama-cpp-python", "0.3.36", "MIT")
+#: The llama.cpp commit that release vendors (its CHANGELOG names it).
+LLAMA_CPP_COMMIT: Final = "0c1e57098"
