@@ -28,6 +28,7 @@ from .. import SPEC_VERSION
 from ..replay import rows
 from ..replay.batch import BatchEntry, batch_oracle
 from ..replay.cases import Draw, ReplayCase, make_case, make_layer
+from ..replay.designs.sglang import SglangGdnReplaySsm
 from ..replay.layer import GdnLayer, LayerState, Pipeline, as_module_holds
 from ..replay.paths import (
     MinimalRow,
@@ -38,7 +39,7 @@ from ..replay.paths import (
     replay_rows,
     restore_from_snapshots,
 )
-from ..replay.rounds import SglangGdnReplaySsm, decode_round, plain_decode
+from ..replay.rounds import decode_round, plain_decode
 from .files import SCHEMA_FILE, render_corpus_files, schema_text
 
 if TYPE_CHECKING:

@@ -25,8 +25,8 @@ from ssm_rollback_spec.corpus.replay_cases import (
     generate_replay_vectors,
     rebuild_from_case,
 )
+from ssm_rollback_spec.replay.decoders import reference_decoder
 from ssm_rollback_spec.replay.layer import Array, GdnLayer, LayerState, Pipeline, delta_rule_step
-from ssm_rollback_spec.replay.rounds import reference_decoder
 from ssm_rollback_spec.replay.rows import ReplayDesign
 from tests import traceability
 

@@ -20,6 +20,11 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from ssm_rollback_spec.replay.cases import ReplayCase, make_case, make_layer
+from ssm_rollback_spec.replay.decoders import reference_decoder
+from ssm_rollback_spec.replay.designs.minimal_pre_conv import MinimalRing
+from ssm_rollback_spec.replay.designs.post_conv import PostConvRing
+from ssm_rollback_spec.replay.designs.replayssm import Fold, Record, ReplaySsm, store
+from ssm_rollback_spec.replay.designs.seed_row import SeedRowRing
 from ssm_rollback_spec.replay.layer import (
     SOFTPLUS_THRESHOLD,
     Array,
@@ -37,17 +42,7 @@ from ssm_rollback_spec.replay.layer import (
 )
 from ssm_rollback_spec.replay.paths import PostConvRow, capture_post_conv_ring, verify
 from ssm_rollback_spec.replay.portable import exp, log1p, ordered_sum
-from ssm_rollback_spec.replay.rounds import (
-    Fold,
-    MinimalRing,
-    PostConvRing,
-    Record,
-    ReplaySsm,
-    SeedRowRing,
-    check_round,
-    reference_decoder,
-    store,
-)
+from ssm_rollback_spec.replay.rounds import check_round
 from ssm_rollback_spec.replay.rows import (
     DESIGN_MINIMAL_FOR,
     QWEN3_NEXT_80B_A3B,

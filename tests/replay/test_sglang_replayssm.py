@@ -2,7 +2,7 @@
 """SGLang's GDN ReplaySSM as it runs (design (e), RB-REPLAY-11).
 
 The stateful property runs ``tests/replay/machines.py``'s decode machine on
-:class:`~ssm_rollback_spec.replay.rounds.SglangGdnReplaySsm` in the
+:class:`~ssm_rollback_spec.replay.designs.sglang.SglangGdnReplaySsm` in the
 ``sglang-bf16`` pipeline, with a ring long enough that several rounds of
 history build up between folds, and judges h within the design's measured
 bound (BENCHMARKS.md, "SGLang's GDN ReplaySSM against plain decoding"). A
@@ -23,8 +23,12 @@ from hypothesis import given
 
 from ssm_rollback_spec.corpus.replay_cases import ROUNDS_FILE, TOLERANCES, RoundsCase, decode_case
 from ssm_rollback_spec.replay.cases import make_case, make_layer
+from ssm_rollback_spec.replay.designs.sglang import (
+    SglangGdnReplaySsm,
+    SplitRecord,
+    sglang_ring_length,
+)
 from ssm_rollback_spec.replay.layer import LayerState, Pipeline, conv_step, delta_rule_update
-from ssm_rollback_spec.replay.rounds import SglangGdnReplaySsm, SplitRecord, sglang_ring_length
 from ssm_rollback_spec.replay.rows import GdnShape
 
 from .machines import run_decode_machine
