@@ -51,16 +51,29 @@ THIRD_PARTY: Final = {
     "ssm_rollback_spec.replay.designs.sglang": {"numpy"},
     "ssm_rollback_spec.replay.cases": {"numpy"},
     "ssm_rollback_spec.replay.batch": {"numpy"},
-    "ssm_rollback_spec.corpus.replay_cases": {"numpy"},
+    "ssm_rollback_spec.corpus.replay_format": {"numpy"},
+    "ssm_rollback_spec.corpus.replay_draws": {"numpy"},
+    "ssm_rollback_spec.corpus.replay_decodes": {"numpy"},
+}
+# The replay corpus's generator (its entry, what it draws from, its single
+# windows and its decodes) and its format, read back into the model: numpy.
+REPLAY_CORPUS: Final = {
+    "ssm_rollback_spec.corpus.replay_cases",
+    "ssm_rollback_spec.corpus.replay_draws",
+    "ssm_rollback_spec.corpus.replay_windows",
+    "ssm_rollback_spec.corpus.replay_decodes",
+    "ssm_rollback_spec.corpus.replay_format",
 }
 # Nothing leans on the numpy modules but the replay model itself and the
 # replay corpus's generator; rows (standard library) the size command may use.
-REPLAY_NUMPY: Final = {name for name, imported in THIRD_PARTY.items() if "numpy" in imported}
+REPLAY_NUMPY: Final = {
+    name for name, imported in THIRD_PARTY.items() if "numpy" in imported
+} | REPLAY_CORPUS
 # `vectors generate` writes the replay corpus too: it imports the generator
 # inside the command, so running or loading a corpus never needs numpy.
 REPLAY_GENERATORS: Final = {
     "ssm_rollback_spec.tools.vectors": {"ssm_rollback_spec.corpus.replay_cases"},
-    "ssm_rollback_spec.corpus.replay_cases": REPLAY_NUMPY,
+    **dict.fromkeys(REPLAY_CORPUS, REPLAY_NUMPY),
 }
 # The oracle and the implementation must not lean on each other.
 INDEPENDENT: Final = {

@@ -21,7 +21,8 @@ import numpy as np
 import pytest
 from hypothesis import given
 
-from ssm_rollback_spec.corpus.replay_cases import ROUNDS_FILE, TOLERANCES, RoundsCase, decode_case
+from ssm_rollback_spec.corpus.replay_cases import TOLERANCES
+from ssm_rollback_spec.corpus.replay_format import ROUNDS_FILE, RoundsCase, decode_case
 from ssm_rollback_spec.replay.cases import make_case, make_layer
 from ssm_rollback_spec.replay.designs.sglang import (
     SglangGdnReplaySsm,
