@@ -117,8 +117,9 @@ def _floor(module: str) -> int:
 #: writes a case file.
 CORPUS_ENGINE: Final = "ssm_rollback_spec.corpus.files"
 #: The tools' share of the package's lines: a thin command line. (1900 with
-#: report, --require-race and size cut to parsing and printing.)
-TOOLS_LINES_AT_MOST: Final = 1950
+#: report, --require-race and size cut to parsing and printing; 2018 with the
+#: preflight, 136 lines, moved in from the harness, where no flag is named.)
+TOOLS_LINES_AT_MOST: Final = 2070
 
 
 def _side(module: str) -> str | None:
