@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     import random
     from collections.abc import Mapping, Sequence
 
-    from ..replay.cases import ReplayCase
+    from ..replay.cases import DrawnCase
     from ..replay.layer import Array, LayerState
     from ..replay.paths import SeedRow
 
@@ -93,7 +93,7 @@ _ROUNDS_KEYS: Final = (
 
 
 def _rounds_case(  # noqa: PLR0913 (the case's parts, each its own)
-    start: ReplayCase,
+    start: DrawnCase,
     name: str,
     clauses: list[str],
     decoded: list[RoundJson],

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Final
 import numpy as np
 
 from ..replay import rows
-from ..replay.cases import ReplayCase, make_case, make_layer
+from ..replay.cases import DrawnCase, make_case, make_layer
 from ..replay.layer import Pipeline
 
 if TYPE_CHECKING:
@@ -81,7 +81,7 @@ def drawer(rng: random.Random, /) -> Draw:
 
 def model_cases(
     rng: random.Random, windows: tuple[int, ...], shapes: tuple[GdnShape, ...], /
-) -> list[ReplayCase]:
+) -> list[DrawnCase]:
     """The model pipelines' single windows: each shape, window and partial accept."""
     draw = drawer(rng)
     built = []
@@ -91,7 +91,7 @@ def model_cases(
             for window in windows:
                 base = make_case(layer, pipeline, window, 1, draw)
                 built += [
-                    ReplayCase(layer, pipeline, base.checkpoint, base.rows, accepted)
+                    DrawnCase(layer, pipeline, base.checkpoint, base.rows, accepted)
                     for accepted in range(1, window)
                 ]
     return built

@@ -24,7 +24,7 @@ from ..replay.paths import MinimalRow, SeedRow, replay_rows
 
 if TYPE_CHECKING:
     from ..replay.batch import BatchRuntimeFactory
-    from ..replay.cases import ReplayCase
+    from ..replay.cases import DrawnCase
     from ..replay.layer import Array
     from ..replay.rounds import DecoderFactory
     from ..replay.rows import GdnShape, ReplayRowSizes
@@ -256,7 +256,7 @@ def state_json(state: LayerState, /) -> StateJson:
     return StateJson(conv=hex_values(state.conv), h=hex_values(state.h))  # type: ignore[typeddict-item]
 
 
-def case_dims(case: ReplayCase, /) -> CaseDims:
+def case_dims(case: DrawnCase, /) -> CaseDims:
     """A case's layer shape and its window K."""
     layer = case.layer
     return CaseDims(
@@ -269,7 +269,7 @@ def case_dims(case: ReplayCase, /) -> CaseDims:
     )
 
 
-def rebuild_entry(case: ReplayCase, name: str, clauses: list[str], /) -> RebuildCase:
+def rebuild_entry(case: DrawnCase, name: str, clauses: list[str], /) -> RebuildCase:
     """The fields a ``rebuild.json`` and a ``post_conv.json`` case share, from ``case``."""
     # The weight as the module holds it: BF16 values in the BF16 pipeline.
     weight = as_module_holds(case.layer.conv_weight, case.pipeline.dtype)

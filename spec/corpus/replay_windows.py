@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..replay import rows
-from ..replay.cases import ReplayCase, make_case, make_layer
+from ..replay.cases import DrawnCase, make_case, make_layer
 from ..replay.layer import Pipeline
 from ..replay.paths import (
     capture_conv_window,
@@ -66,7 +66,7 @@ def engine_rebuild_cases(rng: random.Random, first: int, /) -> list[RebuildCase]
         for window in (2, 4):
             base = make_case(layer, pipeline, window, 1, draw)
             for accepted in range(1, window):
-                case = ReplayCase(base.layer, pipeline, base.checkpoint, base.rows, accepted)
+                case = DrawnCase(base.layer, pipeline, base.checkpoint, base.rows, accepted)
                 verified = case.verified()
                 clauses = ["RB-REPLAY-1", "RB-REPLAY-10"]
                 name = f"{first + len(out):03d}-{pipeline.value}-k{window}-a{accepted}"

@@ -38,7 +38,7 @@ from .strategies import replay_cases
 if TYPE_CHECKING:
     from numpy.typing import NDArray
 
-    from ssm_rollback_spec.replay.cases import Draw, ReplayCase
+    from ssm_rollback_spec.replay.cases import Draw, DrawnCase
     from ssm_rollback_spec.replay.layer import GdnLayer
 
 #: h's largest relative distance from plain decoding the property allows:
@@ -111,7 +111,7 @@ def _numbers(rng: random.Random, /) -> Draw:
     return drawn
 
 
-def _start(seed: int, /) -> tuple[ReplayCase, Draw]:
+def _start(seed: int, /) -> tuple[DrawnCase, Draw]:
     draw = _numbers(random.Random(seed))  # noqa: S311 (reproducible draws, not secrets)
     shape = GdnShape(
         num_key_heads=1, key_head_dim=2, num_value_heads=2, value_head_dim=2, conv_kernel=3
@@ -177,7 +177,7 @@ def test_the_verify_writes_the_window_at_cache_base_plus_write_pos_round_the_rin
 
 @pytest.mark.clause("RB-REPLAY-11")
 @given(case=replay_cases(pipelines=_PIPELINE))
-def test_the_ut_transform_s_u_is_the_recurrent_step_s_u_to_rounding(case: ReplayCase) -> None:
+def test_the_ut_transform_s_u_is_the_recurrent_step_s_u_to_rounding(case: DrawnCase) -> None:
     layer = case.layer
     decoder = SglangGdnReplaySsm(
         layer,
