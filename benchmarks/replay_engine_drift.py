@@ -36,7 +36,7 @@ from ssm_rollback_spec.replay.cases import make_case, make_layer
 from ssm_rollback_spec.replay.designs.sglang import SglangGdnReplaySsm, sglang_ring_length
 from ssm_rollback_spec.replay.layer import Pipeline
 from ssm_rollback_spec.replay.rounds import plain_decode
-from ssm_rollback_spec.replay.rows import GdnShape
+from ssm_rollback_spec.replay_rows import GdnShape
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray

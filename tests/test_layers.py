@@ -37,8 +37,9 @@ THIRD_PARTY: Final = {
     "ssm_rollback_spec.harness.check_report": {"pytest"},
     # The optional plot extra, imported inside the plot function only.
     "ssm_rollback_spec.sizing.plot": {"matplotlib"},
-    # The draft replay model (the replay extra); ssm_rollback_spec.replay.rows
-    # stays standard library, so size can report its figures without numpy.
+    # The draft replay model (the replay extra); its row sizes,
+    # ssm_rollback_spec.replay_rows, are standard library on the contract's
+    # floor, so size can report its figures without numpy.
     "ssm_rollback_spec.replay.portable": {"numpy"},
     "ssm_rollback_spec.replay.layer": {"numpy"},
     "ssm_rollback_spec.replay.paths": {"numpy"},
@@ -65,7 +66,7 @@ REPLAY_CORPUS: Final = {
     "ssm_rollback_spec.corpus.replay_format",
 }
 # Nothing leans on the numpy modules but the replay model itself and the
-# replay corpus's generator; rows (standard library) the size command may use.
+# replay corpus's generator; replay_rows (standard library) the size command may use.
 REPLAY_NUMPY: Final = {
     name for name, imported in THIRD_PARTY.items() if "numpy" in imported
 } | REPLAY_CORPUS
@@ -86,9 +87,6 @@ FLOORS: Final = (
     ("ssm_rollback_spec.harness", 2),
     ("ssm_rollback_spec.sizing", 2),
     ("ssm_rollback_spec.replay", 2),
-    # The replay model's row sizes (standard library) stay on the contract's
-    # floor, so sizing may use them.
-    ("ssm_rollback_spec.replay.rows", 1),
     ("ssm_rollback_spec.corpus", 3),
     # The results page reads the tools' reports; it stands beside the corpus.
     ("ssm_rollback_spec.results", 3),

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Final
 
 import numpy as np
 
-from ..replay import rows
+from .. import replay_rows as rows
 from ..replay.cases import DrawnCase, make_case, make_layer
 from ..replay.layer import Pipeline
 
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from numpy.typing import NDArray
 
     from ..replay.cases import Draw
-    from ..replay.rows import GdnShape
+    from ..replay_rows import GdnShape
 
 __all__ = [
     "ENGINE_DESIGNS",

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from ..replay.cases import DrawnCase
     from ..replay.layer import Array
     from ..replay.rounds import DecoderFactory
-    from ..replay.rows import GdnShape, ReplayRowSizes
+    from ..replay_rows import GdnShape, ReplayRowSizes
 
 __all__ = [
     "BATCH_FILE",

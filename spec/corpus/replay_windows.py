@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..replay import rows
+from .. import replay_rows as rows
 from ..replay.cases import DrawnCase, make_case, make_layer
 from ..replay.layer import Pipeline
 from ..replay.paths import (

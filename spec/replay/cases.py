@@ -19,7 +19,7 @@ from .paths import SeedRow, Verified, seed_rows, verify
 if TYPE_CHECKING:
     from numpy.typing import NDArray
 
-    from .rows import GdnShape
+    from ..replay_rows import GdnShape
 
 __all__ = ["Draw", "DrawnCase", "make_case", "make_layer"]
 

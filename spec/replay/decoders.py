@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
+from ..replay_rows import ReplayDesign
 from .designs.minimal_pre_conv import MinimalRing
 from .designs.post_conv import PostConvRing
 from .designs.replayssm import ReplaySsm
 from .designs.seed_row import SeedRowRing
 from .designs.sglang import SglangGdnReplaySsm, sglang_ring_length
-from .rows import ReplayDesign
 
 if TYPE_CHECKING:
     from .layer import GdnLayer, LayerState, Pipeline

@@ -39,8 +39,8 @@ from .paths import SeedRow, step
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from ..replay_rows import ReplayDesign
     from .layer import Array
-    from .rows import ReplayDesign
 
 __all__ = [
     "Decoder",

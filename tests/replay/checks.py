@@ -24,7 +24,7 @@ from ssm_rollback_spec.replay.paths import (
     SeedRow,
     restore_from_snapshots,
 )
-from ssm_rollback_spec.replay.rows import GdnShape
+from ssm_rollback_spec.replay_rows import GdnShape
 
 from .strategies import partial_accept, replay_cases, shapes
 

@@ -11,7 +11,7 @@ from hypothesis.extra.numpy import arrays
 
 from ssm_rollback_spec.replay.cases import Draw, DrawnCase, make_case, make_layer
 from ssm_rollback_spec.replay.layer import Pipeline
-from ssm_rollback_spec.replay.rows import GdnShape
+from ssm_rollback_spec.replay_rows import GdnShape
 
 if TYPE_CHECKING:
     from collections.abc import Callable

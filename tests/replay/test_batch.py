@@ -23,7 +23,7 @@ from ssm_rollback_spec.replay.batch import BatchEntry, SlotPool, batch_oracle
 from ssm_rollback_spec.replay.cases import make_case, make_layer
 from ssm_rollback_spec.replay.layer import Pipeline
 from ssm_rollback_spec.replay.rounds import decode_round
-from ssm_rollback_spec.replay.rows import GdnShape
+from ssm_rollback_spec.replay_rows import GdnShape
 
 from .batch_machine import run_batch_machine
 

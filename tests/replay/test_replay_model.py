@@ -34,7 +34,7 @@ from ssm_rollback_spec.replay.paths import (
     verify,
 )
 from ssm_rollback_spec.replay.portable import exp
-from ssm_rollback_spec.replay.rows import (
+from ssm_rollback_spec.replay_rows import (
     QWEN3_NEXT_80B_A3B,
     GdnShape,
     conv_dim,

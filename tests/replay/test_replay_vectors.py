@@ -27,7 +27,7 @@ from ssm_rollback_spec.corpus.replay_format import (
 )
 from ssm_rollback_spec.replay.decoders import reference_decoder
 from ssm_rollback_spec.replay.layer import Array, GdnLayer, LayerState, Pipeline, delta_rule_step
-from ssm_rollback_spec.replay.rows import ReplayDesign
+from ssm_rollback_spec.replay_rows import ReplayDesign
 from tests import traceability
 
 REPLAY_VECTORS: Final = Path(__file__).resolve().parents[2] / "vectors" / "replay"

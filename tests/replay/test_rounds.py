@@ -43,7 +43,7 @@ from ssm_rollback_spec.replay.layer import (
 from ssm_rollback_spec.replay.paths import PostConvRow, capture_post_conv_ring, verify
 from ssm_rollback_spec.replay.portable import exp, log1p, ordered_sum
 from ssm_rollback_spec.replay.rounds import check_round
-from ssm_rollback_spec.replay.rows import (
+from ssm_rollback_spec.replay_rows import (
     DESIGN_MINIMAL_FOR,
     QWEN3_NEXT_80B_A3B,
     REPLAYSSM_RING_LENGTH,

@@ -30,7 +30,7 @@ from ssm_rollback_spec.replay.designs.sglang import (
     sglang_ring_length,
 )
 from ssm_rollback_spec.replay.layer import LayerState, Pipeline, conv_step, delta_rule_update
-from ssm_rollback_spec.replay.rows import GdnShape
+from ssm_rollback_spec.replay_rows import GdnShape
 
 from .machines import run_decode_machine
 from .strategies import replay_cases

@@ -32,7 +32,7 @@ from ssm_rollback_spec.replay.paths import (
     step,
 )
 from ssm_rollback_spec.replay.rounds import Slot
-from ssm_rollback_spec.replay.rows import RecordStorage
+from ssm_rollback_spec.replay_rows import RecordStorage
 from tests.replay import checks
 
 if TYPE_CHECKING:

@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
+from ...replay_rows import ReplayDesign
 from ..paths import MinimalRow, replay_rows
 from ..rounds import PerVerifyRing
-from ..rows import ReplayDesign
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

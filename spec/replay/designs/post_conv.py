@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
+from ...replay_rows import ReplayDesign
 from ..layer import LayerState, as_module_holds, delta_rule_step, stored
 from ..paths import PostConvRow
 from ..rounds import PerVerifyRing, conv_from_window
-from ..rows import ReplayDesign
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
+from ...replay_rows import REPLAYSSM_RING_LENGTH, RecordStorage, ReplayDesign
 from ..layer import (
     GdnLayer,
     LayerState,
@@ -32,7 +33,6 @@ from ..layer import (
 from ..paths import PostConvRow
 from ..portable import exp
 from ..rounds import Decoder, Slot, check_round, conv_from_window
-from ..rows import REPLAYSSM_RING_LENGTH, RecordStorage, ReplayDesign
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
+from ...replay_rows import REPLAYSSM_RING_LENGTH, ReplayDesign
 from ..layer import (
     GdnLayer,
     LayerState,
@@ -23,7 +24,6 @@ from ..layer import (
 )
 from ..portable import exp, ordered_sum
 from ..rounds import Decoder, Slot, check_round, conv_from_window
-from ..rows import REPLAYSSM_RING_LENGTH, ReplayDesign
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
