@@ -260,14 +260,7 @@ def test_check_runs_the_adapter_argv_its_preflight_split_once(tmp_path: Path) ->
 
 
 def test_the_suite_takes_an_adapter_argv_or_a_command_not_both() -> None:
-    finished = run_module(
-        "pytest",
-        "tests/properties",
-        "-q",
-        "-p",
-        "no:cacheprovider",
-        "--impl-argv=adapter",
-        "--impl-cmd=adapter",
-    )
+    both = ("--impl-argv=adapter", "--impl-cmd=adapter")
+    finished = run_module("pytest", "tests/properties", "-p", "no:cacheprovider", *both)
     assert finished.returncode == pytest.ExitCode.USAGE_ERROR
     assert "ERROR: --impl-argv excludes --impl-cmd and --impl-module" in finished.stderr

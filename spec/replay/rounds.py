@@ -15,7 +15,8 @@ and goes through the ring's whole lifecycle: checkpoint, capture, accept (a
 replay, or a cursor move), fold or advance, reuse of the ring across rounds,
 and a slot reused by copy. (RB-REPLAY-7 to RB-REPLAY-9.) A
 :class:`PerVerifyRing` is the lifecycle of the designs whose checkpoint
-advances to the state before every verify; the designs themselves are in
+advances to the state before every verify, :class:`RecordRing` of those
+whose fold advances it; the designs themselves are in
 :mod:`ssm_rollback_spec.replay.designs`, and
 :func:`ssm_rollback_spec.replay.decoders.reference_decoder` gives each one's
 decoder.
@@ -46,6 +47,7 @@ __all__ = [
     "Decoder",
     "DecoderFactory",
     "PerVerifyRing",
+    "RecordRing",
     "Slot",
     "check_round",
     "conv_from_window",
@@ -231,6 +233,52 @@ class PerVerifyRing(Decoder):
         RB-REPLAY-7.
         """
         return self.slot.state
+
+
+class RecordRing(Decoder):
+    """One checkpoint and a ring of L records that a fold moves into it: designs (c) and (e).
+
+    The state is the checkpoint and the records committed since the last
+    fold; a slot reused by copy takes the copied state as its checkpoint and
+    a cursor of 0. A design sets ``ring_length`` before this initialiser.
+
+    RB-REPLAY-8.
+    """
+
+    ring_length: int
+
+    @property
+    def capacity(self) -> int:
+        """Records the ring holds: L, whatever K."""
+        return self.ring_length
+
+    @abc.abstractmethod
+    def materialize(self) -> Array:
+        """The h of the checkpoint and the committed records."""
+
+    def fold(self) -> None:
+        """Move the committed records into the checkpoint and reset the cursor.
+
+        RB-REPLAY-8.
+        """
+        slot = self.slot
+        slot.checkpoint = LayerState(conv=slot.state.conv, h=self.materialize())
+        slot.cursor = 0
+
+    def state(self) -> LayerState:
+        """The conv state and h from the checkpoint and the committed records.
+
+        RB-REPLAY-8.
+        """
+        return LayerState(conv=self.slot.state.conv, h=self.materialize())
+
+    def reuse_slot(self) -> None:
+        """Copy the state into a slot an earlier occupant left: checkpoint it, reset the cursor.
+
+        RB-REPLAY-7 (SGLang PR #28451's cursor reset).
+        """
+        current = self.state()
+        self.slot = Slot(current, current, list(self.slot.ring), 0)
 
 
 class DecoderFactory(Protocol):

@@ -32,7 +32,7 @@ from ..layer import (
 )
 from ..paths import PostConvRow
 from ..portable import exp
-from ..rounds import Decoder, Slot, check_round, conv_from_window
+from ..rounds import RecordRing, check_round, conv_from_window
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -101,7 +101,7 @@ class Record:
     raw: PostConvRow | None = None
 
 
-class ReplaySsm(Decoder):
+class ReplaySsm(RecordRing):
     """Design (c): one checkpoint, a ring of L (k, u, g) records, a fold, a conv window apart.
 
     The verify runs the per-token step from the state the checkpoint and the
@@ -137,11 +137,6 @@ class ReplaySsm(Decoder):
             raise ValueError(f"ring_length {ring_length} cannot hold a window of {k_ceiling}")
         self.ring_length, self.storage, self.fold_kind = ring_length, storage, fold
         super().__init__(layer, pipeline, initial, k_ceiling)
-
-    @property
-    def capacity(self) -> int:
-        """Records the ring holds: L, whatever K."""
-        return self.ring_length
 
     def _zero_row(self) -> object:
         layer, dtype = self.layer, self.pipeline.dtype
@@ -194,15 +189,6 @@ class ReplaySsm(Decoder):
             total = total + scale * (k[:, :, None] * record.u[:, None, :])
         return total
 
-    def fold(self) -> None:
-        """Move the committed records into the checkpoint and reset the cursor.
-
-        RB-REPLAY-8.
-        """
-        slot = self.slot
-        slot.checkpoint = LayerState(conv=slot.state.conv, h=self.materialize())
-        slot.cursor = 0
-
     def _before_window(self, window: int, /) -> None:
         """The fold a window needs first: when it would not fit after the committed records."""
         if self.slot.cursor + window > self.ring_length:
@@ -236,18 +222,3 @@ class ReplaySsm(Decoder):
             # The conv window: the pre-conv columns of the window's first K - 1 tokens.
             conv = conv_from_window(layer, before, [r.qkv for r in rows[:-1]], accepted)
         slot.state = replace(slot.state, conv=conv)
-
-    def state(self) -> LayerState:
-        """The conv state and h from the checkpoint and the committed records.
-
-        RB-REPLAY-8.
-        """
-        return LayerState(conv=self.slot.state.conv, h=self.materialize())
-
-    def reuse_slot(self) -> None:
-        """Copy the state into a slot an earlier occupant left: checkpoint it, reset the cursor.
-
-        RB-REPLAY-7 (SGLang PR #28451's cursor reset).
-        """
-        current = self.state()
-        self.slot = Slot(current, current, list(self.slot.ring), 0)

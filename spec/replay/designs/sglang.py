@@ -23,7 +23,7 @@ from ..layer import (
     repeat_heads,
 )
 from ..portable import exp, ordered_sum
-from ..rounds import Decoder, Slot, check_round, conv_from_window
+from ..rounds import RecordRing, check_round, conv_from_window
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -65,7 +65,7 @@ class SplitRecord:
     g: Array
 
 
-class SglangGdnReplaySsm(Decoder):
+class SglangGdnReplaySsm(RecordRing):
     """Design (e): SGLang 0.5.23's GDN ReplaySSM (``--enable-linear-replayssm-spec``), as it runs.
 
     The slot keeps an FP32 checkpoint h, a circular ring of L records
@@ -134,11 +134,6 @@ class SglangGdnReplaySsm(Decoder):
             0,
         )
         super().__init__(layer, pipeline, initial, k_ceiling)
-
-    @property
-    def capacity(self) -> int:
-        """Records the ring holds: L, whatever K."""
-        return self.ring_length
 
     def _zero_row(self) -> object:
         layer, dtype = self.layer, self.pipeline.dtype
@@ -264,10 +259,9 @@ class SglangGdnReplaySsm(Decoder):
 
         RB-REPLAY-11.
         """
-        slot = self.slot
-        slot.checkpoint = LayerState(conv=slot.state.conv, h=self.materialize())
-        self.cache_base = self.physical(slot.cursor)
-        slot.cursor = 0
+        moved = self.physical(self.slot.cursor)
+        super().fold()
+        self.cache_base = moved
 
     def verify_round(self, rows: Sequence[SeedRow], accepted: int, /) -> None:
         """Verify (records by the UT transform), commit ``accepted``, fold if the schedule says.
@@ -293,13 +287,6 @@ class SglangGdnReplaySsm(Decoder):
         if self._folds_after_commit():
             self.fold()
 
-    def state(self) -> LayerState:
-        """The conv state and h materialized from the checkpoint and the history.
-
-        RB-REPLAY-11.
-        """
-        return LayerState(conv=self.slot.state.conv, h=self.materialize())
-
     def reuse_slot(self) -> None:
         """A fresh request row: the state as checkpoint, ``write_pos`` and ``cache_base`` 0.
 
@@ -309,8 +296,7 @@ class SglangGdnReplaySsm(Decoder):
 
         RB-REPLAY-11.
         """
-        current = self.state()
-        self.slot = Slot(current, current, list(self.slot.ring), 0)
+        super().reuse_slot()
         self.cache_base = 0
 
 
