@@ -32,9 +32,10 @@ from typing import TYPE_CHECKING, Final
 import numpy as np
 
 from ssm_rollback_spec.replay.cases import make_case, make_layer
+from ssm_rollback_spec.replay.designs.replayssm import Fold, ReplaySsm
 from ssm_rollback_spec.replay.layer import Pipeline
-from ssm_rollback_spec.replay.rounds import Fold, ReplaySsm, plain_decode
-from ssm_rollback_spec.replay.rows import REPLAYSSM_RING_LENGTH, GdnShape, RecordStorage
+from ssm_rollback_spec.replay.rounds import plain_decode
+from ssm_rollback_spec.replay_rows import REPLAYSSM_RING_LENGTH, GdnShape, RecordStorage
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray

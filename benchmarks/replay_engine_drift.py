@@ -7,7 +7,7 @@ Run from the repository root, with the ``replay`` extra (numpy)::
 
 Two tables. The first decodes one sequence per row in verify rounds (a draft
 count drawn per round, 0 to 3, so K = 4; an accepted count drawn in 1..K)
-with :class:`~ssm_rollback_spec.replay.rounds.SglangGdnReplaySsm` in the
+with :class:`~ssm_rollback_spec.replay.designs.sglang.SglangGdnReplaySsm` in the
 ``sglang-bf16`` pipeline, beside plain decoding of the same accepted
 tokens, and prints the largest relative error of h, ``max |h - h_plain| /
 max |h_plain|``, over every round, and the folds: L = 16 (SGLang's default:
@@ -33,9 +33,10 @@ from typing import TYPE_CHECKING, Final
 import numpy as np
 
 from ssm_rollback_spec.replay.cases import make_case, make_layer
+from ssm_rollback_spec.replay.designs.sglang import SglangGdnReplaySsm, sglang_ring_length
 from ssm_rollback_spec.replay.layer import Pipeline
-from ssm_rollback_spec.replay.rounds import SglangGdnReplaySsm, plain_decode, sglang_ring_length
-from ssm_rollback_spec.replay.rows import GdnShape
+from ssm_rollback_spec.replay.rounds import plain_decode
+from ssm_rollback_spec.replay_rows import GdnShape
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from pathlib import Path
 from typing import Final
@@ -233,3 +234,33 @@ def test_a_vectors_failure_in_junit_has_a_reproduce_line_and_no_made_up_times(
         last = (failure.text or "").splitlines()[-1]
         assert last.startswith("reproduce: printf '%s\\n' ")
         assert last.endswith(f" | {command}")
+
+
+def test_check_runs_the_adapter_argv_its_preflight_split_once(tmp_path: Path) -> None:
+    # A wrapper that records the arguments of each start, then runs the reference.
+    starts = tmp_path / "starts.jsonl"
+    wrapper = tmp_path / "wrapper.py"
+    wrapper.write_text(
+        "import json, runpy, sys\n"
+        f"with open({str(starts)!r}, 'a', encoding='utf-8') as log:\n"
+        "    log.write(json.dumps(sys.argv[1:]) + '\\n')\n"
+        "sys.argv = sys.argv[:1]\n"
+        "runpy.run_module('ssm_rollback_spec.harness.adapter', run_name='__main__')\n",
+        encoding="utf-8",
+    )
+    command = f"{shlex.quote(sys.executable)} {shlex.quote(str(wrapper))} 'two words' \"it's\" ''"
+    finished = run_module(
+        "ssm_rollback_spec.tools.cli", "check", "--impl-cmd", command, "--clause", "RB-SIZE-1"
+    )
+    assert finished.returncode == 0, finished.stdout[-3000:] + finished.stderr
+    recorded = [json.loads(line) for line in starts.read_text(encoding="utf-8").splitlines()]
+    # The preflight's describe, then the suite's adapter: the same argument vector.
+    assert len(recorded) >= 2
+    assert all(arguments == ["two words", "it's", ""] for arguments in recorded), recorded
+
+
+def test_the_suite_takes_an_adapter_argv_or_a_command_not_both() -> None:
+    both = ("--impl-argv=adapter", "--impl-cmd=adapter")
+    finished = run_module("pytest", "tests/properties", "-p", "no:cacheprovider", *both)
+    assert finished.returncode == pytest.ExitCode.USAGE_ERROR
+    assert "ERROR: --impl-argv excludes --impl-cmd and --impl-module" in finished.stderr

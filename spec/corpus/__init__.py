@@ -4,11 +4,14 @@
 Both corpora pass through here and nowhere else. The protocol corpus
 (``vectors/``) is made from the model by :mod:`.protocol_cases` and read back,
 run and judged by :mod:`.protocol_run`; the replay corpus (``vectors/replay/``)
-is made by :mod:`.replay_cases` (numpy, the ``replay`` extra) and judged
-within its pipeline's bound by :mod:`.replay_run`. :mod:`.files` is the one
-file format both share: case files, the manifest that pins them, and the
-JSON schemas in ``schemas/`` shipped beside the code. Everything but
-:mod:`.replay_cases` is standard library, so running a corpus needs no numpy.
+is made by :mod:`.replay_cases` (numpy, the ``replay`` extra; its generators
+:mod:`.replay_windows` and :mod:`.replay_decodes` draw as :mod:`.replay_draws`
+says, and :mod:`.replay_format` is its JSON, read back into the model) and
+judged within its pipeline's bound by :mod:`.replay_run`. :mod:`.files` is
+the one file format both share: case files, the manifest that pins them, and
+the JSON schemas in ``schemas/`` shipped beside the code. Everything but the
+replay generators and :mod:`.replay_format` is standard library, so running
+a corpus needs no numpy.
 """
 
 from __future__ import annotations

@@ -155,7 +155,9 @@ def pytest_runtest_makereport(
         # note, in Python.
         _skips[item.nodeid] = _first_line(str(getattr(call.excinfo.value, "msg", "")))
         return
-    over_protocol = bool(item.config.getoption("--impl-cmd"))
+    over_protocol = bool(
+        item.config.getoption("--impl-cmd") or item.config.getoption("--impl-argv")
+    )
     leaves = _leaves(call.excinfo.value)
     exchanges = [found for leaf in leaves if (found := _exchange(leaf)) is not None]
     named = [str(c) for leaf in leaves for c in getattr(leaf, "clauses", ())]

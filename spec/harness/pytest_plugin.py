@@ -136,6 +136,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help=f"adapter command of the implementation under test (or ${IMPL_CMD_ENV})",
     )
     group.addoption(
+        "--impl-argv",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="the adapter's argument vector, one argument to each option, in order: an "
+        "adapter command already split (check passes its --impl-cmd so, split once)",
+    )
+    group.addoption(
         "--impl-module",
         default=os.environ.get(IMPL_MODULE_ENV),
         metavar="MODULE[:ATTR]",
@@ -182,6 +190,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "clause(*ids): the SPEC.md clause IDs this test checks")
     _timeout(config.getoption("--impl-timeout"))
     _race_budget(config.getoption("--race-budget"))
+    chosen = config.getoption("--impl-cmd") or config.getoption("--impl-module")
+    if config.getoption("--impl-argv") and chosen:
+        raise pytest.UsageError("--impl-argv excludes --impl-cmd and --impl-module")
     try:
         select_clauses(config.getoption("--clause"))
     except UnknownClauseError as error:
@@ -191,8 +202,11 @@ def pytest_configure(config: pytest.Config) -> None:
 def _implementation(config: pytest.Config, /) -> Implementation:
     command = config.getoption("--impl-cmd")
     module = config.getoption("--impl-module")
+    argv = config.getoption("--impl-argv")
     if command and module:
         raise pytest.UsageError("--impl-cmd and --impl-module exclude each other")
+    if argv:
+        return SubprocessDriver(argv, timeout=_timeout(config.getoption("--impl-timeout")))
     if command:
         try:
             argv = split_command(command)

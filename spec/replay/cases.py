@@ -19,9 +19,9 @@ from .paths import SeedRow, Verified, seed_rows, verify
 if TYPE_CHECKING:
     from numpy.typing import NDArray
 
-    from .rows import GdnShape
+    from ..replay_rows import GdnShape
 
-__all__ = ["Draw", "ReplayCase", "make_case", "make_layer"]
+__all__ = ["Draw", "DrawnCase", "make_case", "make_layer"]
 
 
 class Draw(Protocol):
@@ -33,8 +33,13 @@ class Draw(Protocol):
 
 
 @dataclass(frozen=True)
-class ReplayCase:
-    """A layer, a pre-verify checkpoint, a verified window and an accepted count."""
+class DrawnCase:
+    """A layer, a pre-verify checkpoint, a verified window and an accepted count, drawn.
+
+    The model's own case, from which the corpus's cases are written; a case
+    as the corpus sends it over the protocol is
+    :class:`ssm_rollback_spec.corpus.replay_run.ReplayCase`.
+    """
 
     layer: GdnLayer
     pipeline: Pipeline
@@ -89,7 +94,7 @@ def make_case(  # noqa: PLR0913 (the case's parts, each drawn by the caller)
     /,
     *,
     generic: bool = False,
-) -> ReplayCase:
+) -> DrawnCase:
     """A case: a drawn checkpoint and ``window`` drawn tokens, rounded as the pipeline stores them.
 
     ``generic`` keeps every entry of the checkpoint's h at least 0.25 from
@@ -126,4 +131,4 @@ def make_case(  # noqa: PLR0913 (the case's parts, each drawn by the caller)
         )
         for _ in range(window)
     ]
-    return ReplayCase(layer, pipeline, checkpoint, seed_rows(layer, tokens, pipeline), accepted)
+    return DrawnCase(layer, pipeline, checkpoint, seed_rows(layer, tokens, pipeline), accepted)

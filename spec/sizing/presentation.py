@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
-from ..replay.rows import ReplayDesign
+from ..replay_rows import ReplayDesign
 from . import rings
 from .wording import Row, Section, count, human, ratio, short
 

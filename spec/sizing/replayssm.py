@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
-from ..replay.rows import GdnShape, RecordStorage
-from ..replay.rows import replayssm_record_bytes as _record_bytes
+from ..replay_rows import GdnShape, RecordStorage
+from ..replay_rows import replayssm_record_bytes as _record_bytes
 from .dtypes import Dtype, StateDtypes
 from .facts import Source
 from .releases import SGLANG
@@ -102,7 +102,7 @@ def replayssm_record_bytes(dimensions: GdnDimensions, conv: Dtype, /) -> int:
 
     d and k in ``conv``; g in fp32; the low parts of d and k in ``conv`` when
     it is not fp32. The record is the replay model's design (c)
-    (:func:`ssm_rollback_spec.replay.rows.replayssm_record_bytes`), stored as FP32 or as
+    (:func:`ssm_rollback_spec.replay_rows.replayssm_record_bytes`), stored as FP32 or as
     high and low parts; an fp16 conv dtype's parts take a BF16 pair's bytes.
 
     Raises:

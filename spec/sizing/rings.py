@@ -3,7 +3,7 @@
 
 The seed's ring is the contract's (``ssm_replay_row_bytes`` and
 ``ssm_replay_ring_bytes`` in :mod:`ssm_rollback_spec.rollback`). The minimal ring
-(RB-REPLAY-5, :mod:`ssm_rollback_spec.replay.rows`) keeps the pre-conv q, k, v and g, beta
+(RB-REPLAY-5, :mod:`ssm_rollback_spec.replay_rows`) keeps the pre-conv q, k, v and g, beta
 of each token: it is minimal for the seed's design, which replays from a
 checkpoint, not for SGLang's ReplaySSM, which keeps other records
 (:mod:`.replayssm`).
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Final, TypedDict
 
 # Relative, as the rest of the package's lower floors: the sizing floor
 # leans on the contract and the replay rows, never on the tools above it.
-from ..replay.rows import (
+from ..replay_rows import (
     DESIGN_MINIMAL_FOR,
     ReplayDesign,
     minimal_replay_ring_bytes,

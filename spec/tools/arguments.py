@@ -5,17 +5,10 @@ from __future__ import annotations
 
 import argparse
 
-from ..harness.preflight import PreflightError, first_reply, prepare_directory, prepare_file
-from ..harness.subprocess_driver import (
-    DEFAULT_TIMEOUT,
-    parse_race_budget,
-    parse_timeout,
-    split_command,
-)
-from .errors import CliError
+from ..harness.subprocess_driver import DEFAULT_TIMEOUT, parse_race_budget, parse_timeout
+from .preflight import first_reply, prepare_directory, prepare_file
 
 __all__ = [
-    "adapter_argv",
     "add_impl_arguments",
     "before_the_run",
     "prepare_outputs",
@@ -106,18 +99,6 @@ def add_selection_arguments(
     )
 
 
-def adapter_argv(command: str, /) -> list[str]:
-    """The argv of an ``--impl-cmd`` value.
-
-    Raises:
-        CliError: the command is empty or badly quoted.
-    """
-    try:
-        return split_command(command)
-    except ValueError as error:
-        raise CliError(f"--impl-cmd: {error}") from None
-
-
 def prepare_outputs(*outputs: tuple[str, str | None]) -> None:
     """Make each output file's missing folders and check it can be written, before any work.
 
@@ -126,31 +107,26 @@ def prepare_outputs(*outputs: tuple[str, str | None]) -> None:
     Raises:
         CliError: an output cannot be written.
     """
-    try:
-        for flag, target in outputs:
-            prepare_file(flag, target)
-    except PreflightError as error:
-        raise CliError(str(error)) from None
+    for flag, target in outputs:
+        prepare_file(flag, target)
 
 
 def before_the_run(
-    arguments: argparse.Namespace, /, *, export: str | None = None
+    arguments: argparse.Namespace, argv: list[str] | None, /, *, export: str | None = None
 ) -> dict[str, object] | None:
     """Check every output path (``--json``, ``--junit-xml``, ``export``) and the adapter's start.
 
-    Returns the adapter's ``describe`` (its name, and its release if it states
-    one) for the reports; None when no ``--impl-cmd`` is given.
+    ``argv`` is ``--impl-cmd`` as :func:`.preflight.adapter_argv` split it
+    (None without one). Returns the adapter's ``describe`` (its name, and its
+    release if it states one) for the reports; None when no ``--impl-cmd`` is
+    given.
 
     Raises:
         CliError: an output cannot be written, or the adapter cannot be started
             or does not answer its first request.
     """
     prepare_outputs(("--json", arguments.json), ("--junit-xml", arguments.junit_xml))
-    try:
-        prepare_directory("--export-failures", export)
-        if arguments.impl_cmd is not None:
-            argv = adapter_argv(arguments.impl_cmd)
-            return first_reply(arguments.impl_cmd, argv, arguments.impl_timeout)
-    except PreflightError as error:
-        raise CliError(str(error)) from None
-    return None
+    prepare_directory("--export-failures", export)
+    if argv is None:
+        return None
+    return first_reply(arguments.impl_cmd, argv, arguments.impl_timeout)

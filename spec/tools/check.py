@@ -19,7 +19,6 @@ from ..corpus import Case, exported_case, render_corpus, write_corpus
 from ..harness.adapter import REFERENCE_DESCRIBE
 from ..harness.clauses import CLAUSES, DRAFT_CLAUSES, UnknownClauseError, select_clauses
 from ..harness.oracle import allowed_replies
-from ..harness.preflight import FLUSH_HINT
 from ..harness.protocol import encode
 from ..harness.python_impl import (
     REFERENCE,
@@ -31,6 +30,7 @@ from ..harness.subprocess_driver import DEFAULT_RACE_BUDGET
 from .arguments import add_impl_arguments, add_selection_arguments, before_the_run, race_budget
 from .deviations import Deviation, DeviationList, Target
 from .errors import CliError, ExitStatus
+from .preflight import FLUSH_HINT, adapter_argv
 from .report import (
     Row,
     clause_summary,
@@ -112,17 +112,20 @@ def add_check_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
     check.set_defaults(run=_check)
 
 
-def _preflight(arguments: argparse.Namespace, /) -> dict[str, object]:
+def _preflight(arguments: argparse.Namespace, /) -> tuple[dict[str, object], list[str] | None]:
     """Check the outputs and the implementation before the suite runs.
 
     Every report path can be written (its folders made), the module loads,
     the adapter answers its first request alone: a broken one is said once.
+    Returns the implementation's describe and the adapter's argument vector
+    (``--impl-cmd`` split once; None without one), which the suite runs.
 
     Raises:
         CliError: an output cannot be written, the module cannot be loaded, or
             the adapter cannot be started or does not answer.
     """
-    described = before_the_run(arguments, export=arguments.export_failures)
+    argv = None if arguments.impl_cmd is None else adapter_argv(arguments.impl_cmd)
+    described = before_the_run(arguments, argv, export=arguments.export_failures)
     if arguments.impl_module is not None:
         # As `python -m` does: the current folder first, so a package beside
         # the user's shell is found without installing it.
@@ -133,10 +136,10 @@ def _preflight(arguments: argparse.Namespace, /) -> dict[str, object]:
             load_python_implementation(arguments.impl_module)
         except ImplementationModuleError as error:
             raise CliError(f"--impl-module: {error}") from None
-        return {"name": f"{arguments.impl_module} (in-process)"}
-    if arguments.impl_cmd is None:
-        return dict(REFERENCE_DESCRIBE)
-    return described or {}
+        return {"name": f"{arguments.impl_module} (in-process)"}, None
+    if argv is None:
+        return dict(REFERENCE_DESCRIBE), None
+    return described or {}, argv
 
 
 def _require_test_stack(profile: str, /) -> None:
@@ -153,7 +156,9 @@ def _require_test_stack(profile: str, /) -> None:
         )
 
 
-def _pytest_command(arguments: argparse.Namespace, scratch: Path, /) -> list[str]:
+def _pytest_command(
+    arguments: argparse.Namespace, argv: list[str] | None, scratch: Path, /
+) -> list[str]:
     suite = suite_directory()
     if not suite.is_dir():
         raise CliError(f"the property suite is missing from the installed package ({suite})")
@@ -183,14 +188,14 @@ def _pytest_command(arguments: argparse.Namespace, scratch: Path, /) -> list[str
     command += ["--require-race"] if arguments.require_race else []
     command += [f"--clause={clause}" for clause in arguments.clause]
     command += ["-k", arguments.keyword] if arguments.keyword is not None else []
-    if arguments.impl_cmd is not None:
-        command.append(f"--impl-cmd={arguments.impl_cmd}")
+    # The adapter's argv as the preflight split it, one argument an option.
+    command += [f"--impl-argv={argument}" for argument in argv or ()]
     if arguments.impl_module is not None:
         command.append(f"--impl-module={arguments.impl_module}")
     return command
 
 
-def _before_the_run(arguments: argparse.Namespace, /) -> dict[str, object]:
+def _before_the_run(arguments: argparse.Namespace, /) -> tuple[dict[str, object], list[str] | None]:
     _require_test_stack(arguments.profile)
     if arguments.keyword is not None and not arguments.keyword.strip():
         raise CliError("-k: the expression is empty")
@@ -206,9 +211,9 @@ def _before_the_run(arguments: argparse.Namespace, /) -> dict[str, object]:
     return _preflight(arguments)
 
 
-def _run_suite(arguments: argparse.Namespace, /) -> SuiteReport:
+def _run_suite(arguments: argparse.Namespace, argv: list[str] | None, /) -> SuiteReport:
     with tempfile.TemporaryDirectory() as scratch:
-        command = _pytest_command(arguments, Path(scratch))
+        command = _pytest_command(arguments, argv, Path(scratch))
         env = {**os.environ, "HYPOTHESIS_PROFILE": arguments.profile}
         # Hypothesis keeps its examples and patches in .hypothesis/ of the
         # folder it runs in: nothing goes into the user's folder unless they
@@ -335,7 +340,7 @@ def _check(arguments: argparse.Namespace, /) -> int:
     else:
         target = f"{arguments.impl_module or REFERENCE} (in-process)"
     deviations = DeviationList.from_option(arguments.deviations)
-    described = _before_the_run(arguments)
+    described, argv = _before_the_run(arguments)
     print(f"ssm-rollback-spec check: {target}, profile {arguments.profile}, spec {SPEC_VERSION}")
     document: dict[str, object] = {
         "implementation": target,
@@ -343,7 +348,7 @@ def _check(arguments: argparse.Namespace, /) -> int:
         "spec_version": SPEC_VERSION,
         "describe": described,
     }
-    report = _run_suite(arguments)
+    report = _run_suite(arguments, argv)
     results = report["results"]
     rows, conforming = deviations.mark(
         _rows(arguments, results),

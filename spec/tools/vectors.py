@@ -16,9 +16,10 @@ from ..harness.failures import AdapterFailure
 from ..harness.protocol import UnencodableMessageError, encode
 from ..harness.race_evidence import REQUIRE_RACE_HELP
 from ..harness.subprocess_driver import SubprocessDriver
-from .arguments import adapter_argv, add_impl_arguments, add_selection_arguments, before_the_run
+from .arguments import add_impl_arguments, add_selection_arguments, before_the_run
 from .deviations import DeviationList, Target
 from .errors import CliError, ExitStatus
+from .preflight import adapter_argv
 from .report import Row, clause_summary, counts, measured, print_report, write_json, write_junit
 from .shipped import REPLAY_SUBDIRECTORY, corpus_directory, replay_corpus_directory
 
@@ -146,7 +147,7 @@ def _run(arguments: argparse.Namespace, /) -> int:
         cases = _selected(arguments, [*corpus.load_cases(directory), *as_cases])
     except (corpus.VectorError, UnencodableMessageError) as error:
         raise CliError(f"--vectors {arguments.vectors}: {error}") from None
-    described = before_the_run(arguments)
+    described = before_the_run(arguments, argv if arguments.impl_cmd is not None else None)
     if arguments.impl_cmd is None:
         described = dict(REFERENCE_DESCRIBE)
     # An entry that matches no chosen case is refused now, not after the run.

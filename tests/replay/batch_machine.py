@@ -29,7 +29,7 @@ from ssm_rollback_spec.replay.batch import BatchEntry, batch_oracle
 from ssm_rollback_spec.replay.cases import make_layer
 from ssm_rollback_spec.replay.layer import LayerState, Pipeline, TokenInput, bf16_round
 from ssm_rollback_spec.replay.paths import SeedRow, seed_rows
-from ssm_rollback_spec.replay.rows import GdnShape
+from ssm_rollback_spec.replay_rows import GdnShape
 
 from .machines import machine_settings
 

@@ -24,14 +24,14 @@ from ssm_rollback_spec.replay.paths import (
     SeedRow,
     restore_from_snapshots,
 )
-from ssm_rollback_spec.replay.rows import GdnShape
+from ssm_rollback_spec.replay_rows import GdnShape
 
 from .strategies import partial_accept, replay_cases, shapes
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from ssm_rollback_spec.replay.cases import ReplayCase
+    from ssm_rollback_spec.replay.cases import DrawnCase
     from ssm_rollback_spec.replay.layer import Array, LayerState
 
 
@@ -55,7 +55,7 @@ def _stored(values: Array, pipeline: Pipeline, /) -> Array:
     return np.asarray(rounded, dtype=values.dtype)
 
 
-def perturb(case: ReplayCase, index: int, field: Field, /) -> tuple[SeedRow, ...]:
+def perturb(case: DrawnCase, index: int, field: Field, /) -> tuple[SeedRow, ...]:
     """The rows with ``field`` of row ``index`` changed, stored as the pipeline stores it."""
     row = case.rows[index]
     key_dim = case.layer.key_dim
@@ -79,7 +79,7 @@ def _show(state: LayerState, /) -> str:
     return f"conv={state.conv.tolist()} h={state.h.tolist()}"
 
 
-def assert_rebuilds(replay: ReplayRollback, case: ReplayCase, /) -> None:
+def assert_rebuilds(replay: ReplayRollback, case: DrawnCase, /) -> None:
     """The replay's state is, bit for bit, the snapshot after ``case.accepted`` tokens."""
     verified = case.verified()
     expected = restore_from_snapshots(verified, case.accepted)
@@ -94,7 +94,7 @@ def snapshot_equals_replay(replay: ReplayRollback, /) -> Callable[[], None]:
     """RB-REPLAY-1: for any window, accepted count and pipeline, replay equals the snapshot."""
 
     @given(case=replay_cases())
-    def check(case: ReplayCase) -> None:
+    def check(case: DrawnCase) -> None:
         assert_rebuilds(replay, case)
 
     return check
@@ -104,7 +104,7 @@ def k_minus_1_rows_suffice(replay: ReplayRollback, /) -> Callable[[], None]:
     """RB-REPLAY-2: the longest partial accept (K-1) and the full accept (K) both rebuild."""
 
     @given(case=replay_cases(min_window=2, accepted=lambda k: st.sampled_from((k - 1, k))))
-    def check(case: ReplayCase) -> None:
+    def check(case: DrawnCase) -> None:
         assert_rebuilds(replay, case)
 
     return check
@@ -121,7 +121,7 @@ def state_fields_are_read(replay: ReplayRollback, /) -> Callable[[], None]:
         case=replay_cases(min_window=2, accepted=partial_accept, generic=True),
         field=st.sampled_from(Field),
     )
-    def check(case: ReplayCase, field: Field) -> None:
+    def check(case: DrawnCase, field: Field) -> None:
         changed = replace(case, rows=perturb(case, case.accepted - 1, field))
         before = restore_from_snapshots(case.verified(), case.accepted)
         after = restore_from_snapshots(changed.verified(), case.accepted)
@@ -138,7 +138,7 @@ def post_conv_rebuild(replay: ReplayRollback, /) -> Callable[[], None]:
     """RB-REPLAY-4: a post-conv ring with its conv window rebuilds the snapshot's state."""
 
     @given(case=replay_cases(min_window=2, accepted=partial_accept))
-    def check(case: ReplayCase) -> None:
+    def check(case: DrawnCase) -> None:
         assert_rebuilds(replay, case)
 
     return check

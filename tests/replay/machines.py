@@ -31,7 +31,7 @@ from ssm_rollback_spec.replay.cases import make_layer
 from ssm_rollback_spec.replay.layer import GdnLayer, LayerState, Pipeline, TokenInput, bf16_round
 from ssm_rollback_spec.replay.paths import seed_rows
 from ssm_rollback_spec.replay.rounds import plain_decode
-from ssm_rollback_spec.replay.rows import GdnShape
+from ssm_rollback_spec.replay_rows import GdnShape
 
 from .strategies import drawer
 

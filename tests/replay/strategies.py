@@ -9,9 +9,9 @@ import numpy as np
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from ssm_rollback_spec.replay.cases import Draw, ReplayCase, make_case, make_layer
+from ssm_rollback_spec.replay.cases import Draw, DrawnCase, make_case, make_layer
 from ssm_rollback_spec.replay.layer import Pipeline
-from ssm_rollback_spec.replay.rows import GdnShape
+from ssm_rollback_spec.replay_rows import GdnShape
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -59,7 +59,7 @@ def replay_cases(
     accepted: Callable[[int], st.SearchStrategy[int]] = _any_accepted,
     generic: bool = False,
     pipelines: tuple[Pipeline, ...] = tuple(Pipeline),
-) -> ReplayCase:
+) -> DrawnCase:
     """A case of any of ``pipelines``, window ``min_window..MAX_WINDOW`` and accepted count."""
     pipeline = draw(st.sampled_from(pipelines))
     numbers = drawer(draw)

@@ -100,8 +100,8 @@ def test_every_cpu_feature_setting_generates_the_committed_vectors_byte_for_byte
         assert set(replay) <= set(generation["files"]) <= set(committed)
         assert generation["files"] == {name: committed[name] for name in generation["files"]}, (
             f"{setting}: a generated file differs from the committed one; the corpus "
-            "depends on the machine (run python -m ssm_rollback_spec.corpus.replay_cases and "
-            "ssm-rollback-spec vectors generate, and see docs/replay.md)"
+            "depends on the machine (run ssm-rollback-spec vectors generate, and see "
+            "docs/replay.md)"
         )
     # OPENBLAS_CORETYPE took effect: the settings ran more than one BLAS kernel.
     assert len(kernels) >= 2 or platform.machine() not in {"x86_64", "AMD64"}, kernels

@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING, Final
 import numpy as np
 import pytest
 
-from ssm_rollback_spec.corpus.replay_cases import BATCH_FILE, BatchCase, batch_case_states
+from ssm_rollback_spec.corpus.replay_format import BATCH_FILE, BatchCase, batch_case_states
 from ssm_rollback_spec.replay.batch import BatchEntry, SlotPool, batch_oracle
 from ssm_rollback_spec.replay.cases import make_case, make_layer
 from ssm_rollback_spec.replay.layer import Pipeline
 from ssm_rollback_spec.replay.rounds import decode_round
-from ssm_rollback_spec.replay.rows import GdnShape
+from ssm_rollback_spec.replay_rows import GdnShape
 
 from .batch_machine import run_batch_machine
 

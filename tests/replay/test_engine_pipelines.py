@@ -41,7 +41,7 @@ from ssm_rollback_spec.replay.rounds import decode_round, plain_decode
 from .strategies import partial_accept, replay_cases
 
 if TYPE_CHECKING:
-    from ssm_rollback_spec.replay.cases import ReplayCase
+    from ssm_rollback_spec.replay.cases import DrawnCase
 
 _ENGINES: Final = (Pipeline.VLLM_BF16, Pipeline.SGLANG_BF16, Pipeline.FLA_BF16)
 
@@ -61,7 +61,7 @@ def test_the_engines_softplus_rounds_one_plus_exp_before_the_log(x: float) -> No
 
 @pytest.mark.clause("RB-REPLAY-10")
 @given(case=replay_cases(pipelines=_ENGINES))
-def test_an_engine_forms_g_and_beta_in_fp32_and_never_rounds_beta(case: ReplayCase) -> None:
+def test_an_engine_forms_g_and_beta_in_fp32_and_never_rounds_beta(case: DrawnCase) -> None:
     row = case.rows[0]
     assert row.a is not None
     assert row.b is not None  # an engine's row keeps the gate's raw inputs
@@ -77,7 +77,7 @@ def test_an_engine_forms_g_and_beta_in_fp32_and_never_rounds_beta(case: ReplayCa
 
 @pytest.mark.clause("RB-REPLAY-10")
 @given(case=replay_cases(pipelines=_ENGINES))
-def test_each_engine_s_conv_rounds_as_its_kernel_does(case: ReplayCase) -> None:
+def test_each_engine_s_conv_rounds_as_its_kernel_does(case: DrawnCase) -> None:
     layer, conv, qkv = case.layer, case.checkpoint.conv, case.rows[0].qkv
     window = np.concatenate([conv, qkv.astype(np.float32)[:, None]], axis=1)
     products = window * bf16_round(layer.conv_weight)
@@ -94,7 +94,7 @@ def test_each_engine_s_conv_rounds_as_its_kernel_does(case: ReplayCase) -> None:
 
 @pytest.mark.clause("RB-REPLAY-10")
 @given(case=replay_cases(pipelines=_ENGINES))
-def test_vllm_and_sglang_multiply_by_the_reciprocal_norm_and_fla_divides(case: ReplayCase) -> None:
+def test_vllm_and_sglang_multiply_by_the_reciprocal_norm_and_fla_divides(case: DrawnCase) -> None:
     layer = case.layer
     _, post = conv_step(layer, case.checkpoint.conv, case.rows[0].qkv)
     keys = post[: layer.key_dim].reshape(layer.num_key_heads, layer.key_head_dim)
@@ -108,7 +108,7 @@ def test_vllm_and_sglang_multiply_by_the_reciprocal_norm_and_fla_divides(case: R
 
 @pytest.mark.clause("RB-REPLAY-1", "RB-REPLAY-10")
 @given(case=replay_cases(min_window=2, accepted=partial_accept, pipelines=(Pipeline.VLLM_BF16,)))
-def test_vllm_stores_h_in_bf16_once_a_call_not_once_a_token(case: ReplayCase) -> None:
+def test_vllm_stores_h_in_bf16_once_a_call_not_once_a_token(case: DrawnCase) -> None:
     verified = case.verified()
     kept = restore_from_snapshots(verified, case.accepted)
     assert np.array_equal(kept.h, bf16_round(kept.h))  # a stored h is BF16 values
@@ -123,7 +123,7 @@ def test_vllm_stores_h_in_bf16_once_a_call_not_once_a_token(case: ReplayCase) ->
 
 @pytest.mark.clause("RB-REPLAY-10")
 @given(case=replay_cases(pipelines=(Pipeline.SGLANG_BF16, Pipeline.FLA_BF16)))
-def test_sglang_and_fla_store_h_as_they_compute_it(case: ReplayCase) -> None:
+def test_sglang_and_fla_store_h_as_they_compute_it(case: DrawnCase) -> None:
     live = case.verified().snapshots[-1]
     assert stored(case.layer, live) is live
     wide = replace(case.layer, pipeline=Pipeline.VLLM_BF16)

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from ssm_rollback_spec.replay.cases import ReplayCase
+from ssm_rollback_spec.replay.cases import DrawnCase
 from ssm_rollback_spec.replay.layer import (
     GdnLayer,
     LayerState,
@@ -34,7 +34,7 @@ from ssm_rollback_spec.replay.paths import (
     verify,
 )
 from ssm_rollback_spec.replay.portable import exp
-from ssm_rollback_spec.replay.rows import (
+from ssm_rollback_spec.replay_rows import (
     QWEN3_NEXT_80B_A3B,
     GdnShape,
     conv_dim,
@@ -73,7 +73,7 @@ def test_restoring_a_snapshot_equals_replaying_the_ring_from_the_checkpoint() ->
 
 @pytest.mark.clause("RB-REPLAY-1")
 @given(case=replay_cases())
-def test_both_paths_keep_the_pipeline_s_dtypes(case: ReplayCase) -> None:
+def test_both_paths_keep_the_pipeline_s_dtypes(case: DrawnCase) -> None:
     verified = case.verified()
     rebuilt = replay_rollback(case.layer, case.checkpoint, verified, case.accepted)
     assert rebuilt.h.dtype == case.pipeline.dtype
@@ -109,7 +109,7 @@ def test_k_minus_1_rows_rebuild_the_longest_partial_accept_and_a_full_accept_kee
 
 @pytest.mark.clause("RB-REPLAY-2")
 @given(case=replay_cases())
-def test_the_ring_holds_the_first_k_minus_1_rows_of_the_window(case: ReplayCase) -> None:
+def test_the_ring_holds_the_first_k_minus_1_rows_of_the_window(case: DrawnCase) -> None:
     ring = capture_minimal_ring(case.verified())
     assert len(ring) == case.window - 1
     for kept, row in zip(ring, case.rows, strict=False):
@@ -121,7 +121,7 @@ def test_the_ring_holds_the_first_k_minus_1_rows_of_the_window(case: ReplayCase)
 @pytest.mark.clause("RB-REPLAY-2")
 @given(case=replay_cases(min_window=2, generic=True), field=st.sampled_from(Field))
 def test_one_row_fewer_cannot_rebuild_k_minus_1_accepted_tokens(
-    case: ReplayCase, field: Field
+    case: DrawnCase, field: Field
 ) -> None:
     # Two windows that agree on their first K-2 rows (all a K-2 ring would
     # hold) but need different states after K-1 accepted tokens: no ring of
@@ -136,7 +136,7 @@ def test_one_row_fewer_cannot_rebuild_k_minus_1_accepted_tokens(
 
 @pytest.mark.clause("RB-REPLAY-2")
 @given(case=replay_cases(min_window=2), field=st.sampled_from(Field))
-def test_the_window_s_last_row_is_never_replayed(case: ReplayCase, field: Field) -> None:
+def test_the_window_s_last_row_is_never_replayed(case: DrawnCase, field: Field) -> None:
     # Only a full accept reaches the last token, and it keeps the live state.
     changed = replace(case, rows=perturb(case, case.window - 1, field))
     original, other = case.verified(), changed.verified()
@@ -149,7 +149,7 @@ def test_the_window_s_last_row_is_never_replayed(case: ReplayCase, field: Field)
 
 @pytest.mark.clause("RB-REPLAY-2")
 @given(case=replay_cases(), outside=st.sampled_from((-1, 0, 1)))
-def test_an_accepted_count_outside_1_to_k_is_refused(case: ReplayCase, outside: int) -> None:
+def test_an_accepted_count_outside_1_to_k_is_refused(case: DrawnCase, outside: int) -> None:
     accepted = case.window + 1 if outside == 1 else outside
     with pytest.raises(ValueError, match=rf"accepted must be in 1\.\.{case.window}, got"):
         replay_rollback(case.layer, case.checkpoint, case.verified(), accepted)
@@ -167,7 +167,7 @@ def test_the_rebuild_follows_q_k_v_g_and_beta_and_not_z() -> None:
 
 @pytest.mark.clause("RB-REPLAY-3")
 @given(case=replay_cases(min_window=2, accepted=partial_accept, generic=True))
-def test_z_changes_the_output_and_nothing_a_replay_rebuilds(case: ReplayCase) -> None:
+def test_z_changes_the_output_and_nothing_a_replay_rebuilds(case: DrawnCase) -> None:
     changed = replace(case, rows=perturb(case, case.accepted - 1, Field.Z))
     original, other = case.verified(), changed.verified()
     index = case.accepted - 1
@@ -196,7 +196,7 @@ def test_a_token_that_writes_nothing_makes_beta_and_z_irrelevant(field: Field) -
         norm_weight=np.ones(2),
     )
     row = SeedRow(np.zeros(6), np.zeros(2), np.array([-0.69314718]), np.array([0.5]))
-    case = ReplayCase(
+    case = DrawnCase(
         layer,
         Pipeline.FLOAT64,
         LayerState(conv=np.zeros((6, 1)), h=np.ones((1, 2, 2))),
@@ -222,7 +222,7 @@ def test_a_post_conv_ring_with_its_conv_window_rebuilds_the_state() -> None:
 
 @pytest.mark.clause("RB-REPLAY-4")
 @given(case=replay_cases(min_window=2, accepted=partial_accept))
-def test_post_conv_rows_alone_rebuild_h(case: ReplayCase) -> None:
+def test_post_conv_rows_alone_rebuild_h(case: DrawnCase) -> None:
     verified = case.verified()
     h = case.checkpoint.h
     for row in capture_post_conv_ring(case.layer, verified)[: case.accepted]:

@@ -12,22 +12,22 @@ import jsonschema
 import numpy as np
 import pytest
 
-from ssm_rollback_spec.corpus.replay_cases import (
+from ssm_rollback_spec.corpus.replay_cases import generate_replay_vectors
+from ssm_rollback_spec.corpus.replay_draws import SNAPSHOT
+from ssm_rollback_spec.corpus.replay_format import (
     BATCH_FILE,
     POST_CONV_FILE,
     REBUILD_FILE,
     ROUNDS_FILE,
     ROW_BYTES_FILE,
-    SNAPSHOT,
     RebuildCase,
     RoundsCase,
     decode_case,
-    generate_replay_vectors,
     rebuild_from_case,
 )
+from ssm_rollback_spec.replay.decoders import reference_decoder
 from ssm_rollback_spec.replay.layer import Array, GdnLayer, LayerState, Pipeline, delta_rule_step
-from ssm_rollback_spec.replay.rounds import reference_decoder
-from ssm_rollback_spec.replay.rows import ReplayDesign
+from ssm_rollback_spec.replay_rows import ReplayDesign
 from tests import traceability
 
 REPLAY_VECTORS: Final = Path(__file__).resolve().parents[2] / "vectors" / "replay"
@@ -47,10 +47,10 @@ def _cases(name: str, /) -> list[RebuildCase]:
 def test_the_committed_files_are_a_fresh_generation_byte_for_byte() -> None:
     fresh = generate_replay_vectors()
     committed = sorted(path.name for path in REPLAY_VECTORS.iterdir())
-    assert committed == sorted(fresh), "run: python -m ssm_rollback_spec.corpus.replay_cases"
+    assert committed == sorted(fresh), "run: ssm-rollback-spec vectors generate"
     for name, text in fresh.items():
         assert (REPLAY_VECTORS / name).read_bytes() == text.encode("ascii"), (
-            f"vectors/replay/{name} is stale: run python -m ssm_rollback_spec.corpus.replay_cases"
+            f"vectors/replay/{name} is stale: run ssm-rollback-spec vectors generate"
         )
 
 

@@ -19,7 +19,12 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from ssm_rollback_spec.replay.cases import ReplayCase, make_case, make_layer
+from ssm_rollback_spec.replay.cases import DrawnCase, make_case, make_layer
+from ssm_rollback_spec.replay.decoders import reference_decoder
+from ssm_rollback_spec.replay.designs.minimal_pre_conv import MinimalRing
+from ssm_rollback_spec.replay.designs.post_conv import PostConvRing
+from ssm_rollback_spec.replay.designs.replayssm import Fold, Record, ReplaySsm, store
+from ssm_rollback_spec.replay.designs.seed_row import SeedRowRing
 from ssm_rollback_spec.replay.layer import (
     SOFTPLUS_THRESHOLD,
     Array,
@@ -37,18 +42,8 @@ from ssm_rollback_spec.replay.layer import (
 )
 from ssm_rollback_spec.replay.paths import PostConvRow, capture_post_conv_ring, verify
 from ssm_rollback_spec.replay.portable import exp, log1p, ordered_sum
-from ssm_rollback_spec.replay.rounds import (
-    Fold,
-    MinimalRing,
-    PostConvRing,
-    Record,
-    ReplaySsm,
-    SeedRowRing,
-    check_round,
-    reference_decoder,
-    store,
-)
-from ssm_rollback_spec.replay.rows import (
+from ssm_rollback_spec.replay.rounds import check_round
+from ssm_rollback_spec.replay_rows import (
     DESIGN_MINIMAL_FOR,
     QWEN3_NEXT_80B_A3B,
     REPLAYSSM_RING_LENGTH,
@@ -116,7 +111,7 @@ def test_a_round_outside_the_window_or_the_ceiling_is_refused(
 # --- RB-REPLAY-7: the per-verify ring across rounds ----------------------------
 
 
-def _layer_and_state(pipeline: Pipeline, /) -> tuple[ReplayCase, list[ReplayCase]]:
+def _layer_and_state(pipeline: Pipeline, /) -> tuple[DrawnCase, list[DrawnCase]]:
     rng = random.Random(7)  # noqa: S311 (reproducible numbers, not secrets)
 
     def numbers(shape: tuple[int, ...], low: float, high: float, /) -> NDArray[np.float64]:
@@ -166,7 +161,7 @@ def test_a_full_accept_keeps_the_live_state_and_a_window_of_one_writes_no_row(
 # --- RB-REPLAY-8: ReplaySSM's records, fold, cursor and slot reuse -------------
 
 
-def _records(case: ReplayCase, storage: RecordStorage, /) -> tuple[list[Record], Array]:
+def _records(case: DrawnCase, storage: RecordStorage, /) -> tuple[list[Record], Array]:
     """The window's records as the verify computes them, and the live h after it."""
     layer, h, conv = case.layer, case.checkpoint.h, case.checkpoint.conv
     records = []
@@ -178,7 +173,7 @@ def _records(case: ReplayCase, storage: RecordStorage, /) -> tuple[list[Record],
     return records, h
 
 
-def _fold(case: ReplayCase, records: list[Record], fold: Fold, /) -> Array:
+def _fold(case: DrawnCase, records: list[Record], fold: Fold, /) -> Array:
     decoder = ReplaySsm(
         case.layer,
         case.pipeline,
@@ -195,7 +190,7 @@ def _fold(case: ReplayCase, records: list[Record], fold: Fold, /) -> Array:
 @pytest.mark.clause("RB-REPLAY-8")
 @given(case=replay_cases())
 def test_the_recurrent_fold_of_fp32_records_equals_the_recurrent_update_bit_for_bit(
-    case: ReplayCase,
+    case: DrawnCase,
 ) -> None:
     records, live = _records(case, RecordStorage.FP32)
     folded = _fold(case, records, Fold.RECURRENT)
@@ -208,7 +203,7 @@ def test_the_recurrent_fold_of_fp32_records_equals_the_recurrent_update_bit_for_
 @pytest.mark.clause("RB-REPLAY-8")
 @given(case=replay_cases(), storage=st.sampled_from(RecordStorage))
 def test_the_raw_input_fold_equals_the_recurrent_update_whatever_u_s_storage(
-    case: ReplayCase, storage: RecordStorage
+    case: DrawnCase, storage: RecordStorage
 ) -> None:
     records, live = _records(case, storage)
     assert np.array_equal(_fold(case, records, Fold.RAW_INPUTS), live)
@@ -217,7 +212,7 @@ def test_the_raw_input_fold_equals_the_recurrent_update_whatever_u_s_storage(
 @pytest.mark.clause("RB-REPLAY-8")
 @given(case=replay_cases(min_window=2))
 def test_the_closed_form_fold_agrees_with_the_recurrent_one_only_to_rounding(
-    case: ReplayCase,
+    case: DrawnCase,
 ) -> None:
     records, live = _records(case, RecordStorage.FP32)
     closed = _fold(case, records, Fold.CLOSED_FORM)
@@ -240,7 +235,7 @@ def test_the_closed_form_fold_is_not_the_recurrent_update_s_bits() -> None:
 @pytest.mark.clause("RB-REPLAY-8")
 @given(case=replay_cases())
 def test_a_record_s_u_is_beta_times_v_minus_the_decayed_state_s_read_of_k(
-    case: ReplayCase,
+    case: DrawnCase,
 ) -> None:
     layer, h = case.layer, case.checkpoint.h
     post = case.verified().post_conv[0]
@@ -450,7 +445,7 @@ def test_softplus_is_torch_s_x_above_20_and_log1p_of_exp_below(x: float, *, wide
 
 @pytest.mark.clause("RB-REPLAY-10")
 @given(case=replay_cases(accepted=st.just))
-def test_the_bf16_pipeline_rounds_the_conv_the_silu_and_beta_to_bf16(case: ReplayCase) -> None:
+def test_the_bf16_pipeline_rounds_the_conv_the_silu_and_beta_to_bf16(case: DrawnCase) -> None:
     verified = case.verified()
     for post, row in zip(verified.post_conv, case.rows, strict=True):
         if case.pipeline is Pipeline.TRANSFORMERS_BF16:
@@ -462,7 +457,7 @@ def test_the_bf16_pipeline_rounds_the_conv_the_silu_and_beta_to_bf16(case: Repla
 
 @pytest.mark.clause("RB-REPLAY-4", "RB-REPLAY-10")
 @given(case=replay_cases(min_window=2, accepted=partial_accept))
-def test_post_conv_rows_are_captured_in_the_dtype_their_bytes_count(case: ReplayCase) -> None:
+def test_post_conv_rows_are_captured_in_the_dtype_their_bytes_count(case: DrawnCase) -> None:
     for row in capture_post_conv_ring(case.layer, case.verified()):
         assert row.k_and_v.dtype == case.pipeline.dtype
         if case.pipeline is Pipeline.TRANSFORMERS_BF16:

@@ -2,7 +2,7 @@
 """SGLang's GDN ReplaySSM as it runs (design (e), RB-REPLAY-11).
 
 The stateful property runs ``tests/replay/machines.py``'s decode machine on
-:class:`~ssm_rollback_spec.replay.rounds.SglangGdnReplaySsm` in the
+:class:`~ssm_rollback_spec.replay.designs.sglang.SglangGdnReplaySsm` in the
 ``sglang-bf16`` pipeline, with a ring long enough that several rounds of
 history build up between folds, and judges h within the design's measured
 bound (BENCHMARKS.md, "SGLang's GDN ReplaySSM against plain decoding"). A
@@ -21,11 +21,16 @@ import numpy as np
 import pytest
 from hypothesis import given
 
-from ssm_rollback_spec.corpus.replay_cases import ROUNDS_FILE, TOLERANCES, RoundsCase, decode_case
+from ssm_rollback_spec.corpus.replay_cases import TOLERANCES
+from ssm_rollback_spec.corpus.replay_format import ROUNDS_FILE, RoundsCase, decode_case
 from ssm_rollback_spec.replay.cases import make_case, make_layer
+from ssm_rollback_spec.replay.designs.sglang import (
+    SglangGdnReplaySsm,
+    SplitRecord,
+    sglang_ring_length,
+)
 from ssm_rollback_spec.replay.layer import LayerState, Pipeline, conv_step, delta_rule_update
-from ssm_rollback_spec.replay.rounds import SglangGdnReplaySsm, SplitRecord, sglang_ring_length
-from ssm_rollback_spec.replay.rows import GdnShape
+from ssm_rollback_spec.replay_rows import GdnShape
 
 from .machines import run_decode_machine
 from .strategies import replay_cases
@@ -33,7 +38,7 @@ from .strategies import replay_cases
 if TYPE_CHECKING:
     from numpy.typing import NDArray
 
-    from ssm_rollback_spec.replay.cases import Draw, ReplayCase
+    from ssm_rollback_spec.replay.cases import Draw, DrawnCase
     from ssm_rollback_spec.replay.layer import GdnLayer
 
 #: h's largest relative distance from plain decoding the property allows:
@@ -106,7 +111,7 @@ def _numbers(rng: random.Random, /) -> Draw:
     return drawn
 
 
-def _start(seed: int, /) -> tuple[ReplayCase, Draw]:
+def _start(seed: int, /) -> tuple[DrawnCase, Draw]:
     draw = _numbers(random.Random(seed))  # noqa: S311 (reproducible draws, not secrets)
     shape = GdnShape(
         num_key_heads=1, key_head_dim=2, num_value_heads=2, value_head_dim=2, conv_kernel=3
@@ -172,7 +177,7 @@ def test_the_verify_writes_the_window_at_cache_base_plus_write_pos_round_the_rin
 
 @pytest.mark.clause("RB-REPLAY-11")
 @given(case=replay_cases(pipelines=_PIPELINE))
-def test_the_ut_transform_s_u_is_the_recurrent_step_s_u_to_rounding(case: ReplayCase) -> None:
+def test_the_ut_transform_s_u_is_the_recurrent_step_s_u_to_rounding(case: DrawnCase) -> None:
     layer = case.layer
     decoder = SglangGdnReplaySsm(
         layer,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from ssm_rollback_spec.corpus.replay_cases import batch_case_states
+from ssm_rollback_spec.corpus.replay_format import batch_case_states
 from tests.replay.batch_machine import run_batch_machine
 from tests.replay.test_batch import batch_cases
 from tests.selftest.wrong_batch import WRONG_BATCHES

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import pytest
 from hypothesis import Phase, settings
 
-from ssm_rollback_spec.corpus.replay_cases import decode_case
+from ssm_rollback_spec.corpus.replay_format import decode_case
 from tests.replay import checks
 from tests.replay.machines import run_decode_machine
 from tests.replay.test_replay_vectors import rounds_cases

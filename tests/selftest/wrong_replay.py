@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Final
 
 import numpy as np
 
+from ssm_rollback_spec.replay.designs.replayssm import Fold, ReplaySsm
+from ssm_rollback_spec.replay.designs.seed_row import SeedRowRing
 from ssm_rollback_spec.replay.layer import LayerState, delta_rule_step, stored
 from ssm_rollback_spec.replay.paths import (
     MinimalRow,
@@ -29,8 +31,8 @@ from ssm_rollback_spec.replay.paths import (
     replay_rows,
     step,
 )
-from ssm_rollback_spec.replay.rounds import Fold, ReplaySsm, SeedRowRing, Slot
-from ssm_rollback_spec.replay.rows import RecordStorage
+from ssm_rollback_spec.replay.rounds import Slot
+from ssm_rollback_spec.replay_rows import RecordStorage
 from tests.replay import checks
 
 if TYPE_CHECKING:

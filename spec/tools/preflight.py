@@ -8,6 +8,8 @@ and the operating system's error, before any work is done.
 
 One verdict for an adapter that cannot start or does not answer its first
 request: a usage error, said once, naming the command and what went wrong.
+The command line splits ``--impl-cmd`` once (:func:`adapter_argv`); the
+argument vector is what every later step runs.
 """
 
 from __future__ import annotations
@@ -18,22 +20,19 @@ import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
-from .failures import AdapterFailure, Breakage
-from .subprocess_driver import SubprocessDriver
+from ..harness.failures import AdapterFailure, Breakage
+from ..harness.subprocess_driver import SubprocessDriver, split_command
+from .errors import CliError
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-__all__ = ["FLUSH_HINT", "PreflightError", "first_reply", "prepare_directory", "prepare_file"]
+__all__ = ["FLUSH_HINT", "adapter_argv", "first_reply", "prepare_directory", "prepare_file"]
 
 #: Said whenever an adapter goes silent on a request: the usual cause.
 FLUSH_HINT: Final = (
     "did the adapter flush stdout after each reply? A reply left in a buffer looks like a hang."
 )
-
-
-class PreflightError(ValueError):
-    """What stops a run before it starts: an output that cannot be written, a dead adapter."""
 
 
 def _os_error(error: OSError, /) -> str:
@@ -51,7 +50,7 @@ def prepare_file(flag: str, target: str | None, /) -> None:
     that did not exist before is not left behind by the check.
 
     Raises:
-        PreflightError: a folder cannot be made, or the file cannot be written.
+        CliError: a folder cannot be made, or the file cannot be written.
     """
     if target is None or target == "-":
         return
@@ -64,7 +63,7 @@ def prepare_file(flag: str, target: str | None, /) -> None:
         with path.open("a", encoding="utf-8"):
             pass
     except OSError as error:
-        raise PreflightError(f"{flag} {target}: {_os_error(error)}") from None
+        raise CliError(f"{flag} {target}: {_os_error(error)}") from None
     if not existed:
         path.unlink()
 
@@ -73,7 +72,7 @@ def prepare_directory(flag: str, target: str | None, /) -> None:
     """Make the folder ``target`` (and its parents) and check files can be written in it.
 
     Raises:
-        PreflightError: the folder cannot be made, or is not writable.
+        CliError: the folder cannot be made, or is not writable.
     """
     if target is None:
         return
@@ -83,7 +82,19 @@ def prepare_directory(flag: str, target: str | None, /) -> None:
         if not os.access(path, os.W_OK | os.X_OK):
             raise PermissionError(13, os.strerror(13))
     except OSError as error:
-        raise PreflightError(f"{flag} {target}: {_os_error(error)}") from None
+        raise CliError(f"{flag} {target}: {_os_error(error)}") from None
+
+
+def adapter_argv(command: str, /) -> list[str]:
+    """The argv of an ``--impl-cmd`` value: split once, here, and passed down from there.
+
+    Raises:
+        CliError: the command is empty or badly quoted.
+    """
+    try:
+        return split_command(command)
+    except ValueError as error:
+        raise CliError(f"--impl-cmd: {error}") from None
 
 
 def _cannot_start(command: str, argv: Sequence[str], failure: AdapterFailure, /) -> str:
@@ -104,16 +115,16 @@ def first_reply(command: str, argv: Sequence[str], timeout: float, /) -> dict[st
     every property or case after it.
 
     Raises:
-        PreflightError: the adapter could not be started or broke on its first request.
+        CliError: the adapter could not be started or broke on its first request.
     """
     driver = SubprocessDriver(argv, timeout=timeout)
     try:
         reply = driver.request({"op": "describe"})
     except AdapterFailure as failure:
         if failure.breakage is Breakage.CANNOT_START:
-            raise PreflightError(_cannot_start(command, argv, failure)) from None
+            raise CliError(_cannot_start(command, argv, failure)) from None
         hint = f"\n{FLUSH_HINT}" if failure.hung else ""
-        raise PreflightError(
+        raise CliError(
             f"--impl-cmd {shlex.quote(command)}: the adapter broke on its first request "
             f"(describe), so nothing was checked:\n{failure}{hint}"
         ) from None

@@ -2,7 +2,9 @@
 """What one replay-ring row must hold, in bytes (draft; informative; RB-REPLAY-3..5).
 
 Standard library only, so the ``size`` command can report these figures
-without the ``replay`` extra.
+without the ``replay`` extra: it stands on the contract's floor, beside
+:mod:`ssm_rollback_spec.rollback`, below the sizing views and the replay
+model (:mod:`ssm_rollback_spec.replay`) that both use it.
 
 The seed's row (``ssm_replay_row_bytes`` in ``rollback.rs``, seed
 ``000_fd8074ae8876e187.txt``) is the deinterleaved qkvz row in BF16 plus a
@@ -25,9 +27,9 @@ from __future__ import annotations
 import enum
 from typing import Final, TypedDict
 
-# Relative, as the contract floor beside it (tests/test_layers.py): the
-# subpackage keeps working wherever the package is copied.
-from ..rollback import (
+# Relative, as the contract beside it (tests/test_layers.py): it keeps
+# working wherever the package is copied.
+from .rollback import (
     USIZE_MAX,
     SsmReplayBytesOverflowError,
     UsizeRangeError,

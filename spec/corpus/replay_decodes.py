@@ -1,0 +1,313 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
+"""The replay corpus's decodes of many rounds and its batches: ``rounds.json``, ``batch.json``.
+
+Each case's expected states are plain decoding's over the accepted rows, an
+engine design's own, or each sequence's replay alone in a batch (draft;
+informative).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final, cast
+
+import numpy as np
+
+from ..replay.batch import BatchEntry, batch_oracle
+from ..replay.cases import make_case, make_layer
+from ..replay.designs.sglang import SglangGdnReplaySsm
+from ..replay.layer import Pipeline, as_module_holds
+from ..replay.rounds import decode_round, plain_decode
+from .replay_draws import ENGINE_DESIGNS, ENGINE_SHAPE, MODEL_PIPELINES, SHAPES, drawer
+from .replay_format import (
+    BatchCase,
+    BatchStepJson,
+    CaseDims,
+    RoundJson,
+    RoundsCase,
+    batch_entry_json,
+    case_dims,
+    gate_parameters,
+    hex_values,
+    row_json,
+    state_json,
+)
+
+if TYPE_CHECKING:
+    import random
+    from collections.abc import Mapping, Sequence
+
+    from ..replay.cases import DrawnCase
+    from ..replay.layer import Array, LayerState
+    from ..replay.paths import SeedRow
+
+__all__ = ["batch_cases", "engine_rounds_cases", "rounds_cases"]
+
+# The decodes' rounds: (drafts, accepted, reuse the slot after it). Drafts
+# vary (adaptive drafting), short rounds follow long ones so that a ring's
+# earlier rows are still there, and ring length 5 with K ceiling 4 makes
+# ReplaySSM fold.
+_ROUNDS: Final = (
+    (3, 2, False),
+    (1, 1, False),
+    (3, 4, True),
+    (0, 1, False),
+    (2, 3, False),
+    (3, 1, False),
+    (2, 2, True),
+    (1, 2, False),
+)
+_K_CEILING: Final = 4
+_RING_LENGTH: Final = 5
+#: SGLang's default L (``--linear-replayssm-cache-len``): a power of two of at least 2 K.
+_ENGINE_RING_LENGTH: Final = 16
+
+
+def _round(
+    window: Sequence[SeedRow], accepted: int, state: LayerState, /, *, reuse: bool
+) -> RoundJson:
+    """One round of a decode: its window's rows, what it accepts, the state after it."""
+    return RoundJson(
+        rows=[row_json(r) for r in window],
+        accepted=accepted,
+        reuse_slot_after=reuse,
+        expected=state_json(state),
+    )
+
+
+#: A ``rounds.json`` case's fields in the order a reader meets them.
+_ROUNDS_KEYS: Final = (
+    "id",
+    "clauses",
+    "pipeline",
+    "design",
+    "dims",
+    "conv_weight",
+    "a_log",
+    "dt_bias",
+    "k_ceiling",
+    "ring_length",
+    "initial",
+    "rounds",
+    "expected",
+)
+
+
+def _rounds_case(  # noqa: PLR0913 (the case's parts, each its own)
+    start: DrawnCase,
+    name: str,
+    clauses: list[str],
+    decoded: list[RoundJson],
+    /,
+    *,
+    weight: Array,
+    ring_length: int,
+) -> RoundsCase:
+    """A decode from ``start``'s checkpoint through the ``decoded`` rounds, with K ceiling 4."""
+    dims = case_dims(start)
+    dims["window"] = _K_CEILING
+    return RoundsCase(
+        id=name,
+        clauses=clauses,
+        pipeline=start.pipeline.value,
+        dims=dims,
+        conv_weight=hex_values(weight),  # type: ignore[typeddict-item]
+        k_ceiling=_K_CEILING,
+        ring_length=ring_length,
+        initial=state_json(start.checkpoint),
+        rounds=decoded,
+        expected=decoded[-1]["expected"],
+    )
+
+
+def rounds_cases(rng: random.Random, /) -> list[RoundsCase]:
+    """The model pipelines' ``rounds.json`` decodes: each shape, plain decoding's states."""
+    draw = drawer(rng)
+    out: list[RoundsCase] = []
+    for shape in SHAPES:
+        layer = make_layer(shape, draw)
+        for pipeline in MODEL_PIPELINES:
+            start = make_case(layer, pipeline, 1, 1, draw)
+            state, decoded = start.checkpoint, []
+            for drafts, accepted, reuse in _ROUNDS:
+                window = make_case(layer, pipeline, drafts + 1, 1, draw).rows
+                state = plain_decode(layer, state, window[:accepted])
+                decoded.append(_round(window, accepted, state, reuse=reuse))
+            weight = as_module_holds(layer.conv_weight, pipeline.dtype)
+            name = f"{len(out):03d}-{pipeline.value}"
+            clauses = ["RB-REPLAY-6", "RB-REPLAY-7", "RB-REPLAY-8"]
+            out.append(
+                _rounds_case(start, name, clauses, decoded, weight=weight, ring_length=_RING_LENGTH)
+            )
+    return out
+
+
+def engine_rounds_cases(rng: random.Random, first: int, /) -> list[RoundsCase]:
+    """Each engine pipeline's decode of 16 rounds, as its engine's design keeps the state.
+
+    vLLM's (``snapshot``): each round's accepted rows in one call, h stored
+    in BF16 once (:func:`ssm_rollback_spec.replay.rounds.decode_round`);
+    SGLang's: its GDN ReplaySSM with L = 16 (several folds); FLA's: plain
+    decoding.
+    """
+    draw = drawer(rng)
+    out: list[RoundsCase] = []
+    layer = make_layer(ENGINE_SHAPE, draw)
+    for pipeline, design in ENGINE_DESIGNS.items():
+        start = make_case(layer, pipeline, 1, 1, draw)
+        state, decoded = start.checkpoint, []
+        sglang = SglangGdnReplaySsm(
+            start.layer, pipeline, state, _K_CEILING, ring_length=_ENGINE_RING_LENGTH
+        )
+        for drafts, accepted, flagged in _ROUNDS * 2:
+            window = make_case(layer, pipeline, drafts + 1, 1, draw).rows
+            # A replay request does not send reuse_slot_after (docs/protocol.md), and a
+            # fresh request row changes SGLang's lifecycle: its decode reuses no slot.
+            reuse = flagged and pipeline is not Pipeline.SGLANG_BF16
+            if pipeline is Pipeline.SGLANG_BF16:
+                sglang.verify_round(window, accepted)
+                state = sglang.state()
+            else:
+                state = decode_round(start.layer, state, window[:accepted])
+            decoded.append(_round(window, accepted, state, reuse=reuse))
+        clauses = ["RB-REPLAY-6", "RB-REPLAY-10"]
+        if pipeline is Pipeline.SGLANG_BF16:
+            clauses.append("RB-REPLAY-11")
+        weight = as_module_holds(layer.conv_weight, np.float32)
+        name = f"{first + len(out):03d}-{pipeline.value}"
+        case = _rounds_case(
+            start, name, clauses, decoded, weight=weight, ring_length=_ENGINE_RING_LENGTH
+        )
+        case["design"] = design
+        case["a_log"], case["dt_bias"] = gate_parameters(start.layer)
+        out.append(cast("RoundsCase", {key: case[key] for key in _ROUNDS_KEYS if key in case}))
+    return out
+
+
+#: A planned entry: (sequence, slot, window, accepted, prefill rows, joins, finishes).
+_Planned = tuple[str, int, int, int, int, bool, bool]
+
+#: The batch shapes rollback bugs shipped in, step by step (docs/replay.md,
+#: "Batches"): a decode with no drafts in a slot other than 0 beside windows
+#: with drafts and other accepted counts (vLLM #39273); a slot reused right
+#: after a full accept; a first verify right after a prefill, beside a
+#: running sequence (vLLM #43559).
+_BATCH_PLANS: Final[Mapping[str, tuple[int, tuple[tuple[_Planned, ...], ...]]]] = {
+    "no-drafts-beside-drafts": (
+        3,
+        (
+            (
+                ("s0", 0, 3, 2, 0, True, False),
+                ("s1", 1, 1, 1, 0, True, False),
+                ("s2", 2, 4, 3, 0, True, False),
+            ),
+            (
+                ("s1", 1, 1, 1, 0, False, False),
+                ("s0", 0, 2, 2, 0, False, False),
+                ("s2", 2, 1, 1, 0, False, False),
+            ),
+            (
+                ("s2", 2, 3, 1, 0, False, False),
+                ("s1", 1, 1, 1, 0, False, False),
+                ("s0", 0, 4, 4, 0, False, False),
+            ),
+            (
+                ("s0", 0, 1, 1, 0, False, False),
+                ("s1", 1, 2, 1, 0, False, True),
+                ("s2", 2, 1, 1, 0, False, False),
+            ),
+        ),
+    ),
+    "slot-reused-after-full-accept": (
+        2,
+        (
+            (("s0", 1, 3, 3, 0, True, False), ("s1", 0, 2, 1, 0, True, False)),
+            (("s0", 1, 3, 3, 0, False, True), ("s1", 0, 1, 1, 0, False, False)),
+            (("s2", 1, 3, 2, 0, True, False), ("s1", 0, 4, 4, 0, False, False)),
+            (("s2", 1, 1, 1, 0, False, False), ("s1", 0, 2, 2, 0, False, True)),
+            (("s3", 0, 2, 2, 0, True, False), ("s2", 1, 4, 1, 0, False, True)),
+        ),
+    ),
+    "first-verify-after-prefill": (
+        2,
+        (
+            (("s0", 0, 2, 1, 0, True, False),),
+            (("s0", 0, 3, 2, 0, False, False), ("s1", 1, 3, 1, 3, True, False)),
+            (("s1", 1, 2, 2, 0, False, False), ("s0", 0, 1, 1, 0, False, True)),
+            (("s2", 0, 1, 1, 2, True, False), ("s1", 1, 4, 3, 0, False, False)),
+        ),
+    ),
+}
+_BATCH_SHAPE: Final = SHAPES[1]
+_BATCH_DRAWN_STEPS: Final = 10
+_BATCH_DRAWN_SLOTS: Final = 3
+
+
+def _drawn_plan(rng: random.Random, /) -> tuple[tuple[_Planned, ...], ...]:
+    """Steps drawn from ``rng``: sequences join free slots and finish, windows 1 to K."""
+    holders: dict[int, str] = {}
+    joined, steps = 0, []
+    for _ in range(_BATCH_DRAWN_STEPS):
+        batch: list[_Planned] = []
+        for slot in range(_BATCH_DRAWN_SLOTS):
+            if slot not in holders and rng.random() < 0.7:
+                holders[slot], joined = f"s{joined}", joined + 1
+                joins = True
+            elif slot in holders and rng.random() < 0.85:
+                joins = False
+            else:
+                continue
+            window = rng.randint(1, _K_CEILING)
+            finish = rng.random() < 0.25
+            prefill = rng.randint(1, 3) if joins and rng.random() < 0.5 else 0
+            batch.append(
+                (holders[slot], slot, window, rng.randint(1, window), prefill, joins, finish)
+            )
+            if finish:
+                del holders[slot]
+        if batch:
+            rng.shuffle(batch)
+            steps.append(tuple(batch))
+    return tuple(steps)
+
+
+def batch_cases(rng: random.Random, /) -> list[BatchCase]:
+    """The batch cases: each plan, then a drawn one, in each of the model's pipelines."""
+    draw = drawer(rng)
+    layer = make_layer(_BATCH_SHAPE, draw)
+    plans = {**_BATCH_PLANS, "drawn": (_BATCH_DRAWN_SLOTS, _drawn_plan(rng))}
+    out: list[BatchCase] = []
+    for name, (slots, plan) in plans.items():
+        for pipeline in MODEL_PIPELINES:
+            steps: list[list[BatchEntry]] = []
+            for planned in plan:
+                batch = []
+                for sequence, slot, window, accepted, prefill, joins, finish in planned:
+                    start = make_case(layer, pipeline, max(prefill, 1), 1, draw)
+                    batch.append(
+                        BatchEntry(
+                            sequence=sequence,
+                            slot=slot,
+                            rows=make_case(layer, pipeline, window, 1, draw).rows,
+                            accepted=accepted,
+                            checkpoint=start.checkpoint if joins else None,
+                            prefill=start.rows if prefill else (),
+                            finish=finish,
+                        )
+                    )
+                steps.append(batch)
+            expected = [state for after in batch_oracle(layer, pipeline, steps) for state in after]
+            dims = CaseDims(**_BATCH_SHAPE, window=_K_CEILING)
+            out.append(
+                BatchCase(
+                    id=f"{len(out):03d}-{pipeline.value}-{name}",
+                    clauses=["RB-REPLAY-12"],
+                    pipeline=pipeline.value,
+                    dims=dims,
+                    conv_weight=hex_values(as_module_holds(layer.conv_weight, pipeline.dtype)),  # type: ignore[typeddict-item]
+                    k_ceiling=_K_CEILING,
+                    slots=slots,
+                    steps=[BatchStepJson(batch=[batch_entry_json(e) for e in b]) for b in steps],
+                    expected=[state_json(state) for state in expected],
+                )
+            )
+    return out
