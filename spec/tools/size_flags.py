@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import argparse
 import enum
-from typing import Final
+import re
+from typing import TYPE_CHECKING, Final, NoReturn
 
 from ..sizing import sglang, vllm
 from ..sizing.dtypes import Dtype
@@ -14,7 +15,17 @@ from ..sizing.registry import ALIASES, ENGINES
 from .arguments import whole_number
 from .shipped import EXAMPLE_SUFFIX, examples_directory
 
-__all__ = ["DIMENSION_FLAGS", "MAX_SWEEP_VALUES", "OutputFormat", "add_size_arguments"]
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+__all__ = [
+    "DIMENSION_FLAGS",
+    "MAX_SWEEP_VALUES",
+    "OutputFormat",
+    "SizeParser",
+    "add_size_arguments",
+    "human_readable_int",
+]
 
 #: The most draft counts one sweep prints.
 MAX_SWEEP_VALUES: Final = 1024
@@ -79,16 +90,71 @@ def _draft_counts(text: str, /) -> tuple[int, ...]:
     return tuple(sorted({value for low, high in spans for value in range(low, high + 1)}))
 
 
-#: Binary units ``--kv-cache-memory-bytes`` takes after a whole number.
+#: Binary units the byte flags take after a whole number.
 _BYTE_UNITS: Final = {"KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
+#: vLLM's suffixes (``vllm/utils/argparse_utils.py:30-74``): decimal lower case, binary upper.
+_DECIMAL_SUFFIXES: Final = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
+_BINARY_SUFFIXES: Final = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+_HUMAN: Final = re.compile(r"(\d+(?:\.\d+)?)([kKmMgGtT])")
 
 
 def _bytes(text: str, /) -> int:
     """An argparse type: a whole number of bytes, or one with a KiB, MiB, GiB or TiB suffix."""
     for unit, scale in _BYTE_UNITS.items():
         if text.endswith(unit):
-            return _positive(text.removesuffix(unit)) * scale
+            try:
+                return _positive(text.removesuffix(unit)) * scale
+            except argparse.ArgumentTypeError:
+                raise argparse.ArgumentTypeError(
+                    f"not a whole number of {unit}: {text!r}"
+                ) from None
     return _positive(text)
+
+
+def human_readable_int(text: str, /) -> int:
+    """A whole number as vLLM 0.33.0 reads its integer flags, at least 1.
+
+    ``10G`` is 10 x 2^30 and ``128K`` 131,072 (binary upper-case suffixes take
+    whole numbers only); ``25.6k`` is 25,600 (decimal lower-case suffixes,
+    truncated as vLLM's ``int(float(number) x multiplier)``).
+
+    Raises:
+        argparse.ArgumentTypeError: not such a number, or below 1; the message quotes ``text``.
+    """
+    found = _HUMAN.fullmatch(text.strip())
+    if found is None:
+        return _positive(text)
+    number, suffix = found.groups()
+    if suffix in _DECIMAL_SUFFIXES:
+        value = int(float(number) * _DECIMAL_SUFFIXES[suffix])
+    elif "." in number:
+        raise argparse.ArgumentTypeError(
+            f"vLLM takes no decimals with the binary suffix {suffix}: {text!r}"
+            f" (did you mean {number}{suffix.lower()}?)"
+        )
+    else:
+        value = int(number) * _BINARY_SUFFIXES[suffix]
+    if value == 0:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {text!r}")
+    return value
+
+
+def _vllm_bytes(text: str, /) -> int:
+    """An argparse type: vLLM's human-readable integer, or bytes with a KiB to TiB suffix."""
+    if text.endswith(tuple(_BYTE_UNITS)):
+        return _bytes(text)
+    return human_readable_int(text)
+
+
+def _ratio(text: str, /) -> float:
+    """An argparse type: a number above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"a number above 0, got {text!r}")
+    return value
 
 
 def _fraction(text: str, /) -> float:
@@ -128,10 +194,10 @@ def add_size_arguments(size: argparse.ArgumentParser, /) -> None:
     )
     size.add_argument(
         "--mtp-slots",
-        type=whole_number,
-        required=True,
+        type=_positive,
         metavar="N",
-        help="the module's MTP slots (its pool adds a dummy slot); the engines' requests",
+        help="the module's MTP slots (its pool adds a dummy slot); the engines' requests"
+        " (default: --batch; one of them is needed)",
     )
     size.add_argument(
         "--mtp-state-slots",
@@ -181,8 +247,19 @@ def add_size_arguments(size: argparse.ArgumentParser, /) -> None:
         help="the vllm view's drafter: mtp (default, as the Qwen model cards serve) adds the"
         " MTP layer's attention to the KV-cache grouping; ngram adds none",
     )
+    size.add_argument(
+        "--kv-cache-dtype",
+        choices=["auto", *vllm.KV_CACHE_DTYPES],
+        default="auto",
+        help="vLLM's flag: the attention cache's dtype, which sets the vllm view's attention"
+        " page and so its block (default: auto, the model dtype)",
+    )
     for memory in memory_flags():
-        kind = {"FRACTION": _fraction, "BYTES": _bytes}.get(memory.metavar, _positive)
+        kind = {"FRACTION": _fraction, "BYTES": _bytes, "RATIO": _ratio}.get(
+            memory.metavar, _positive
+        )
+        if memory.human:
+            kind = _vllm_bytes if memory.metavar == "BYTES" else human_readable_int
         size.add_argument(
             f"--{memory.dest.replace('_', '-')}",
             type=kind,
@@ -203,6 +280,18 @@ def add_size_arguments(size: argparse.ArgumentParser, /) -> None:
     )
     size.add_argument("--tp", type=_positive, default=1, metavar="N", help="tensor-parallel GPUs")
     size.add_argument("--batch", type=_positive, metavar="N", help="concurrent requests")
+    size.add_argument(
+        "--context",
+        type=human_readable_int,
+        metavar="TOKENS",
+        help="with --batch: the memory each engine and design needs for that many requests of"
+        " this many tokens, attention KV included",
+    )
+    size.add_argument(
+        "--why",
+        action="store_true",
+        help="give each startup figure's reason in a line (the JSON always has them)",
+    )
     output = size.add_mutually_exclusive_group()
     output.add_argument(
         "--format",
@@ -220,3 +309,24 @@ def add_size_arguments(size: argparse.ArgumentParser, /) -> None:
         metavar="PATH",
         help="draw bytes against num_drafts (.png, .svg; missing folders are made)",
     )
+
+
+class SizeParser(argparse.ArgumentParser):
+    """``size``'s parser: a bad flag is one line, ``PROG: FLAG: WHAT (see --help)``."""
+
+    def error(self, message: str) -> NoReturn:
+        """Print the one line and exit with the usage status, 2."""
+        found = re.fullmatch(r"argument (\S+?)(?:/\S+)?: (.*)", message, flags=re.DOTALL)
+        line = message if found is None else f"{found[1]}: {found[2]}"
+        # One line, whatever argparse's message held.
+        line = " ".join(line.split())
+        self.exit(2, f"{self.prog}: {line} (see --help)\n")
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        """Parse, refusing what ``size`` does not know itself, as one line."""
+        parsed, extra = super().parse_known_args(args, namespace)
+        if extra:
+            self.error(f"unrecognized arguments: {' '.join(extra)}")
+        return parsed, extra
