@@ -72,16 +72,14 @@ _OUTPUT_FLAGS: Final = ("format", "json", "plot", "why", "run", "command")
 
 
 def _suggestion(typed: str, /) -> str:
-    """``; shipped: NAME`` for the shipped examples a misspelt --config resembles."""
+    """``; did you mean --config NAME?`` for the shipped examples a misspelt --config resembles."""
     names = sorted(
         path.name.removesuffix(EXAMPLE_SUFFIX) for path in examples_directory().glob("*.json")
     )
     stem = Path(typed).name.removesuffix(EXAMPLE_SUFFIX).removesuffix(".json")
     close = [name for name in names if stem and (stem in name or name in stem)]
-    close += difflib.get_close_matches(stem, names, n=3, cutoff=0.6)
-    if close:
-        return f"; did you mean --config {' or '.join(dict.fromkeys(close))}?"
-    return f"; shipped: {', '.join(names)}"
+    close = close or difflib.get_close_matches(stem, names, n=3, cutoff=0.6)
+    return f"; did you mean --config {' or '.join(dict.fromkeys(close))}?" if close else ""
 
 
 def _config_path(arguments: argparse.Namespace, /) -> Path | None:
@@ -113,6 +111,10 @@ def _flags(arguments: argparse.Namespace, /) -> dict[str, FlagValue]:
     found: dict[str, FlagValue] = {}
     for dest, value in sorted(vars(arguments).items()):
         if dest in _OUTPUT_FLAGS or value is None:
+            continue
+        if dest == "prefix_caching":
+            # The one flag stored under another name: --no-enable-prefix-caching.
+            found["--no-enable-prefix-caching"] = not value
             continue
         found[_flag(dest)] = list(value) if isinstance(value, tuple) else value
     return found

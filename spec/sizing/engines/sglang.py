@@ -193,7 +193,7 @@ class SglangFitOutcome(FitOutcome):
                 continue
             rows.append(
                 (
-                    f"why {_DESIGN_LABELS[fit.design]} moves the pools",
+                    f"why the pools move {_DESIGN_LABELS[fit.design]}",
                     (
                         f"its ring is charged per slot and no intermediate states are reserved, so"
                         f" the mamba share ({share} / {1 + share:g} of the rest) keeps"
