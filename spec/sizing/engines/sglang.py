@@ -191,14 +191,15 @@ class SglangFitOutcome(FitOutcome):
             ring = fit.startup
             if ring is None:
                 continue
+            states = ring.max_mamba_cache_size - up.max_mamba_cache_size
+            tokens = ring.max_total_num_tokens - up.max_total_num_tokens
             rows.append(
                 (
                     f"why the pools move {_DESIGN_LABELS[fit.design]}",
                     (
-                        f"its ring is charged per slot and no intermediate states are reserved, so"
+                        "its ring is charged per slot and no intermediate states are reserved, so"
                         f" the mamba share ({share} / {1 + share:g} of the rest) keeps"
-                        f" {ring.max_mamba_cache_size - up.max_mamba_cache_size:+,} states and the KV"
-                        f" pool {ring.max_total_num_tokens - up.max_total_num_tokens:+,} tokens:"
+                        f" {states:+,} states and the KV pool {tokens:+,} tokens:"
                         " the replay ring does not cost the memory, the larger mamba pool takes it"
                         f" ({sglang.SOURCES['replayssm ring reservation']})"
                     ),
