@@ -13,7 +13,13 @@ from tests.documents import BLOCK_UNTESTED, UNTESTED, Command, Job, Kind, Runner
 if TYPE_CHECKING:
     from tests.installed import Installed
 
-DOCUMENTS: Final = ("README.md", "docs/ci.md", "docs/protocol.md", "docs/replay.md")
+DOCUMENTS: Final = (
+    "README.md",
+    "docs/ci.md",
+    "docs/protocol.md",
+    "docs/replay.md",
+    "docs/sizing.md",
+)
 
 
 def _text(document: str, /) -> str:

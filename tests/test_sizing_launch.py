@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
+import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -378,3 +380,30 @@ def test_an_engine_without_a_startup_check_says_so() -> None:
     assert outcome.start() is NOT_CHECKED
     assert outcome.start().line() == "not modelled: this engine's unit has no startup check"
     assert outcome.why() == []
+
+
+def _before_a_launch() -> list[tuple[str, list[str]]]:
+    text = (ROOT / "docs" / "sizing.md").read_text(encoding="utf-8")
+    section = text.split("## Before a launch\n", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```(sh|text)\n(.*?)```", section, flags=re.DOTALL)
+    pairs = []
+    for (kind, command), (shown_kind, shown) in zip(blocks[::2], blocks[1::2], strict=True):
+        assert (kind, shown_kind) == ("sh", "text")
+        pairs.append((command.strip(), shown.splitlines()))
+    return pairs
+
+
+def test_before_a_launch_shows_what_its_commands_print(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # The documents test runs each command from an install; here each shown
+    # line must be one the command prints, in the order it prints them.
+    pairs = _before_a_launch()
+    assert len(pairs) == 5
+    for command, shown in pairs:
+        program, *arguments = shlex.split(command)
+        assert program == "ssm-rollback-spec"
+        assert main(arguments) == 0
+        printed = iter(capsys.readouterr().out.splitlines())
+        for line in shown:
+            assert any(line == candidate for candidate in printed), (command, line)
