@@ -275,7 +275,8 @@ def plan(case: dict[str, Any]) -> dict[str, Any]:
     return {
         **case,
         **_figures(engine, specs, kv_config, tokens, concurrency),
-        "max_num_seqs": int(engine.scheduler_config.max_num_seqs),
+        # max_num_seqs as vLLM set it (its default when the case gives none).
+        "vllm_max_num_seqs": int(engine.scheduler_config.max_num_seqs),
         "refusal": refusal,
     }
 
