@@ -198,6 +198,7 @@ def plan(case: dict[str, Any]) -> dict[str, Any]:
     from vllm.engine.arg_utils import EngineArgs  # noqa: PLC0415
     from vllm.multimodal.gpu_ipc_memory import reserve_mm_ipc_gpu_memory  # noqa: PLC0415
     from vllm.platforms import current_platform  # noqa: PLC0415
+    from vllm.usage.usage_lib import UsageContext  # noqa: PLC0415
     from vllm.v1.attention.backends.utils import resolve_kv_cache_layout  # noqa: PLC0415
     from vllm.v1.core.kv_cache_planning import (  # noqa: PLC0415
         get_global_kv_cache_groups,
@@ -234,7 +235,9 @@ def plan(case: dict[str, Any]) -> dict[str, Any]:
             enable_prefix_caching=bool(case.get("prefix_caching", True)),
             kv_cache_dtype=str(case.get("kv_cache_dtype", "auto")),
             max_num_seqs=case.get("max_num_seqs"),
-        ).create_engine_config()
+            # As `vllm serve` makes it (entrypoints/launchers/api_server/entry.py:38),
+            # which picks the serving default of max_num_seqs.
+        ).create_engine_config(usage_context=UsageContext.OPENAI_API_SERVER)
     text = engine.model_config.hf_text_config
     with set_current_vllm_config(engine), torch.device("meta"):
         _mixers(
