@@ -407,3 +407,22 @@ def test_before_a_launch_shows_what_its_commands_print(
         printed = iter(capsys.readouterr().out.splitlines())
         for line in shown:
             assert any(line == candidate for candidate in printed), (command, line)
+
+
+def test_under_utilization_the_least_memory_is_a_utilization_that_starts(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    flags = [
+        *VLLM_LAUNCH, "--gpu-memory-utilization", "0.9", "--gpu-memory-bytes", "80GiB",
+        "--weights-bytes", "56000000000", "--activation-bytes", "4GiB", "--max-model-len", "32K",
+    ]  # fmt: skip
+    assert _json(capsys, *flags, "--max-num-seqs", "64")["start"]["smallest_memory"] is None
+    start = _json(capsys, *flags, "--max-num-seqs", "400")["start"]
+    share = start["smallest_memory"].split("--gpu-memory-utilization ")[1].split()[0]
+    for used, starts in ((share, True), (f"{float(share) - 0.0001:.4f}", False)):
+        flags[flags.index("--gpu-memory-utilization") + 1] = used
+        assert _json(capsys, *flags, "--max-num-seqs", "400")["start"]["starts"] is starts
+    beyond = _json(capsys, *flags, "--max-num-seqs", "1024")["start"]["smallest_memory"]
+    assert beyond.endswith(
+        "more than --gpu-memory-bytes 85,899,345,920 leaves at any --gpu-memory-utilization"
+    )

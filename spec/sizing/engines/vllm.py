@@ -148,6 +148,11 @@ class VllmFitOutcome(FitOutcome):
         share = math.ceil(needed / u.gpu_memory_bytes * 10_000) / 10_000
         while math.ceil(u.gpu_memory_bytes * share) < needed:
             share += 0.0001
+        if share > 1:
+            return (
+                f"{kv_bytes:,} B of KV cache, more than --gpu-memory-bytes"
+                f" {u.gpu_memory_bytes:,} leaves at any --gpu-memory-utilization"
+            )
         return f"--gpu-memory-utilization {share:.4f} ({kv_bytes:,} B of KV cache)"
 
     def start(self) -> StartCheck:
