@@ -98,8 +98,9 @@ def _floor(module: str) -> int:
 #: writes a case file.
 CORPUS_ENGINE: Final = "ssm_rollback_spec.corpus.files"
 #: The tools' share of the package's lines: a thin command line. (1900 with
-#: report, --require-race and size cut to parsing and printing.)
-TOOLS_LINES_AT_MOST: Final = 1950
+#: report, --require-race and size cut to parsing and printing; 2050 with size's
+#: launch flags, one-line flag errors and the JSON's record of every flag.)
+TOOLS_LINES_AT_MOST: Final = 2050
 
 
 def _side(module: str) -> str | None:

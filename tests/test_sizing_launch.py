@@ -124,7 +124,7 @@ def test_human_readable_integers_read_as_vllm_reads_them(typed: str, value: int)
 @pytest.mark.parametrize(
     ("typed", "message"),
     [
-        ("1.5K", "vLLM takes no decimals with the binary suffix K: '1.5K' (did you mean 1.5k?)"),
+        ("1.5K", "vLLM takes no decimals with K (did you mean k?): '1.5K'"),
         ("0k", "must be at least 1, got '0k'"),
         ("10X", "not a whole number: '10X'"),
     ],
@@ -271,8 +271,8 @@ def test_batch_stands_alone_and_zero_requests_are_refused(
         (
             ["--kv-cache-memory-bytes", "40.5GiB"],
             (
-                "ssm-rollback-spec size: --kv-cache-memory-bytes: not a whole number of GiB:"
-                " '40.5GiB' (see --help)"
+                "ssm-rollback-spec size: --kv-cache-memory-bytes: not a whole number of GiB"
+                " above 0: '40.5GiB' (see --help)"
             ),
         ),
         (

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import enum
 import math
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
@@ -45,6 +46,7 @@ __all__ = [
     "VllmLayout",
     "VllmPlan",
     "VllmSetup",
+    "human_readable_int",
     "kv_cache_dtype",
     "max_num_seqs",
     "model_dtype",
@@ -91,6 +93,10 @@ KV_CACHE_DTYPES: Final = {
     "fp8_e4m3": Dtype.FP8,
     "fp8_e5m2": Dtype.FP8,
 }
+#: vLLM's integer suffixes: decimal in lower case, binary in upper case (whole numbers only).
+_DECIMAL_SUFFIXES: Final = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
+_BINARY_SUFFIXES: Final = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+_HUMAN_INT: Final = re.compile(r"(\d+(?:\.\d+)?)([kKmMgGtT])")
 #: The cache block size before any alignment (``CacheConfig.DEFAULT_BLOCK_SIZE``).
 DEFAULT_BLOCK_SIZE: Final = 16
 #: FlashAttention's kernel block sizes are multiples of 16 on CUDA.
@@ -497,6 +503,26 @@ def kv_cache_dtype(model: Model, setup: VllmSetup, /) -> Dtype:
     if setup.kv_cache_dtype is None:
         return _model_dtype(model.dtypes)
     return KV_CACHE_DTYPES[setup.kv_cache_dtype]
+
+
+def human_readable_int(text: str, /) -> int | None:
+    """A number with a suffix as vLLM reads its integer flags; None for one without.
+
+    ``10G`` is 10 x 2^30 and ``128K`` 131,072; ``25.6k`` is 25,600, truncated as
+    vLLM truncates ``float(number) x 1000`` (``SOURCES["human-readable integers"]``).
+
+    Raises:
+        ValueError: a decimal with a binary suffix, which vLLM refuses.
+    """
+    found = _HUMAN_INT.fullmatch(text.strip())
+    if found is None:
+        return None
+    number, suffix = found.groups()
+    if suffix in _DECIMAL_SUFFIXES:
+        return int(float(number) * _DECIMAL_SUFFIXES[suffix])
+    if "." in number:
+        raise ValueError(f"vLLM takes no decimals with {suffix} (did you mean {suffix.lower()}?)")
+    return int(number) * _BINARY_SUFFIXES[suffix]
 
 
 def max_num_seqs(setup: VllmSetup, given: int | None, /) -> int:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import enum
 import re
+import sys
 from typing import TYPE_CHECKING, Final, NoReturn
 
 from ..sizing import sglang, vllm
@@ -16,7 +17,7 @@ from .arguments import whole_number
 from .shipped import EXAMPLE_SUFFIX, examples_directory
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
 __all__ = [
     "DIMENSION_FLAGS",
@@ -92,80 +93,51 @@ def _draft_counts(text: str, /) -> tuple[int, ...]:
 
 #: Binary units the byte flags take after a whole number.
 _BYTE_UNITS: Final = {"KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
-#: vLLM's suffixes (``vllm/utils/argparse_utils.py:30-74``): decimal lower case, binary upper.
-_DECIMAL_SUFFIXES: Final = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
-_BINARY_SUFFIXES: Final = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
-_HUMAN: Final = re.compile(r"(\d+(?:\.\d+)?)([kKmMgGtT])")
 
 
 def _bytes(text: str, /) -> int:
     """An argparse type: a whole number of bytes, or one with a KiB, MiB, GiB or TiB suffix."""
     for unit, scale in _BYTE_UNITS.items():
         if text.endswith(unit):
-            try:
-                return _positive(text.removesuffix(unit)) * scale
-            except argparse.ArgumentTypeError:
-                raise argparse.ArgumentTypeError(
-                    f"not a whole number of {unit}: {text!r}"
-                ) from None
+            number = text.removesuffix(unit)
+            if not number.isdigit() or int(number) == 0:
+                raise argparse.ArgumentTypeError(f"not a whole number of {unit} above 0: {text!r}")
+            return int(number) * scale
     return _positive(text)
 
 
 def human_readable_int(text: str, /) -> int:
-    """A whole number as vLLM 0.33.0 reads its integer flags, at least 1.
+    """An argparse type: a whole number as vLLM reads it (``10G``, ``128K``, ``25.6k``), >= 1.
 
-    ``10G`` is 10 x 2^30 and ``128K`` 131,072 (binary upper-case suffixes take
-    whole numbers only); ``25.6k`` is 25,600 (decimal lower-case suffixes,
-    truncated as vLLM's ``int(float(number) x multiplier)``).
-
-    Raises:
-        argparse.ArgumentTypeError: not such a number, or below 1; the message quotes ``text``.
+    Bytes may also end in KiB to TiB, as the other byte flags take them.
     """
-    found = _HUMAN.fullmatch(text.strip())
-    if found is None:
+    if text.endswith(tuple(_BYTE_UNITS)):
+        return _bytes(text)
+    try:
+        value = vllm.human_readable_int(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(f"{error}: {text!r}") from None
+    if value is None:
         return _positive(text)
-    number, suffix = found.groups()
-    if suffix in _DECIMAL_SUFFIXES:
-        value = int(float(number) * _DECIMAL_SUFFIXES[suffix])
-    elif "." in number:
-        raise argparse.ArgumentTypeError(
-            f"vLLM takes no decimals with the binary suffix {suffix}: {text!r}"
-            f" (did you mean {number}{suffix.lower()}?)"
-        )
-    else:
-        value = int(number) * _BINARY_SUFFIXES[suffix]
     if value == 0:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {text!r}")
     return value
 
 
-def _vllm_bytes(text: str, /) -> int:
-    """An argparse type: vLLM's human-readable integer, or bytes with a KiB to TiB suffix."""
-    if text.endswith(tuple(_BYTE_UNITS)):
-        return _bytes(text)
-    return human_readable_int(text)
+def _fraction(text: str, /, *, most: float = 1.0) -> float:
+    """An argparse type: a fraction above 0 and at most 1 (or ``most``)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not 0 < value <= most:
+        bound = "a fraction above 0 and at most 1" if most == 1 else "a number above 0"
+        raise argparse.ArgumentTypeError(f"{bound}, got {text!r}")
+    return value
 
 
 def _ratio(text: str, /) -> float:
-    """An argparse type: a number above 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = 0.0
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"a number above 0, got {text!r}")
-    return value
-
-
-def _fraction(text: str, /) -> float:
-    """An argparse type: a fraction above 0 and at most 1."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = 0.0
-    if not 0 < value <= 1:
-        raise argparse.ArgumentTypeError(f"a fraction above 0 and at most 1, got {text!r}")
-    return value
+    return _fraction(text, most=sys.float_info.max)
 
 
 def add_size_arguments(size: argparse.ArgumentParser, /) -> None:
@@ -255,11 +227,14 @@ def add_size_arguments(size: argparse.ArgumentParser, /) -> None:
         " page and so its block (default: auto, the model dtype)",
     )
     for memory in memory_flags():
-        kind = {"FRACTION": _fraction, "BYTES": _bytes, "RATIO": _ratio}.get(
-            memory.metavar, _positive
-        )
+        readers: dict[str, Callable[[str], float]] = {
+            "FRACTION": _fraction,
+            "BYTES": _bytes,
+            "RATIO": _ratio,
+        }
+        kind = readers.get(memory.metavar, _positive)
         if memory.human:
-            kind = _vllm_bytes if memory.metavar == "BYTES" else human_readable_int
+            kind = human_readable_int
         size.add_argument(
             f"--{memory.dest.replace('_', '-')}",
             type=kind,
@@ -312,14 +287,11 @@ def add_size_arguments(size: argparse.ArgumentParser, /) -> None:
 
 
 class SizeParser(argparse.ArgumentParser):
-    """``size``'s parser: a bad flag is one line, ``PROG: FLAG: WHAT (see --help)``."""
+    """``size``'s parser: a bad flag is one line, ``PROG: FLAG: WHAT (see --help)``, exit 2."""
 
-    def error(self, message: str) -> NoReturn:
-        """Print the one line and exit with the usage status, 2."""
+    def error(self, message: str) -> NoReturn:  # noqa: D102 - the class says it
         found = re.fullmatch(r"argument (\S+?)(?:/\S+)?: (.*)", message, flags=re.DOTALL)
-        line = message if found is None else f"{found[1]}: {found[2]}"
-        # One line, whatever argparse's message held.
-        line = " ".join(line.split())
+        line = " ".join((message if found is None else f"{found[1]}: {found[2]}").split())
         self.exit(2, f"{self.prog}: {line} (see --help)\n")
 
     def parse_known_args(  # type: ignore[override]
