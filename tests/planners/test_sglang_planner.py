@@ -58,10 +58,10 @@ def _cases() -> list[dict[str, Any]]:
     launch = {name: value for name, value in replay.items() if name != "replayssm"}
     cases += [
         launch,
-        {**launch, "mamba_full_memory_ratio": 0.5},
-        {**launch, "mamba_full_memory_ratio": 2.0},
-        {**replay, "mamba_full_memory_ratio": 0.5},
-        {**launch, "max_running_requests": 64},
+        {**launch, "flags": {"mamba_full_memory_ratio": 0.5}},
+        {**launch, "flags": {"mamba_full_memory_ratio": 2.0}},
+        {**replay, "flags": {"mamba_full_memory_ratio": 0.5}},
+        {**launch, "flags": {"max_running_requests": 64}},
     ]
     return cases
 
@@ -83,9 +83,8 @@ def _size(case: dict[str, Any]) -> dict[str, Any]:
     ]  # fmt: skip
     if not case.get("radix_cache", True):
         arguments.append("--disable-radix-cache")
-    for flag in ("mamba_full_memory_ratio", "max_running_requests"):
-        if flag in case:
-            arguments += [f"--{flag.replace('_', '-')}", str(case[flag])]
+    for flag, value in case.get("flags", {}).items():
+        arguments += [f"--{flag.replace('_', '-')}", str(value)]
     return size_report(arguments)
 
 
@@ -120,19 +119,18 @@ def test_the_mamba_share_moves_the_pools_in_sglang_as_in_size(
 
     inputs = {
         "config", "tp", "drafts", "weights_bytes", "replayssm", "radix_cache",
-        "gpu_memory_bytes", "mem_fraction_static", "context_length", "max_running_requests",
+        "gpu_memory_bytes", "mem_fraction_static", "context_length",
     }  # fmt: skip
-    shares = [case for case in planned if "mamba_full_memory_ratio" in case]
+    shares = [case for case in planned if "mamba_full_memory_ratio" in case.get("flags", {})]
     assert len(shares) == 3
     for case in shares:
         (default,) = [
             other
             for other in planned
-            if "mamba_full_memory_ratio" not in other
-            and all(other.get(key) == case.get(key) for key in inputs)
+            if not other.get("flags") and all(other.get(key) == case.get(key) for key in inputs)
         ]
         states, tokens = figures(case)
-        more = case["mamba_full_memory_ratio"] > sglang_default_share()
+        more = case["flags"]["mamba_full_memory_ratio"] > sglang_default_share()
         assert (states > figures(default)[0]) is more, case
         assert (tokens < figures(default)[1]) is more, case
 
