@@ -115,9 +115,10 @@ def _floor(module: str) -> int:
 #: writes a case file.
 CORPUS_ENGINE: Final = "ssm_rollback_spec.corpus.files"
 #: The tools' share of the package's lines: a thin command line. (1900 with
-#: report, --require-race and size cut to parsing and printing; 2018 with the
-#: preflight, 136 lines, moved in from the harness, where no flag is named.)
-TOOLS_LINES_AT_MOST: Final = 2070
+#: report, --require-race and size cut to parsing and printing; 2193 with the
+#: preflight, 136 lines, moved in from the harness, where no flag is named, and
+#: size's launch flags, one-line flag errors and the JSON's record of every flag.)
+TOOLS_LINES_AT_MOST: Final = 2200
 
 
 def _side(module: str) -> str | None:

@@ -131,7 +131,7 @@ def vllm_fit(
     """
     d = model.dimensions
     dtypes = vllm.view_dtypes(model, setup)
-    kv_dtype = vllm.model_dtype(model.dtypes)
+    kv_dtype = vllm.kv_cache_dtype(model, setup.vllm)
     layers = {"attention_layers": model.attention_layers, "drafter_layers": model.drafter_layers}
     snapshot = vllm.vllm_plan(
         d, model.attention, dtypes, kv_dtype, setup.vllm, num_spec=num_drafts, **layers

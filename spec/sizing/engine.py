@@ -15,7 +15,7 @@ import abc
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, ClassVar, Final, TypedDict
 
 if TYPE_CHECKING:
     from .capacity import SglangFitReport, VllmFitReport
@@ -27,13 +27,18 @@ if TYPE_CHECKING:
     from .wording import Row, Section
 
 __all__ = [
+    "NOT_CHECKED",
     "FitFlagsError",
     "FitKind",
     "FitOutcome",
     "Given",
     "MemoryFit",
     "MemoryFlag",
+    "Need",
+    "NeedFigures",
     "SizingEngine",
+    "StartCheck",
+    "StartFigures",
     "fraction",
     "layer_bytes",
     "whole",
@@ -62,11 +67,89 @@ Given = Mapping[str, int | float | None]
 
 @dataclass(frozen=True)
 class MemoryFlag:
-    """One memory flag: its argparse dest, metavar (``BYTES``, ``FRACTION``, ``TOKENS``, ``N``)."""
+    """One memory flag: its argparse dest, metavar (``BYTES``, ``FRACTION``, ``TOKENS``, ``N``).
+
+    ``human`` says the engine reads the flag's integers with suffixes
+    (vLLM's ``human_readable_int``: ``10G``, ``128K``, ``25.6k``).
+    """
 
     dest: str
     metavar: str
     help: str
+    human: bool = False
+
+
+class StartFigures(TypedDict):
+    """A startup check as JSON."""
+
+    starts: bool | None
+    says: str
+    source: str | None
+    largest: str | None
+    smallest_memory: str | None
+
+
+@dataclass(frozen=True)
+class StartCheck:
+    """Whether the engine starts with the flags given, as its own startup check decides.
+
+    ``starts`` is None where the unit models no startup check. When the engine
+    refuses, ``says`` is its own message; ``largest`` names the flag's largest
+    value that starts and ``smallest_memory`` the least memory that starts with
+    the value given.
+    """
+
+    starts: bool | None
+    says: str
+    source: Source | None = None
+    largest: str | None = None
+    smallest_memory: str | None = None
+
+    def line(self) -> str:
+        """The check in one line, with what to change when the engine refuses."""
+        if self.starts is None:
+            return self.says
+        verdict = "starts" if self.starts else "refuses to start"
+        extra = [part for part in (self.largest, self.smallest_memory) if part]
+        where = "" if self.source is None else f" ({self.source})"
+        return "; ".join([f"{verdict}: {self.says}{where}", *extra])
+
+    def as_dict(self) -> StartFigures:
+        """The check as a JSON-ready mapping."""
+        return StartFigures(
+            starts=self.starts,
+            says=self.says,
+            source=None if self.source is None else str(self.source),
+            largest=self.largest,
+            smallest_memory=self.smallest_memory,
+        )
+
+
+#: What a fit says when its engine's unit models no startup check.
+NOT_CHECKED: Final = StartCheck(None, "not modelled: this engine's unit has no startup check")
+
+
+class NeedFigures(TypedDict):
+    """One design's memory for the requests asked, as JSON."""
+
+    design: str
+    bytes: int | None
+    says: str
+
+
+@dataclass(frozen=True)
+class Need:
+    """The memory one design needs for a number of requests at a context length."""
+
+    design: str
+    #: The bytes per GPU (None: no memory serves them, ``says`` tells why).
+    bytes: int | None
+    #: What the bytes are, as the engine's flag takes them.
+    says: str
+
+    def as_dict(self) -> NeedFigures:
+        """The need as a JSON-ready mapping."""
+        return NeedFigures(design=self.design, bytes=self.bytes, says=self.says)
 
 
 def whole(given: Given, dest: str, /) -> int:
@@ -93,6 +176,14 @@ class FitOutcome(abc.ABC):
     @abc.abstractmethod
     def report(self) -> VllmFitReport | SglangFitReport:
         """The figures and their memory inputs, as JSON."""
+
+    def start(self) -> StartCheck:
+        """Whether the engine starts with these flags (:data:`NOT_CHECKED` unless the unit says)."""
+        return NOT_CHECKED
+
+    def why(self) -> list[Row]:
+        """Each startup figure's reason in one short line (none unless the unit says)."""
+        return []
 
 
 class MemoryFit(abc.ABC):
@@ -175,3 +266,16 @@ class SizingEngine(abc.ABC):
         """The view's own report rows, after the state's (none unless it has its own)."""
         del sizing
         return []
+
+    def need(
+        self, model: Model, setup: Setup, /, *, requests: int, context: int, num_drafts: int
+    ) -> tuple[str, list[Need]] | None:
+        """The memory each design needs for ``requests`` of ``context`` tokens (None: no model).
+
+        Returns what the memory is (a heading) and each design's need.
+
+        Raises:
+            UnsupportedDtypeError: a forced dtype the engine does not offer.
+        """
+        del model, setup, requests, context, num_drafts
+        return None

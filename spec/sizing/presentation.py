@@ -176,11 +176,12 @@ def _replay_section(d: GdnDimensions, f: rings.ReplaySizing, tp: int, /) -> list
 
 
 def review_sections(
-    review: Review, d: GdnDimensions, /, *, tp: int, explicit: bool
+    review: Review, d: GdnDimensions, /, *, tp: int, explicit: bool, why: bool = False
 ) -> list[Section]:
     """One review's sections: the seed's ring, the view's state, and its engine's fit if any.
 
-    ``explicit``: the model came from explicit dimensions, so the dtypes are assumed.
+    ``explicit``: the model came from explicit dimensions, so the dtypes are assumed;
+    ``why``: each startup figure's reason follows the fit's rows.
     """
     unit, s, f = review.unit, review.snapshot, review.replay
     layers = f"{count(s.requests, 'slot' if unit.seed_slots else 'request')} x"
@@ -224,8 +225,20 @@ def review_sections(
     )
     sections = [("Replay ring (the contract)", _replay_section(d, f, tp)), (heading, snapshot)]
     if review.fit is not None:
-        sections.append(review.fit.section())
+        heading, rows = review.fit.section()
+        rows = [*rows, ("will it start", review.fit.start().line())]
+        sections.append((heading, [*rows, *(review.fit.why() if why else [])]))
     return sections
+
+
+def _need_sections(report: SizeReport, /) -> list[Section]:
+    return [
+        (
+            need.heading,
+            [(item.design, item.says) for item in need.needs],
+        )
+        for need in report.needs
+    ]
 
 
 def _scope(report: SizeReport, /) -> str:
@@ -237,12 +250,20 @@ def _scope(report: SizeReport, /) -> str:
     )
 
 
-def report_text(report: SizeReport, /, *, markdown: bool) -> str:
-    """The report as aligned text or Markdown: one review's sections, or a sweep's two tables."""
+def report_text(report: SizeReport, /, *, markdown: bool, why: bool = False) -> str:
+    """The report as aligned text or Markdown: one review's sections, or a sweep's two tables.
+
+    ``why``: each startup figure's reason in a line after the fit's.
+    """
     if report.review is not None:
         sections = review_sections(
-            report.review, report.model.dimensions, tp=report.tp, explicit=report.explicit
+            report.review,
+            report.model.dimensions,
+            tp=report.tp,
+            explicit=report.explicit,
+            why=why,
         )
+        sections += _need_sections(report)
         return markdown_sections(sections) if markdown else text_sections(sections)
     rows = report.rows or []
     return "\n\n".join(

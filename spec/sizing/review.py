@@ -26,18 +26,23 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from .capacity import SglangFitReport, VllmFitReport
-    from .engine import FitOutcome, Given, MemoryFit, SizingEngine
+    from .engine import FitOutcome, Given, MemoryFit, Need, NeedFigures, SizingEngine, StartFigures
     from .state import SnapshotSizing
 
 __all__ = [
+    "EngineNeed",
+    "FlagValue",
+    "NeedReport",
     "OneReviewError",
     "Review",
     "ReviewFigures",
     "ReviewOverflowError",
+    "SizeInputs",
     "SizeReport",
     "SizeRequest",
     "SweepReport",
     "ViewFigures",
+    "WhyFigures",
     "model_from_config",
     "model_from_dimensions",
     "size_review",
@@ -45,7 +50,7 @@ __all__ = [
 ]
 
 #: The request fields that size one review only, as a sweep refuses them.
-_ONE_REVIEW: Final = ("num_intermediates", "mtp_state_slots")
+_ONE_REVIEW: Final = ("num_intermediates", "mtp_state_slots", "context")
 
 
 class OneReviewError(ValueError):
@@ -110,6 +115,56 @@ def model_from_dimensions(dimensions: dims.GdnDimensions, tp: int, /) -> Model:
     return Model(dimensions=dimensions.per_gpu(tp))
 
 
+#: A flag's value as the command line parsed it.
+FlagValue = str | int | float | bool | list[int]
+
+
+class SizeInputs(TypedDict):
+    """What a review was asked, as JSON: the config, the engine and its release, every flag."""
+
+    #: ``--config`` as typed, and the file read (None: explicit dimensions).
+    config: str | None
+    config_path: str | None
+    engine: str
+    #: The engine's release (``vLLM 0.33.0``; None: the module's own view).
+    release: str | None
+    num_drafts: list[int]
+    #: Every flag's value, given or defaulted, by its name on the command line.
+    flags: dict[str, FlagValue]
+
+
+class WhyFigures(TypedDict):
+    """One startup figure's reason, as JSON."""
+
+    figure: str
+    why: str
+
+
+class NeedReport(TypedDict):
+    """One engine's memory for the requests asked, as JSON."""
+
+    engine: str
+    heading: str
+    designs: list[NeedFigures]
+
+
+@dataclass(frozen=True)
+class EngineNeed:
+    """One engine's memory for ``--batch`` requests at ``--context``: a heading, each design's."""
+
+    engine: str
+    heading: str
+    needs: list[Need]
+
+    def as_dict(self) -> NeedReport:
+        """The need as a JSON-ready mapping."""
+        return NeedReport(
+            engine=self.engine,
+            heading=self.heading,
+            designs=[need.as_dict() for need in self.needs],
+        )
+
+
 @dataclass(frozen=True)
 class SizeRequest:
     """What one ``size`` asks: the model, the drafts and slots, the view, the memory.
@@ -133,6 +188,12 @@ class SizeRequest:
     batch: int | None = None
     #: Whether to size the plot's rows too.
     plot: bool = False
+    #: With ``batch``: the context length the memory each engine needs is sized for.
+    context: int | None = None
+    #: ``--config`` as typed, the file it read, and every flag, for the JSON's record.
+    config_name: str | None = None
+    config_path: str | None = None
+    flags: Mapping[str, FlagValue] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -151,6 +212,7 @@ class ReviewFigures(TypedDict):
     """One review as JSON."""
 
     spec_version: str
+    inputs: SizeInputs
     tp: int
     replay: rings.ReplayFigures
     snapshot: SnapshotFigures
@@ -158,6 +220,10 @@ class ReviewFigures(TypedDict):
     snapshot_to_replay: float | None
     preflight_covers_pool: bool
     shortfall_bytes: int
+    #: Whether the engine starts, and each startup figure's reason (None, []: no fit).
+    start: StartFigures | None
+    why: list[WhyFigures]
+    needs: list[NeedReport]
 
 
 class ViewFigures(TypedDict):
@@ -173,6 +239,7 @@ class SweepReport(TypedDict):
     """A sweep as JSON."""
 
     spec_version: str
+    inputs: SizeInputs
     tp: int
     slots: int
     requests: int
@@ -200,6 +267,10 @@ class SizeReport:
     views: list[SizingEngine]
     review: Review | None
     rows: list[SweepRow] | None
+    #: What was asked, for the JSON's record.
+    inputs: SizeInputs
+    #: Each engine's memory for ``--batch`` requests at ``--context`` (empty: not asked).
+    needs: list[EngineNeed] = field(default_factory=list)
 
     def as_dict(self) -> ReviewFigures | SweepReport:
         """The report as a JSON-ready mapping.
@@ -211,6 +282,7 @@ class SizeReport:
             r = self.review
             return ReviewFigures(
                 spec_version=SPEC_VERSION,
+                inputs=self.inputs,
                 tp=self.tp,
                 replay=r.replay.as_dict(),
                 snapshot=r.snapshot.as_dict(),
@@ -218,6 +290,11 @@ class SizeReport:
                 snapshot_to_replay=r.ratio,
                 preflight_covers_pool=r.replay.preflight_covers_pool,
                 shortfall_bytes=r.replay.shortfall_bytes,
+                start=None if r.fit is None else r.fit.start().as_dict(),
+                why=[]
+                if r.fit is None
+                else [WhyFigures(figure=label, why=text) for label, text in r.fit.why()],
+                needs=[need.as_dict() for need in self.needs],
             )
         views = {}
         for unit in self.views:
@@ -230,6 +307,7 @@ class SizeReport:
             )
         return SweepReport(
             spec_version=SPEC_VERSION,
+            inputs=self.inputs,
             tp=self.tp,
             slots=self.slots,
             requests=self.requests,
@@ -312,6 +390,38 @@ def _review(request: SizeRequest, model: Model, /) -> Review:
     )
 
 
+def _inputs(request: SizeRequest, /) -> SizeInputs:
+    unit = ENGINES[view_name(request.engine)]
+    return SizeInputs(
+        config=request.config_name,
+        config_path=request.config_path,
+        engine=unit.name,
+        release=None if unit.release is None else unit.release.engine,
+        num_drafts=list(request.num_drafts),
+        flags=dict(request.flags),
+    )
+
+
+def _needs(request: SizeRequest, model: Model, /) -> list[EngineNeed]:
+    if request.context is None or request.batch is None:
+        return []
+    units = list(ENGINES.values())
+    if request.engine is not None:
+        units = [ENGINES[view_name(request.engine)]]
+    found = []
+    for unit in units:
+        need = unit.need(
+            model,
+            request.setup,
+            requests=request.batch,
+            context=request.context,
+            num_drafts=request.num_drafts[0],
+        )
+        if need is not None:
+            found.append(EngineNeed(unit.name, *need))
+    return found
+
+
 def size_review(request: SizeRequest, /) -> SizeReport:
     """Size what ``request`` asks.
 
@@ -344,4 +454,6 @@ def size_review(request: SizeRequest, /) -> SizeReport:
         views=views,
         review=review,
         rows=_rows(request, model, views) if sweeping or request.plot else None,
+        inputs=_inputs(request),
+        needs=[] if sweeping else _needs(request, model),
     )

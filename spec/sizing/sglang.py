@@ -211,7 +211,8 @@ SOURCES: Final = {
     "mamba full memory ratio": Source(
         "sglang/srt/arg_groups/fields/schedule.py",
         "220-227",
-        "--mamba-full-memory-ratio falls back to 0.9",
+        "--mamba-full-memory-ratio falls back to 0.9 (a float; kv_cache_configurator.py:3352-3356 "
+        "splits the rest by it)",
     ),
     "tokens": Source(
         "sglang/srt/model_executor/pool_configurator.py",
@@ -333,6 +334,8 @@ class SglangMemory:
     context_length: int
     #: ``--max-running-requests`` (None: unset).
     max_running_requests: int | None = None
+    #: ``--mamba-full-memory-ratio``: the mamba pool's share of the rest over the KV pool's.
+    mamba_full_memory_ratio: float = MAMBA_FULL_MEMORY_RATIO
 
 
 class SglangStartError(ValueError):
@@ -370,6 +373,7 @@ def _mamba_pool(  # noqa: PLR0913 - the inputs of SGLang's one function, each se
     radix_cache: bool,
     state: SpeculativeState,
     ring_per_request: int,
+    share: float,
 ) -> tuple[float, int, int]:
     # kv_cache_configurator.py:3229-3409, in its order of float operations so
     # that the integers match: the rest after the mamba pool, its size, and
@@ -384,7 +388,7 @@ def _mamba_pool(  # noqa: PLR0913 - the inputs of SGLang's one function, each se
             spent = per_state * (size + 1) * (drafts + 1)
             rest = rest - spent / _GIB
     else:
-        budget = rest * MAMBA_FULL_MEMORY_RATIO / (1 + MAMBA_FULL_MEMORY_RATIO) * _GIB
+        budget = rest * share / (1 + share) * _GIB
         if reserves:
             tokens = drafts + 1
             size = int(
@@ -442,6 +446,7 @@ def sglang_startup(  # noqa: PLR0913 - each is a separate input of SGLang's sizi
         radix_cache=radix_cache,
         state=state,
         ring_per_request=ring_bytes_per_request,
+        share=memory.mamba_full_memory_ratio,
     )
     if rest <= 0:
         raise SglangStartError(

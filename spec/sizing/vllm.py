@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import enum
 import math
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
@@ -27,9 +28,11 @@ if TYPE_CHECKING:
 __all__ = [
     "ALIGN_BASE_BLOCKS",
     "DEFAULT_BLOCK_SIZE",
+    "DEFAULT_MAX_NUM_SEQS",
     "ENGINE",
     "FLASHINFER_GDN_CHECKPOINT_ALIGNMENT",
     "FLASH_ATTN_KERNEL_BLOCK",
+    "KV_CACHE_DTYPES",
     "MAMBA_DTYPES",
     "NONE_BASE_BLOCKS",
     "NULL_BLOCKS",
@@ -43,6 +46,9 @@ __all__ = [
     "VllmLayout",
     "VllmPlan",
     "VllmSetup",
+    "human_readable_int",
+    "kv_cache_dtype",
+    "max_num_seqs",
     "model_dtype",
     "view_dtypes",
     "vllm_capacity",
@@ -76,6 +82,21 @@ class SpeculativeMethod(enum.Enum):
     NGRAM = "ngram"
 
 
+#: ``vllm serve``'s default ``--max-num-seqs`` on each GPU this view knows: 1024 on a GPU of
+#: 70 GiB or more that is not an A100 (H100, H200), 256 otherwise (A100s included).
+DEFAULT_MAX_NUM_SEQS: Final = {Gpu.SM90: 1024, Gpu.SM80: 256}
+#: ``--kv-cache-dtype``'s values this view takes, and the attention cache's dtype each stores.
+KV_CACHE_DTYPES: Final = {
+    "bfloat16": Dtype.BF16,
+    "float16": Dtype.FP16,
+    "fp8": Dtype.FP8,
+    "fp8_e4m3": Dtype.FP8,
+    "fp8_e5m2": Dtype.FP8,
+}
+#: vLLM's integer suffixes: decimal in lower case, binary in upper case (whole numbers only).
+_DECIMAL_SUFFIXES: Final = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
+_BINARY_SUFFIXES: Final = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+_HUMAN_INT: Final = re.compile(r"(\d+(?:\.\d+)?)([kKmMgGtT])")
 #: The cache block size before any alignment (``CacheConfig.DEFAULT_BLOCK_SIZE``).
 DEFAULT_BLOCK_SIZE: Final = 16
 #: FlashAttention's kernel block sizes are multiples of 16 on CUDA.
@@ -287,6 +308,37 @@ SOURCES: Final = {
         "1136-1155",
         "logs 'GPU KV cache size: N tokens, Maximum concurrency for M tokens per request: X x'",
     ),
+    "max_num_seqs default": Source(
+        "vllm/engine/arg_utils.py",
+        "2983-2996, 3001-3010, 3177-3181, 3232-3234",
+        "max_num_seqs unset: 1024 on a GPU of 70 GiB or more that is not an A100 (256 on "
+        "others, A100s included), then at most max_num_batched_tokens, which never lowers it",
+    ),
+    "full cuda graphs default": Source(
+        "vllm/config/vllm.py",
+        "311, 332",
+        "the default optimization levels capture FULL_AND_PIECEWISE CUDA graphs; the GDN "
+        "backend supports uniform batches (v1/attention/backends/gdn_attn.py:136), so the "
+        "FULL decode graphs stay with speculative decoding",
+    ),
+    "max_num_seqs check": Source(
+        "vllm/config/compilation.py",
+        "1510-1533",
+        "with FULL decode CUDA graphs and Mamba layers, max_num_seqs above the KV cache's "
+        "num_blocks raises ValueError: each decode sequence needs one Mamba cache block",
+    ),
+    "kv cache dtype": Source(
+        "vllm/utils/torch_utils.py",
+        "40-60",
+        "--kv-cache-dtype fp8, fp8_e4m3 and fp8_e5m2 store one byte per element (auto: the "
+        "model dtype); the attention page per token follows it (v1/kv_cache_interface.py:586-594)",
+    ),
+    "human-readable integers": Source(
+        "vllm/utils/argparse_utils.py",
+        "30-74",
+        "--kv-cache-memory-bytes and --max-model-len take k/m/g/t (decimal, decimals allowed) "
+        "and K/M/G/T (binary, whole numbers only) suffixes (engine/arg_utils.py:397-409)",
+    ),
     "memory check": Source(
         "vllm/v1/core/kv_cache_planning.py",
         "1533-1560",
@@ -305,6 +357,8 @@ class VllmSetup:
     gpu: Gpu = Gpu.SM90
     #: ``--speculative-config``'s method: MTP (the default) adds the drafter's layers.
     method: SpeculativeMethod = SpeculativeMethod.MTP
+    #: ``--kv-cache-dtype`` (None: ``auto``, the model dtype), by vLLM's name for it.
+    kv_cache_dtype: str | None = None
 
     @property
     def align(self) -> bool:
@@ -327,9 +381,10 @@ class VllmSetup:
             )
         else:
             mode = "--no-enable-prefix-caching (mamba_cache_mode none)"
+        cache = "" if self.kv_cache_dtype is None else f", --kv-cache-dtype {self.kv_cache_dtype}"
         return (
             f"vllm serve on {self.gpu.value.upper()}, {mode},"
-            f" speculative method {self.method.value}"
+            f" speculative method {self.method.value}{cache}"
         )
 
 
@@ -441,6 +496,38 @@ def vllm_layout(  # noqa: PLR0913 - each is a separate input of vLLM's arithmeti
 def model_dtype(found: ConfigDtypes, /) -> Dtype:
     """The model dtype vLLM resolves from a config (``--dtype auto``) on SM80 and newer."""
     return _model_dtype(found)
+
+
+def kv_cache_dtype(model: Model, setup: VllmSetup, /) -> Dtype:
+    """The attention cache's dtype: ``--kv-cache-dtype``'s, or with ``auto`` the model dtype."""
+    if setup.kv_cache_dtype is None:
+        return _model_dtype(model.dtypes)
+    return KV_CACHE_DTYPES[setup.kv_cache_dtype]
+
+
+def human_readable_int(text: str, /) -> int | None:
+    """A number with a suffix as vLLM reads its integer flags; None for one without.
+
+    ``10G`` is 10 x 2^30 and ``128K`` 131,072; ``25.6k`` is 25,600, truncated as
+    vLLM truncates ``float(number) x 1000`` (``SOURCES["human-readable integers"]``).
+
+    Raises:
+        ValueError: a decimal with a binary suffix, which vLLM refuses.
+    """
+    found = _HUMAN_INT.fullmatch(text.strip())
+    if found is None:
+        return None
+    number, suffix = found.groups()
+    if suffix in _DECIMAL_SUFFIXES:
+        return int(float(number) * _DECIMAL_SUFFIXES[suffix])
+    if "." in number:
+        raise ValueError(f"vLLM takes no decimals with {suffix} (did you mean {suffix.lower()}?)")
+    return int(number) * _BINARY_SUFFIXES[suffix]
+
+
+def max_num_seqs(setup: VllmSetup, given: int | None, /) -> int:
+    """``--max-num-seqs`` as given, or ``vllm serve``'s default on the setup's GPU."""
+    return DEFAULT_MAX_NUM_SEQS[setup.gpu] if given is None else given
 
 
 def _cdiv(numerator: int, denominator: int, /) -> int:

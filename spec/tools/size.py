@@ -7,6 +7,7 @@ once, and prints what it reports; the engines' units say everything engine-speci
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
@@ -18,6 +19,7 @@ from ..sizing.memory import FitFlagsError, fit_for
 from ..sizing.memory import flags as memory_flags
 from ..sizing.presentation import plot_title, report_text
 from ..sizing.review import (
+    FlagValue,
     OneReviewError,
     ReviewOverflowError,
     SizeRequest,
@@ -28,8 +30,14 @@ from ..sizing.state import Setup
 from .arguments import prepare_outputs
 from .errors import CliError, ExitStatus
 from .report import write_json
-from .shipped import example_config
-from .size_flags import DIMENSION_FLAGS, MAX_SWEEP_VALUES, OutputFormat, add_size_arguments
+from .shipped import EXAMPLE_SUFFIX, example_config, examples_directory
+from .size_flags import (
+    DIMENSION_FLAGS,
+    MAX_SWEEP_VALUES,
+    OutputFormat,
+    SizeParser,
+    add_size_arguments,
+)
 
 if TYPE_CHECKING:
     import argparse
@@ -59,20 +67,57 @@ def _flag(dest: str, /) -> str:
     return f"--{dest.replace('_', '-')}"
 
 
-def _config(arguments: argparse.Namespace, /) -> dict[str, object] | None:
+#: Flags that say how to print, not what to size, left out of the JSON's record.
+_OUTPUT_FLAGS: Final = ("format", "json", "plot", "why", "run", "command")
+
+
+def _suggestion(typed: str, /) -> str:
+    """``; did you mean --config NAME?`` for the shipped examples a misspelt --config resembles."""
+    names = sorted(
+        path.name.removesuffix(EXAMPLE_SUFFIX) for path in examples_directory().glob("*.json")
+    )
+    stem = Path(typed).name.removesuffix(EXAMPLE_SUFFIX).removesuffix(".json")
+    close = [name for name in names if stem and (stem in name or name in stem)]
+    close = close or difflib.get_close_matches(stem, names, n=3, cutoff=0.6)
+    return f"; did you mean --config {' or '.join(dict.fromkeys(close))}?" if close else ""
+
+
+def _config_path(arguments: argparse.Namespace, /) -> Path | None:
     if arguments.config is None:
         return None
     path = Path(arguments.config)
     if not path.exists():
         # A shipped example by its name, from anywhere the package is installed.
         path = example_config(arguments.config) or path
+    return path
+
+
+def _config(arguments: argparse.Namespace, /) -> dict[str, object] | None:
+    path = _config_path(arguments)
+    if path is None:
+        return None
     try:
         config = read_json_file(path)
     except JsonFileError as error:
-        raise CliError(f"--config {arguments.config}: {error}") from None
+        hint = "" if path.exists() else _suggestion(arguments.config)
+        raise CliError(f"--config {arguments.config}: {error}{hint}") from None
     if not isinstance(config, dict):
         raise CliError(f"--config {arguments.config}: not a JSON object")
     return config
+
+
+def _flags(arguments: argparse.Namespace, /) -> dict[str, FlagValue]:
+    """Every sizing flag's value, given or defaulted, by its command-line name."""
+    found: dict[str, FlagValue] = {}
+    for dest, value in sorted(vars(arguments).items()):
+        if dest in _OUTPUT_FLAGS or value is None:
+            continue
+        if dest == "prefix_caching":
+            # The one flag stored under another name: --no-enable-prefix-caching.
+            found["--no-enable-prefix-caching"] = not value
+            continue
+        found[_flag(dest)] = list(value) if isinstance(value, tuple) else value
+    return found
 
 
 def _dimensions(
@@ -96,6 +141,7 @@ def _setup(arguments: argparse.Namespace, /) -> Setup:
             prefix_caching=arguments.prefix_caching,
             gpu=vllm.Gpu(arguments.gpu),
             method=vllm.SpeculativeMethod(arguments.speculative_method),
+            kv_cache_dtype=None if arguments.kv_cache_dtype == "auto" else arguments.kv_cache_dtype,
         ),
         sglang=sglang.SglangSetup(radix_cache=not arguments.disable_radix_cache),
         replayssm_cache_len=length or replayssm.DEFAULT_CACHE_LEN,
@@ -107,6 +153,11 @@ def _setup(arguments: argparse.Namespace, /) -> Setup:
 def _request(arguments: argparse.Namespace, /) -> SizeRequest:
     """The request the flags make, refusing memory flags that make no fit."""
     counts: tuple[int, ...] = arguments.num_drafts
+    slots = arguments.mtp_slots or arguments.batch
+    if slots is None:
+        raise CliError("give --mtp-slots or --batch: the requests to size for")
+    if arguments.context is not None and arguments.batch is None:
+        raise CliError("--context needs --batch: the requests to size the memory for")
     given = {flag.dest: getattr(arguments, flag.dest) for flag in memory_flags()}
     named = [dest for dest, value in given.items() if value is not None]
     if len(counts) > 1 and named:
@@ -116,9 +167,10 @@ def _request(arguments: argparse.Namespace, /) -> SizeRequest:
     except FitFlagsError as error:
         raise CliError(str(error)) from None
     config = _config(arguments)
+    path = _config_path(arguments)
     return SizeRequest(
         num_drafts=counts,
-        mtp_slots=arguments.mtp_slots,
+        mtp_slots=slots,
         config=config,
         dimensions=_dimensions(arguments, config),
         mtp_state_slots=arguments.mtp_state_slots,
@@ -130,6 +182,10 @@ def _request(arguments: argparse.Namespace, /) -> SizeRequest:
         tp=arguments.tp,
         batch=arguments.batch,
         plot=arguments.plot is not None,
+        context=arguments.context,
+        config_name=arguments.config,
+        config_path=None if path is None else str(path.resolve()),
+        flags=_flags(arguments),
     )
 
 
@@ -205,7 +261,7 @@ def _size(arguments: argparse.Namespace, /) -> int:
     if figures is not None:
         write_json(arguments.json or "-", figures)
     else:
-        print(report_text(report, markdown=output is OutputFormat.MARKDOWN))
+        print(report_text(report, markdown=output is OutputFormat.MARKDOWN, why=arguments.why))
     return ExitStatus.OK
 
 
@@ -214,5 +270,7 @@ def add_size_command(commands: argparse._SubParsersAction[argparse.ArgumentParse
     size = commands.add_parser(
         "size", help="size the replay ring (and the engines' snapshot state) for a design review"
     )
+    # A bad flag is one line, as a bad config is (SizeParser adds no state).
+    size.__class__ = SizeParser
     add_size_arguments(size)
     size.set_defaults(run=_size)

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import argparse
 import enum
-from typing import Final
+import re
+import sys
+from typing import TYPE_CHECKING, Final, NoReturn
 
 from ..sizing import sglang, vllm
 from ..sizing.dtypes import Dtype
@@ -14,7 +16,17 @@ from ..sizing.registry import ALIASES, ENGINES
 from .arguments import whole_number
 from .shipped import EXAMPLE_SUFFIX, examples_directory
 
-__all__ = ["DIMENSION_FLAGS", "MAX_SWEEP_VALUES", "OutputFormat", "add_size_arguments"]
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+__all__ = [
+    "DIMENSION_FLAGS",
+    "MAX_SWEEP_VALUES",
+    "OutputFormat",
+    "SizeParser",
+    "add_size_arguments",
+    "human_readable_int",
+]
 
 #: The most draft counts one sweep prints.
 MAX_SWEEP_VALUES: Final = 1024
@@ -79,7 +91,7 @@ def _draft_counts(text: str, /) -> tuple[int, ...]:
     return tuple(sorted({value for low, high in spans for value in range(low, high + 1)}))
 
 
-#: Binary units ``--kv-cache-memory-bytes`` takes after a whole number.
+#: Binary units the byte flags take after a whole number.
 _BYTE_UNITS: Final = {"KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
 
 
@@ -87,19 +99,45 @@ def _bytes(text: str, /) -> int:
     """An argparse type: a whole number of bytes, or one with a KiB, MiB, GiB or TiB suffix."""
     for unit, scale in _BYTE_UNITS.items():
         if text.endswith(unit):
-            return _positive(text.removesuffix(unit)) * scale
+            number = text.removesuffix(unit)
+            if not number.isdigit() or int(number) == 0:
+                raise argparse.ArgumentTypeError(f"not a whole number of {unit} above 0: {text!r}")
+            return int(number) * scale
     return _positive(text)
 
 
-def _fraction(text: str, /) -> float:
-    """An argparse type: a fraction above 0 and at most 1."""
+def human_readable_int(text: str, /) -> int:
+    """An argparse type: a whole number as vLLM reads it (``10G``, ``128K``, ``25.6k``), >= 1.
+
+    Bytes may also end in KiB to TiB, as the other byte flags take them.
+    """
+    if text.endswith(tuple(_BYTE_UNITS)):
+        return _bytes(text)
+    try:
+        value = vllm.human_readable_int(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(f"{error}: {text!r}") from None
+    if value is None:
+        return _positive(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {text!r}")
+    return value
+
+
+def _fraction(text: str, /, *, most: float = 1.0) -> float:
+    """An argparse type: a fraction above 0 and at most 1 (or ``most``)."""
     try:
         value = float(text)
     except ValueError:
         value = 0.0
-    if not 0 < value <= 1:
-        raise argparse.ArgumentTypeError(f"a fraction above 0 and at most 1, got {text!r}")
+    if not 0 < value <= most:
+        bound = "a fraction above 0 and at most 1" if most == 1 else "a number above 0"
+        raise argparse.ArgumentTypeError(f"{bound}, got {text!r}")
     return value
+
+
+def _ratio(text: str, /) -> float:
+    return _fraction(text, most=sys.float_info.max)
 
 
 def add_size_arguments(size: argparse.ArgumentParser, /) -> None:
@@ -128,10 +166,10 @@ def add_size_arguments(size: argparse.ArgumentParser, /) -> None:
     )
     size.add_argument(
         "--mtp-slots",
-        type=whole_number,
-        required=True,
+        type=_positive,
         metavar="N",
-        help="the module's MTP slots (its pool adds a dummy slot); the engines' requests",
+        help="the module's MTP slots (its pool adds a dummy slot); the engines' requests"
+        " (default: --batch; one of them is needed)",
     )
     size.add_argument(
         "--mtp-state-slots",
@@ -181,8 +219,22 @@ def add_size_arguments(size: argparse.ArgumentParser, /) -> None:
         help="the vllm view's drafter: mtp (default, as the Qwen model cards serve) adds the"
         " MTP layer's attention to the KV-cache grouping; ngram adds none",
     )
+    size.add_argument(
+        "--kv-cache-dtype",
+        choices=["auto", *vllm.KV_CACHE_DTYPES],
+        default="auto",
+        help="vLLM's flag: the attention cache's dtype, which sets the vllm view's attention"
+        " page and so its block (default: auto, the model dtype)",
+    )
     for memory in memory_flags():
-        kind = {"FRACTION": _fraction, "BYTES": _bytes}.get(memory.metavar, _positive)
+        readers: dict[str, Callable[[str], float]] = {
+            "FRACTION": _fraction,
+            "BYTES": _bytes,
+            "RATIO": _ratio,
+        }
+        kind = readers.get(memory.metavar, _positive)
+        if memory.human:
+            kind = human_readable_int
         size.add_argument(
             f"--{memory.dest.replace('_', '-')}",
             type=kind,
@@ -203,6 +255,18 @@ def add_size_arguments(size: argparse.ArgumentParser, /) -> None:
     )
     size.add_argument("--tp", type=_positive, default=1, metavar="N", help="tensor-parallel GPUs")
     size.add_argument("--batch", type=_positive, metavar="N", help="concurrent requests")
+    size.add_argument(
+        "--context",
+        type=human_readable_int,
+        metavar="TOKENS",
+        help="with --batch: the memory each engine and design needs for that many requests of"
+        " this many tokens, attention KV included",
+    )
+    size.add_argument(
+        "--why",
+        action="store_true",
+        help="give each startup figure's reason in a line (the JSON always has them)",
+    )
     output = size.add_mutually_exclusive_group()
     output.add_argument(
         "--format",
@@ -220,3 +284,21 @@ def add_size_arguments(size: argparse.ArgumentParser, /) -> None:
         metavar="PATH",
         help="draw bytes against num_drafts (.png, .svg; missing folders are made)",
     )
+
+
+class SizeParser(argparse.ArgumentParser):
+    """``size``'s parser: a bad flag is one line, ``PROG: FLAG: WHAT (see --help)``, exit 2."""
+
+    def error(self, message: str) -> NoReturn:  # noqa: D102 - the class says it
+        found = re.fullmatch(r"argument (\S+?)(?:/\S+)?: (.*)", message, flags=re.DOTALL)
+        line = " ".join((message if found is None else f"{found[1]}: {found[2]}").split())
+        self.exit(2, f"{self.prog}: {line} (see --help)\n")
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        """Parse, refusing what ``size`` does not know itself, as one line."""
+        parsed, extra = super().parse_known_args(args, namespace)
+        if extra:
+            self.error(f"unrecognized arguments: {' '.join(extra)}")
+        return parsed, extra

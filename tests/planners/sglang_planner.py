@@ -3,8 +3,9 @@
 
 ``python tests/planners/sglang_planner.py CASES.json`` reads a list of cases
 (``config``, ``tp``, ``drafts``, ``gpu_memory_bytes``, ``weights_bytes``,
-``mem_fraction_static``, ``context_length``, and optionally ``radix_cache``
-and ``replayssm``) and prints one JSON object per case. No weights are
+``mem_fraction_static``, ``context_length``, and optionally ``radix_cache``,
+``replayssm`` and ``flags``, more of SGLang's flags by name, as
+``mamba_full_memory_ratio``) and prints one JSON object per case. No weights are
 loaded and no GPU is needed. What stands in, and nothing else:
 
 - ``IPython`` (only ``sglang/utils.py``'s notebook helpers name it), ``gguf``
@@ -150,6 +151,7 @@ def _plan_in(model: str, case: dict[str, Any]) -> dict[str, Any]:
         disable_radix_cache=not case.get("radix_cache", True),
         enable_linear_replayssm_spec=bool(case.get("replayssm", False)),
         **speculative,
+        **case.get("flags", {}),
     )
     publish(server_args, role="scheduler")
     get_parallel().override_permanently(

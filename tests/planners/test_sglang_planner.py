@@ -52,6 +52,17 @@ def _cases() -> list[dict[str, Any]]:
         case["gpu_memory_bytes"] = 140_000_000_000 + index * 1_000_000_000
         case["mem_fraction_static"] = fractions[index % len(fractions)]
         case["context_length"] = (32_768, 8_192)[index % 2]
+    # The mamba pool's share each way of the default 0.9, and a cap SGLang lowers,
+    # each on the memory of the launch it varies.
+    replay = cases[-2]
+    launch = {name: value for name, value in replay.items() if name != "replayssm"}
+    cases += [
+        launch,
+        {**launch, "flags": {"mamba_full_memory_ratio": 0.5}},
+        {**launch, "flags": {"mamba_full_memory_ratio": 2.0}},
+        {**replay, "flags": {"mamba_full_memory_ratio": 0.5}},
+        {**launch, "flags": {"max_running_requests": 64}},
+    ]
     return cases
 
 
@@ -72,12 +83,14 @@ def _size(case: dict[str, Any]) -> dict[str, Any]:
     ]  # fmt: skip
     if not case.get("radix_cache", True):
         arguments.append("--disable-radix-cache")
+    for flag, value in case.get("flags", {}).items():
+        arguments += [f"--{flag.replace('_', '-')}", str(value)]
     return size_report(arguments)
 
 
 def test_every_case_was_planned(planned: list[dict[str, Any]]) -> None:
     assert [case["config"] for case in planned] == [case["config"] for case in _cases()]
-    assert len(planned) == 22
+    assert len(planned) == 27
 
 
 def test_size_prints_sglangs_own_figures(planned: list[dict[str, Any]]) -> None:
@@ -94,3 +107,34 @@ def test_size_prints_sglangs_own_figures(planned: list[dict[str, Any]]) -> None:
             case
         )
         assert ours["mamba_bytes_per_state"] == case["mamba_bytes_per_state"], case
+
+
+def test_the_mamba_share_moves_the_pools_in_sglang_as_in_size(
+    planned: list[dict[str, Any]],
+) -> None:
+    # The same launch at the default share and at others: SGLang's own figures
+    # move (and size's equal them, above); a larger share, more states.
+    def figures(case: dict[str, Any]) -> tuple[int, int]:
+        return case["max_mamba_cache_size"], case["max_total_num_tokens"]
+
+    inputs = {
+        "config", "tp", "drafts", "weights_bytes", "replayssm", "radix_cache",
+        "gpu_memory_bytes", "mem_fraction_static", "context_length",
+    }  # fmt: skip
+    shares = [case for case in planned if "mamba_full_memory_ratio" in case.get("flags", {})]
+    assert len(shares) == 3
+    for case in shares:
+        (default,) = [
+            other
+            for other in planned
+            if not other.get("flags") and all(other.get(key) == case.get(key) for key in inputs)
+        ]
+        states, tokens = figures(case)
+        more = case["flags"]["mamba_full_memory_ratio"] > sglang_default_share()
+        assert (states > figures(default)[0]) is more, case
+        assert (tokens < figures(default)[1]) is more, case
+
+
+def sglang_default_share() -> float:
+    """SGLang's fallback ``--mamba-full-memory-ratio``, as ``size`` takes it."""
+    return 0.9

@@ -6,7 +6,11 @@ Runs ``tests/planners/vllm_planner.py`` in the planners venv
 interpreter), over the example configs, one that leaves its attention fields
 to transformers' defaults and three other sizes of the same families, at TP
 1, 2 and 8, 1 to 8 drafts, with prefix caching on and off and with an MTP or
-an n-gram drafter.
+an n-gram drafter. Then each example at 10 GiB of KV cache, as vLLM #49064
+launched: vLLM's own CUDA-graph check refuses vLLM's default ``max_num_seqs``
+where ``size`` says it does, refuses one above the largest value ``size``
+says starts and passes that value; and ``--kv-cache-dtype fp8`` changes the
+figures as vLLM's planner does.
 """
 
 from __future__ import annotations
@@ -95,11 +99,84 @@ def _size(case: dict[str, Any]) -> dict[str, Any]:
         "--num-drafts", str(case["drafts"]), "--mtp-slots", "1", "--engine", "vllm",
         "--speculative-method", case.get("method", "mtp"),
         "--kv-cache-memory-bytes", str(case["kv_cache_memory_bytes"]),
-        "--max-model-len", str(case["max_model_len"]), "--json", "-",
+        "--max-model-len", str(case["max_model_len"]),
+        "--kv-cache-dtype", case.get("kv_cache_dtype", "auto"), "--json", "-",
     ]  # fmt: skip
     if not case.get("prefix_caching", True):
         arguments.append("--no-enable-prefix-caching")
+    if "max_num_seqs" in case:
+        arguments += ["--max-num-seqs", str(case["max_num_seqs"])]
     return size_report(arguments)
+
+
+def _launches() -> list[dict[str, Any]]:
+    # Each example at 10 GiB of KV cache: vLLM's default max_num_seqs, the
+    # largest value size says starts and one more, and an fp8 KV cache.
+    cases: list[dict[str, Any]] = []
+    for config in (QWEN3_NEXT, QWEN3_5_27B, QWEN3_5_35B_A3B):
+        base = {
+            "config": str(config),
+            "tp": 1,
+            "drafts": 3,
+            "kv_cache_memory_bytes": 10 * GIB,
+            "max_model_len": 32_768,
+        }
+        largest = int(_size(base)["start"]["largest"].rpartition(": ")[2].replace(",", ""))
+        cases += [
+            base,
+            {**base, "max_num_seqs": largest},
+            {**base, "max_num_seqs": largest + 1},
+            {**base, "kv_cache_dtype": "fp8"},
+        ]
+    return cases
+
+
+@pytest.fixture(scope="module")
+def launched(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+    directory = tmp_path_factory.mktemp("launches")
+    return run_planner(PLANNER, _launches(), directory, timeout=3600)
+
+
+def test_vllms_own_check_refuses_max_num_seqs_where_size_says(
+    launched: list[dict[str, Any]],
+) -> None:
+    refused = []
+    for case in launched:
+        start = _size(case)["start"]
+        # vLLM's default (1,024 on the H200 the planner stands in for) when not given.
+        assert case["vllm_max_num_seqs"] == case.get("max_num_seqs", 1024), case
+        assert start["starts"] is (case["refusal"] is None), case
+        if case["refusal"] is not None:
+            refused.append(case["vllm_max_num_seqs"])
+            quoted = start["says"].split('"')[1]
+            assert case["refusal"].startswith(f"{quoted}. "), case
+    # Both ways for every example: one above the largest refuses, the largest starts.
+    assert len(refused) >= 3
+
+
+def test_the_largest_value_size_names_starts_in_vllm_and_one_more_does_not(
+    launched: list[dict[str, Any]],
+) -> None:
+    pairs = [case for case in launched if "max_num_seqs" in case and "kv_cache_dtype" not in case]
+    assert len(pairs) == 6
+    for largest, above in zip(pairs[::2], pairs[1::2], strict=True):
+        assert above["max_num_seqs"] == largest["max_num_seqs"] + 1
+        assert (largest["refusal"], above["refusal"] is not None) == (None, True)
+
+
+def test_an_fp8_kv_cache_changes_the_figures_as_vllms_planner_does(
+    launched: list[dict[str, Any]],
+) -> None:
+    fp8 = [case for case in launched if case.get("kv_cache_dtype") == "fp8"]
+    assert len(fp8) == 3
+    for case in fp8:
+        (auto,) = [
+            other
+            for other in launched
+            if other["config"] == case["config"] and set(other) == set(case) - {"kv_cache_dtype"}
+        ]
+        assert case["block_size"] != auto["block_size"], case
+        _assert_same_figures(case)
 
 
 def test_every_case_was_planned(planned: list[dict[str, Any]], tmp_path: Path) -> None:
@@ -110,40 +187,44 @@ def test_every_case_was_planned(planned: list[dict[str, Any]], tmp_path: Path) -
 
 def test_size_prints_vllms_own_figures(planned: list[dict[str, Any]]) -> None:
     for case in planned:
-        report = _size(case)
-        snapshot, fit = report["snapshot"], report["fit"]
-        (vllm_fit, *_) = fit["designs"]
-        groups = case["group_layers"]
-        ours = {
-            "page_bytes": snapshot["page_bytes"],
-            "padded_page_bytes": snapshot["padded_page_bytes"],
-            "block_size": snapshot["block_size"],
-            "block_bytes": snapshot["block_bytes"],
-            "null block": snapshot["base_padding_bytes"],
-            "group_size": snapshot["group_size"],
-            "gdn_groups": snapshot["gdn_groups"],
-            "resident_blocks": snapshot["resident_blocks"],
-            "admission_blocks": snapshot["admission_blocks"],
-            "num_blocks": vllm_fit["num_blocks"],
-            "tokens": vllm_fit["tokens"],
-            "concurrency": vllm_fit["concurrency"],
-            "recurrent_dtype": snapshot["recurrent_dtype"],
-            "conv_dtype": snapshot["conv_dtype"],
-        }
-        theirs = {
-            "page_bytes": case["page_bytes"],
-            "padded_page_bytes": case["padded_page_bytes"],
-            "block_size": case["block_size"],
-            "block_bytes": case["block_bytes"],
-            "null block": case["block_bytes"],
-            "group_size": max(groups),
-            "gdn_groups": len(groups) - 1,
-            "resident_blocks": case["resident_blocks"],
-            "admission_blocks": case["admission_blocks"],
-            "num_blocks": case["num_blocks"],
-            "tokens": case["tokens"],
-            "concurrency": case["concurrency"],
-            "recurrent_dtype": {"float32": "fp32", "bfloat16": "bf16"}[case["recurrent_dtype"]],
-            "conv_dtype": {"float32": "fp32", "bfloat16": "bf16"}[case["conv_dtype"]],
-        }
-        assert ours == theirs, case
+        _assert_same_figures(case)
+
+
+def _assert_same_figures(case: dict[str, Any]) -> None:
+    report = _size(case)
+    snapshot, fit = report["snapshot"], report["fit"]
+    (vllm_fit, *_) = fit["designs"]
+    groups = case["group_layers"]
+    ours = {
+        "page_bytes": snapshot["page_bytes"],
+        "padded_page_bytes": snapshot["padded_page_bytes"],
+        "block_size": snapshot["block_size"],
+        "block_bytes": snapshot["block_bytes"],
+        "null block": snapshot["base_padding_bytes"],
+        "group_size": snapshot["group_size"],
+        "gdn_groups": snapshot["gdn_groups"],
+        "resident_blocks": snapshot["resident_blocks"],
+        "admission_blocks": snapshot["admission_blocks"],
+        "num_blocks": vllm_fit["num_blocks"],
+        "tokens": vllm_fit["tokens"],
+        "concurrency": vllm_fit["concurrency"],
+        "recurrent_dtype": snapshot["recurrent_dtype"],
+        "conv_dtype": snapshot["conv_dtype"],
+    }
+    theirs = {
+        "page_bytes": case["page_bytes"],
+        "padded_page_bytes": case["padded_page_bytes"],
+        "block_size": case["block_size"],
+        "block_bytes": case["block_bytes"],
+        "null block": case["block_bytes"],
+        "group_size": max(groups),
+        "gdn_groups": len(groups) - 1,
+        "resident_blocks": case["resident_blocks"],
+        "admission_blocks": case["admission_blocks"],
+        "num_blocks": case["num_blocks"],
+        "tokens": case["tokens"],
+        "concurrency": case["concurrency"],
+        "recurrent_dtype": {"float32": "fp32", "bfloat16": "bf16"}[case["recurrent_dtype"]],
+        "conv_dtype": {"float32": "fp32", "bfloat16": "bf16"}[case["conv_dtype"]],
+    }
+    assert ours == theirs, case

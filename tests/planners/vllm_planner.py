@@ -3,9 +3,9 @@
 
 ``python tests/planners/vllm_planner.py CASES.json`` reads a list of cases
 (``config``, ``tp``, ``drafts``, ``kv_cache_memory_bytes``, ``max_model_len``,
-and optionally ``prefix_caching`` and ``method``) and prints one JSON object
-per case. No weights are loaded and no GPU is needed. What stands in for the
-hardware, and nothing else:
+and optionally ``prefix_caching``, ``method``, ``kv_cache_dtype`` and
+``max_num_seqs``) and prints one JSON object per case. No weights are loaded
+and no GPU is needed. What stands in for the hardware, and nothing else:
 
 - the CUDA extension modules (``vllm/*.so``) are empty modules, and the four
   capability-query ops of ``vllm._custom_ops`` answer for SM 9.0;
@@ -22,7 +22,10 @@ built on the meta device, as the model classes build them;
 ``update_block_size_for_backend``; the runner's ``get_kv_cache_spec``;
 ``resolve_kv_cache_layout``; ``get_global_kv_cache_groups``; the worker's
 ``reserve_mm_ipc_gpu_memory`` on ``--kv-cache-memory-bytes``;
-``get_kv_cache_configs``; and ``get_kv_cache_capacity``.
+``get_kv_cache_configs``; ``get_kv_cache_capacity``; and the runner's CUDA-graph
+check (``CompilationConfig.resolve_cudagraph_mode_and_sizes``, with each KV-cache
+group's backend's CUDA-graph support, as ``_check_and_update_cudagraph_mode``
+gathers it), which refuses ``max_num_seqs`` above the Mamba cache blocks.
 """
 
 from __future__ import annotations
@@ -195,6 +198,7 @@ def plan(case: dict[str, Any]) -> dict[str, Any]:
     from vllm.engine.arg_utils import EngineArgs  # noqa: PLC0415
     from vllm.multimodal.gpu_ipc_memory import reserve_mm_ipc_gpu_memory  # noqa: PLC0415
     from vllm.platforms import current_platform  # noqa: PLC0415
+    from vllm.usage.usage_lib import UsageContext  # noqa: PLC0415
     from vllm.v1.attention.backends.utils import resolve_kv_cache_layout  # noqa: PLC0415
     from vllm.v1.core.kv_cache_planning import (  # noqa: PLC0415
         get_global_kv_cache_groups,
@@ -229,7 +233,11 @@ def plan(case: dict[str, Any]) -> dict[str, Any]:
             max_model_len=int(case["max_model_len"]),
             load_format="dummy",
             enable_prefix_caching=bool(case.get("prefix_caching", True)),
-        ).create_engine_config()
+            kv_cache_dtype=str(case.get("kv_cache_dtype", "auto")),
+            max_num_seqs=case.get("max_num_seqs"),
+            # As `vllm serve` makes it (entrypoints/launchers/api_server/entry.py:38),
+            # which picks the serving default of max_num_seqs.
+        ).create_engine_config(usage_context=UsageContext.OPENAI_API_SERVER)
     text = engine.model_config.hf_text_config
     with set_current_vllm_config(engine), torch.device("meta"):
         _mixers(
@@ -266,7 +274,44 @@ def plan(case: dict[str, Any]) -> dict[str, Any]:
         tokens, concurrency = get_kv_cache_capacity(
             engine, generate_scheduler_kv_cache_config([kv_config])
         )
-    return {**case, **_figures(engine, specs, kv_config, tokens, concurrency)}
+        refusal = _cudagraph_check(engine, kv_config, drafts)
+    return {
+        **case,
+        **_figures(engine, specs, kv_config, tokens, concurrency),
+        # max_num_seqs as vLLM set it (its default when the case gives none).
+        "vllm_max_num_seqs": int(engine.scheduler_config.max_num_seqs),
+        "refusal": refusal,
+    }
+
+
+def _cudagraph_check(engine: Any, kv_config: Any, drafts: int) -> str | None:
+    """What vLLM's CUDA-graph check raises for this KV cache (None: it passes).
+
+    As the runner's ``_check_and_update_cudagraph_mode`` (gpu_model_runner.py:6760-6795)
+    calls it: the least CUDA-graph support among the groups' backends, a decode
+    query of 1 + drafts tokens, and ``max_num_seqs`` requests.
+    """
+    from vllm.v1.attention.backend import AttentionCGSupport  # noqa: PLC0415
+
+    layers = engine.compilation_config.static_forward_context
+    support, backend_name = AttentionCGSupport.ALWAYS, None
+    for group in kv_config.kv_cache_groups:
+        backend = layers[group.layer_names[0]].get_attn_backend()
+        found = backend.get_builder_cls().get_cudagraph_support(engine, group.kv_cache_spec)
+        if found.value < support.value:
+            support, backend_name = found, backend.__name__
+    try:
+        engine.compilation_config.resolve_cudagraph_mode_and_sizes(
+            support,
+            backend_name,
+            1 + drafts,
+            use_v2_model_runner=False,
+            kv_cache_config=kv_config,
+            max_num_reqs=int(engine.scheduler_config.max_num_seqs),
+        )
+    except ValueError as error:
+        return str(error)
+    return None
 
 
 def _figures(

@@ -9,6 +9,7 @@ each pool. :func:`sglang_sizing` is shared with the ReplaySSM view.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Final
 
 from .. import capacity, sglang
@@ -17,14 +18,16 @@ from ..engine import (
     FitOutcome,
     MemoryFit,
     MemoryFlag,
+    Need,
     SizingEngine,
+    StartCheck,
     fraction,
     layer_bytes,
     whole,
 )
 from ..releases import SGLANG
 from ..state import SnapshotSizing
-from ..wording import count, human
+from ..wording import count, human, short
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -32,7 +35,7 @@ if TYPE_CHECKING:
     from ..dtypes import StateDtypes
     from ..engine import Given
     from ..state import Drafting, Model, Setup
-    from ..wording import Section
+    from ..wording import Row, Section
 
 __all__ = ["SGLANG_FIT", "SGLANG_VIEW", "SglangFitOutcome", "SglangStaticFit", "SglangView"]
 
@@ -44,12 +47,165 @@ _DESIGN_LABELS: Final = {
 }
 
 
+#: The most bytes the searches for the least memory try (1 PiB per GPU).
+_MOST_BYTES: Final = 1 << 50
+
+
+def _least_gpu_bytes(
+    serves: Callable[[sglang.SglangMemory], bool], memory: sglang.SglangMemory, /
+) -> int | None:
+    """The least ``gpu_memory_bytes`` with which ``serves`` holds, the rest of ``memory`` kept.
+
+    More GPU memory leaves SGLang more for both pools, so ``serves`` only
+    turns true once; None when even :data:`_MOST_BYTES` does not serve.
+    """
+    low, high = memory.weights_bytes, _MOST_BYTES
+    if not serves(dataclasses.replace(memory, gpu_memory_bytes=high)):
+        return None
+    while high - low > 1:
+        middle = (low + high) // 2
+        if serves(dataclasses.replace(memory, gpu_memory_bytes=middle)):
+            high = middle
+        else:
+            low = middle
+    return high
+
+
+def _serving(  # noqa: PLR0913, PLR0917 - the design and what it must serve, each separate
+    model: Model, setup: Setup, num_drafts: int, design: int, requests: int, tokens: int, /
+) -> Callable[[sglang.SglangMemory], bool]:
+    # Whether one design starts and serves the requests, and the tokens, in that memory.
+    def serves(memory: sglang.SglangMemory) -> bool:
+        up = capacity.sglang_fit(model, setup, memory, num_drafts=num_drafts)[design].startup
+        return (
+            up is not None
+            and up.max_running_requests >= requests
+            and up.max_total_num_tokens >= tokens
+        )
+
+    return serves
+
+
 class SglangFitOutcome(FitOutcome):
     """SGLang's startup figures for each design, and the memory they came from."""
 
-    def __init__(self, fits: Sequence[capacity.SglangFit], memory: sglang.SglangMemory, /) -> None:
+    def __init__(
+        self,
+        fits: Sequence[capacity.SglangFit],
+        memory: sglang.SglangMemory,
+        /,
+        *,
+        least: Callable[[int], int | None] | None = None,
+        setup: sglang.SglangSetup | None = None,
+        drafts: int = 0,
+    ) -> None:
         self.fits = list(fits)
         self.memory = memory
+        #: The least --gpu-memory-bytes with which SGLang as it runs serves N requests.
+        self.least = least
+        self.setup = setup or sglang.SglangSetup()
+        self.drafts = drafts
+
+    def _wanted(self) -> int | None:
+        given = self.memory.max_running_requests
+        if given is None and self.drafts:
+            return sglang.SPECULATIVE_MAX_RUNNING_REQUESTS
+        return given
+
+    def _least(self, requests: int, /) -> str | None:
+        found = None if self.least is None else self.least(requests)
+        if found is None:
+            return None
+        return f"--gpu-memory-bytes {found} ({short(found)})"
+
+    def start(self) -> StartCheck:
+        """Whether SGLang as it runs starts, and what it makes of ``--max-running-requests``.
+
+        SGLang refuses only when no state, token or request fits; a larger
+        ``--max-running-requests`` than its pools hold is capped, not refused.
+        """
+        fit = self.fits[0]
+        up = fit.startup
+        wanted = self._wanted()
+        if up is None:
+            least = self._least(wanted or 1)
+            return StartCheck(
+                starts=False,
+                says=f'SGLang raises "{fit.refused}"',
+                source=sglang.SOURCES["mamba pool size"],
+                smallest_memory=None if least is None else f"smallest memory that starts: {least}",
+            )
+        if wanted is None or up.max_running_requests >= wanted:
+            return StartCheck(
+                starts=True,
+                says=f"max_running_requests={up.max_running_requests}",
+                source=sglang.SOURCES["max running requests"],
+            )
+        least = self._least(wanted)
+        return StartCheck(
+            starts=True,
+            says=(
+                f"--max-running-requests {wanted} is capped at {up.max_running_requests}"
+                " (SGLang caps it, it does not refuse)"
+            ),
+            source=sglang.SOURCES["running requests cap"],
+            largest=f"largest --max-running-requests it serves: {up.max_running_requests}",
+            smallest_memory=(
+                None if least is None else f"smallest memory that serves {wanted}: {least}"
+            ),
+        )
+
+    def why(self) -> list[Row]:
+        """Why SGLang caps the requests, how replay moves the pools, what is reserved."""
+        snapshot = self.fits[0]
+        up = snapshot.startup
+        if up is None:
+            return []
+        ratio = self.setup.state_slots_per_request
+        wanted = self._wanted()
+        asked = (
+            f"the estimate from {up.max_total_num_tokens:,} tokens"
+            if wanted is None
+            else f"{wanted} asked"
+        )
+        rows: list[Row] = [
+            (
+                "why max_running_requests",
+                (
+                    f"{up.max_running_requests} = min({asked}, {up.max_total_num_tokens:,} tokens"
+                    f" // 2, {up.max_mamba_cache_size} states // {ratio} per request)"
+                    f" ({sglang.SOURCES['max running requests']})"
+                ),
+            ),
+            (
+                "why the speculative reservation",
+                f"{up.speculative_bytes:,} B ({short(up.speculative_bytes)}): the draft tokens'"
+                " intermediate h states and conv windows of each running request slot and one"
+                f" padding slot, taken from the mamba budget ({sglang.SOURCES['speculative pool']})"
+                if up.speculative_bytes
+                else "none: no drafts, so SGLang reserves no intermediate states",
+            ),
+        ]
+        share = self.memory.mamba_full_memory_ratio
+        for fit in self.fits[1:]:
+            ring = fit.startup
+            if ring is None:
+                continue
+            states = ring.max_mamba_cache_size - up.max_mamba_cache_size
+            tokens = ring.max_total_num_tokens - up.max_total_num_tokens
+            rows.append(
+                (
+                    f"why the pools move {_DESIGN_LABELS[fit.design]}",
+                    (
+                        "its ring is charged per slot and no intermediate states are reserved, so"
+                        f" the mamba share ({share} / {1 + share:g} of the rest) keeps"
+                        f" {states:+,} states and the KV pool {tokens:+,} tokens:"
+                        " the replay ring does not cost the memory, the larger mamba pool takes it"
+                        f" ({sglang.SOURCES['replayssm ring reservation']})"
+                    ),
+                )
+            )
+        return rows
 
     def section(self) -> Section:
         """SGLang's startup figures for each design, as rows under a heading."""
@@ -89,6 +245,8 @@ class SglangFitOutcome(FitOutcome):
             if memory.max_running_requests is None
             else f" and --max-running-requests {memory.max_running_requests}"
         )
+        if memory.mamba_full_memory_ratio != sglang.MAMBA_FULL_MEMORY_RATIO:
+            running += f", --mamba-full-memory-ratio {memory.mamba_full_memory_ratio}"
         heading = (
             f"What {SGLANG.engine} sizes at startup with --mem-fraction-static"
             f" {memory.mem_fraction_static}, --gpu-memory-bytes {memory.gpu_memory_bytes:,}"
@@ -108,7 +266,7 @@ class SglangStaticFit(MemoryFit):
     kind = FitKind.SGLANG
     flag = "mem_fraction_static"
     needs = ("gpu_memory_bytes", "weights_bytes", "context_length")
-    optional = ("max_running_requests",)
+    optional = ("max_running_requests", "mamba_full_memory_ratio")
     flags = (
         MemoryFlag(
             "mem_fraction_static",
@@ -129,20 +287,37 @@ class SglangStaticFit(MemoryFit):
             "N",
             "SGLang's flag for the sglang views' fit (default: 48 with drafts, as SGLang sets it)",
         ),
+        MemoryFlag(
+            "mamba_full_memory_ratio",
+            "RATIO",
+            "SGLang's flag for the sglang views' fit: the mamba pool's share of the memory left"
+            " over the KV pool's (default: 0.9, as SGLang)",
+        ),
     )
 
     def fit(self, model: Model, setup: Setup, given: Given, num_drafts: int, /) -> FitOutcome:
         """SGLang's startup figures (:func:`..capacity.sglang_fit`)."""
         running = given.get("max_running_requests")
+        share = given.get("mamba_full_memory_ratio")
         memory = sglang.SglangMemory(
             gpu_memory_bytes=whole(given, "gpu_memory_bytes"),
             weights_bytes=whole(given, "weights_bytes"),
             mem_fraction_static=fraction(given, "mem_fraction_static"),
             context_length=whole(given, "context_length"),
             max_running_requests=None if running is None else whole(given, "max_running_requests"),
+            mamba_full_memory_ratio=(
+                sglang.MAMBA_FULL_MEMORY_RATIO
+                if share is None
+                else fraction(given, "mamba_full_memory_ratio")
+            ),
         )
         fits = capacity.sglang_fit(model, setup, memory, num_drafts=num_drafts)
-        return SglangFitOutcome(fits, memory)
+
+        def least(requests: int) -> int | None:
+            asked = dataclasses.replace(memory, max_running_requests=requests)
+            return _least_gpu_bytes(_serving(model, setup, num_drafts, 0, requests, 1), asked)
+
+        return SglangFitOutcome(fits, memory, least=least, setup=setup.sglang, drafts=num_drafts)
 
 
 #: The fit both sglang views offer.
@@ -206,6 +381,42 @@ class SglangView(SizingEngine):
     def dtypes(self, model: Model, setup: Setup, /) -> StateDtypes:
         """SGLang's state dtypes (:func:`ssm_rollback_spec.sizing.sglang.view_dtypes`)."""
         return sglang.view_dtypes(model, setup)
+
+    def need(
+        self, model: Model, setup: Setup, /, *, requests: int, context: int, num_drafts: int
+    ) -> tuple[str, list[Need]]:
+        """The memory beyond the weights each design needs for ``requests`` at ``context``.
+
+        The least ``--gpu-memory-bytes`` less ``--weights-bytes`` at
+        ``--mem-fraction-static 1`` with which SGLang's own sizing gives
+        ``max_running_requests`` of at least ``requests`` and KV tokens for
+        every one of them at ``context`` (the mamba pool, its speculative
+        state, the KV pool and a multimodal model's reservation).
+        """
+        memory = sglang.SglangMemory(
+            gpu_memory_bytes=0,
+            weights_bytes=0,
+            mem_fraction_static=1.0,
+            context_length=context,
+            max_running_requests=requests,
+        )
+        heading = (
+            f"{SGLANG.engine}: memory beyond the weights for {count(requests, 'request')} of"
+            f" {context:,} tokens (--gpu-memory-bytes less --weights-bytes at"
+            " --mem-fraction-static 1: mamba pool, speculative state and KV pool; the replay"
+            " lines are estimates)"
+        )
+        needs = []
+        for index, design in enumerate(capacity.Design):
+            serves = _serving(model, setup, num_drafts, index, requests, requests * context)
+            found = _least_gpu_bytes(serves, memory)
+            label = _DESIGN_LABELS[design]
+            needs.append(
+                Need(label, found, "no memory serves them")
+                if found is None
+                else Need(label, found, f"{found:,} B ({short(found)})")
+            )
+        return heading, needs
 
     def size(self, model: Model, setup: Setup, drafting: Drafting, /) -> SnapshotSizing:
         """D intermediate states and the conv windows per request, D = the drafts + 1."""

@@ -10,6 +10,7 @@ group: blocks of one page, h + (K-1+s)c padded to the attention page;
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Final
 
 from .. import capacity, vllm
@@ -19,14 +20,16 @@ from ..engine import (
     FitOutcome,
     MemoryFit,
     MemoryFlag,
+    Need,
     SizingEngine,
+    StartCheck,
     fraction,
     layer_bytes,
     whole,
 )
 from ..releases import VLLM
 from ..state import SnapshotSizing
-from ..wording import count, human
+from ..wording import count, human, short
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -49,7 +52,7 @@ def vllm_plan(model: Model, setup: Setup, num_drafts: int, /) -> vllm.VllmPlan:
         model.dimensions,
         model.attention,
         vllm.view_dtypes(model, setup),
-        vllm.model_dtype(model.dtypes),
+        vllm.kv_cache_dtype(model, setup.vllm),
         setup.vllm,
         num_spec=num_drafts,
         attention_layers=model.attention_layers,
@@ -106,14 +109,132 @@ _DESIGN_LABELS: Final = {
 }
 
 
+def _given_seqs(given: Given, /) -> int | None:
+    value = given.get("max_num_seqs")
+    return None if value is None else whole(given, "max_num_seqs")
+
+
+def _needed_bytes(fit: capacity.Fit, requests: int, /) -> int:
+    # The requests' blocks and rings at max_model_len, and the null block.
+    cost = fit.capacity.blocks_per_request * fit.plan.block_bytes + fit.ring_bytes_per_request
+    return requests * cost + fit.plan.block_bytes
+
+
 class VllmFitOutcome(FitOutcome):
     """VLLM's startup line for each design, and the flags that gave its memory."""
 
     def __init__(
-        self, fits: Sequence[capacity.Fit], utilization: capacity.VllmUtilization | None, /
+        self,
+        fits: Sequence[capacity.Fit],
+        utilization: capacity.VllmUtilization | None,
+        /,
+        *,
+        setup: vllm.VllmSetup | None = None,
+        max_num_seqs: int | None = None,
     ) -> None:
         self.fits = list(fits)
         self.utilization = utilization
+        self.setup = setup or vllm.VllmSetup()
+        #: ``--max-num-seqs`` as given (None: vLLM's default).
+        self.max_num_seqs = max_num_seqs
+
+    def _memory(self, kv_bytes: int, /) -> str:
+        # The least memory, as the flags that gave it take it.
+        u = self.utilization
+        if u is None:
+            return f"--kv-cache-memory-bytes {kv_bytes} ({short(kv_bytes)})"
+        needed = kv_bytes + u.weights_bytes + u.activation_bytes
+        # The smallest utilization, in hundredths of a percent, whose ceil(total x it) covers it.
+        share = math.ceil(needed / u.gpu_memory_bytes * 10_000) / 10_000
+        while math.ceil(u.gpu_memory_bytes * share) < needed:
+            share += 0.0001
+        if share > 1:
+            return (
+                f"{kv_bytes:,} B of KV cache, more than --gpu-memory-bytes"
+                f" {u.gpu_memory_bytes:,} leaves at any --gpu-memory-utilization"
+            )
+        return f"--gpu-memory-utilization {share:.4f} ({kv_bytes:,} B of KV cache)"
+
+    def start(self) -> StartCheck:
+        """VLLM's two startup checks as it runs: one request fits, and ``max_num_seqs`` blocks.
+
+        With full CUDA graphs (vLLM's default) and Mamba layers, vLLM refuses
+        ``max_num_seqs`` above the KV cache's blocks (``vllm.SOURCES``).
+        """
+        fit = self.fits[0]
+        seqs = vllm.max_num_seqs(self.setup, self.max_num_seqs)
+        named = (
+            f"--max-num-seqs {seqs}"
+            if self.max_num_seqs is not None
+            else f"--max-num-seqs {seqs} (vLLM's default on {self.setup.gpu.value.upper()})"
+        )
+        blocks = fit.capacity.num_blocks
+        one = _needed_bytes(fit, 1)
+        least = max(one, seqs * fit.plan.block_bytes)
+        if not fit.fits:
+            return StartCheck(
+                starts=False,
+                says=(
+                    f"one request of {fit.capacity.max_model_len:,} tokens needs"
+                    f" {one - fit.plan.block_bytes:,} B of KV cache beside the null block"
+                ),
+                source=vllm.SOURCES["memory check"],
+                smallest_memory=f"smallest memory that starts: {self._memory(least)}",
+            )
+        if seqs > blocks:
+            return StartCheck(
+                starts=False,
+                says=(
+                    f'vLLM raises "max_num_seqs ({seqs}) exceeds available Mamba cache blocks'
+                    f' ({blocks})" for {named}'
+                ),
+                source=vllm.SOURCES["max_num_seqs check"],
+                largest=f"largest --max-num-seqs that starts: {blocks:,}",
+                smallest_memory=(f"smallest memory that starts with {seqs}: {self._memory(least)}"),
+            )
+        return StartCheck(
+            starts=True,
+            says=f"{named} is within the {blocks:,} Mamba cache blocks",
+            source=vllm.SOURCES["max_num_seqs check"],
+            largest=f"largest --max-num-seqs that starts: {blocks:,}",
+        )
+
+    def why(self) -> list[Row]:
+        """Why the block has its tokens, and how tokens follow from concurrency."""
+        fit = self.fits[0]
+        plan, cap = fit.plan, fit.capacity
+        rows: list[Row] = []
+        page = plan.layout
+        if page.block_size is not None and page.padded_page_bytes is not None:
+            per_token = page.padded_page_bytes // page.block_size
+            alignment = max(vllm.FLASH_ATTN_KERNEL_BLOCK, vllm.DEFAULT_BLOCK_SIZE)
+            if self.setup.checkpoint_blocks:
+                alignment = math.lcm(alignment, vllm.FLASHINFER_GDN_CHECKPOINT_ALIGNMENT)
+            rows.append(
+                (
+                    "why the block has its tokens",
+                    (
+                        f"the attention block grows until its page ({per_token:,} B per token)"
+                        f" holds the GDN page of {page.page_bytes:,} B, in steps of {alignment}"
+                        f" tokens: {page.block_size:,} tokens ({vllm.SOURCES['page padding']})"
+                    ),
+                )
+            )
+        attention = cap.blocks_per_request - plan.gdn_groups * plan.admission_blocks
+        rows.append(
+            (
+                "why tokens are not concurrency x blocks",
+                (
+                    f"{fit.tokens:,} tokens = int({cap.num_blocks:,} blocks /"
+                    f" {cap.blocks_per_request} per request x {cap.max_model_len:,}); a request"
+                    f" takes {attention} attention and"
+                    f" {plan.gdn_groups * plan.admission_blocks} GDN blocks"
+                    f" ({plan.gdn_groups} groups x {plan.admission_blocks}), whatever its length"
+                    f" ({vllm.SOURCES['concurrency']})"
+                ),
+            )
+        )
+        return rows
 
     def section(self) -> Section:
         """How many requests fit: vLLM's startup line for each design, under a heading.
@@ -163,22 +284,37 @@ class VllmFitOutcome(FitOutcome):
         return capacity.vllm_fit_report(self.fits, self.utilization)
 
 
+#: ``--max-num-seqs``, which either vLLM fit takes.
+_MAX_NUM_SEQS: Final = MemoryFlag(
+    "max_num_seqs",
+    "N",
+    "vLLM's flag for the vllm view's fit: say whether vLLM starts with it (default: vLLM's,"
+    " 1024 on SM90, 256 on SM80)",
+)
+
+
 class KvBytesFit(MemoryFit):
     """VLLM given ``--kv-cache-memory-bytes``: the memory its profiling run is skipped for."""
 
     kind = FitKind.VLLM_KV_BYTES
     flag = "kv_cache_memory_bytes"
     needs = ("max_model_len",)
+    optional = ("max_num_seqs",)
     flags = (
         MemoryFlag(
             "kv_cache_memory_bytes",
             "BYTES",
-            "KV-cache memory per GPU (vLLM's flag; 40GiB or bytes): print what vLLM logs at"
+            "KV-cache memory per GPU (vLLM's flag; 40GiB, 10G or bytes): print what vLLM logs at"
             " startup, and what each replay ring makes of the same memory (needs --max-model-len)",
+            human=True,
         ),
         MemoryFlag(
-            "max_model_len", "TOKENS", "tokens per request for the vllm view's fit (vLLM's flag)"
+            "max_model_len",
+            "TOKENS",
+            "tokens per request for the vllm view's fit (vLLM's flag; 128K or tokens)",
+            human=True,
         ),
+        _MAX_NUM_SEQS,
     )
 
     def fit(self, model: Model, setup: Setup, given: Given, num_drafts: int, /) -> FitOutcome:
@@ -210,7 +346,7 @@ def _fit(  # noqa: PLR0913 - the fit's inputs, each separate
         kv_cache_bytes=kv_cache_bytes,
         max_model_len=whole(given, "max_model_len"),
     )
-    return VllmFitOutcome(fits, utilization)
+    return VllmFitOutcome(fits, utilization, setup=setup.vllm, max_num_seqs=_given_seqs(given))
 
 
 class UtilizationFit(MemoryFit):
@@ -219,6 +355,7 @@ class UtilizationFit(MemoryFit):
     kind = FitKind.VLLM_UTILIZATION
     flag = "gpu_memory_utilization"
     needs = ("gpu_memory_bytes", "weights_bytes", "activation_bytes", "max_model_len")
+    optional = ("max_num_seqs",)
     flags = (
         MemoryFlag(
             "gpu_memory_utilization",
@@ -308,6 +445,37 @@ class VllmView(SizingEngine):
     def rows(self, sizing: SnapshotSizing, /) -> list[Row]:
         """VLLM's page, grouping, pool block and per-request blocks."""
         return [] if sizing.plan is None else _plan_rows(sizing.plan)
+
+    def need(
+        self, model: Model, setup: Setup, /, *, requests: int, context: int, num_drafts: int
+    ) -> tuple[str, list[Need]]:
+        """The ``--kv-cache-memory-bytes`` each design needs for ``requests`` at ``context``.
+
+        The requests' blocks at ``--max-model-len`` context (attention KV
+        included), each replay ring beside them, and the null block; vLLM then
+        starts with ``--max-num-seqs`` up to ``requests``.
+        """
+        fits = capacity.vllm_fit(
+            model, setup, num_drafts=num_drafts, kv_cache_bytes=0, max_model_len=context
+        )
+        heading = (
+            f"{VLLM.engine}: --kv-cache-memory-bytes for {count(requests, 'request')} at"
+            f" --max-model-len {context:,} (blocks per request at that length, the null block;"
+            " the replay lines are estimates)"
+        )
+        needs = []
+        for fit in fits:
+            needed = _needed_bytes(fit, requests)
+            needs.append(
+                Need(
+                    _DESIGN_LABELS[fit.design],
+                    needed,
+                    f"--kv-cache-memory-bytes {needed} ({short(needed)})"
+                    f"  ({fit.capacity.blocks_per_request} blocks of"
+                    f" {human(fit.plan.block_bytes)} per request)",
+                )
+            )
+        return heading, needs
 
 
 #: The unit.
