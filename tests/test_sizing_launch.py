@@ -279,7 +279,7 @@ def test_batch_stands_alone_and_zero_requests_are_refused(
             ["--engine", "vlm"],
             (
                 "ssm-rollback-spec size: --engine: invalid choice: 'vlm' (choose from 'module',"
-                " 'vllm', 'sglang', 'sglang-replayssm', 'vllm-align') (see --help)"
+                " 'vllm', 'sglang', 'sglang-replayssm', 'llama.cpp', 'vllm-align') (see --help)"
             ),
         ),
     ],
