@@ -8,7 +8,8 @@ the cache folder (``~/.cache/ssm-rollback-spec/llama-cpp/<version>/``, or
 ``$SSM_ROLLBACK_LLAMA_CPP_CACHE/<version>/``), builds the static ``llama``
 library and the ggml it needs with CMake and Ninja, CPU only, for the
 baseline x86-64 target (no native tuning, no AVX variants: the same
-arithmetic on any x86-64 CPU here), compiles ``rollback.cpp`` against it, and
+arithmetic on any x86-64 CPU here), compiles ``rollback.cpp`` and
+``ggml_replay.cpp`` (the replay of ggml's own GDN ops) against it, and
 writes the random Qwen3.5 model the llamacpp tier loads. It prints one JSON
 object: the release, the llama.cpp commit and licence, the adapter and the
 model. A second run finds them and builds nothing; a changed ``rollback.cpp``
@@ -66,6 +67,7 @@ CMAKE_FLAGS: Final = (
 )
 _HERE: Final = Path(__file__).resolve().parent
 _ADAPTER_SOURCE: Final = _HERE / "rollback.cpp"
+_REPLAY_SOURCE: Final = _HERE / "ggml_replay.cpp"
 _NICE: Final = ("nice", "-n", "10")
 _JOBS: Final = "-j2"
 _STATIC_LIBS: Final = (
@@ -86,6 +88,8 @@ class Built(TypedDict):
     model: str
     adapter_sha256: str
     cmake_flags: list[str]
+    replay_adapter: str
+    replay_sha256: str
 
 
 class LlamaCppBuildError(RuntimeError):
@@ -181,13 +185,16 @@ def _library(tree: Path, folder: Path, /) -> Path:
     return build_dir
 
 
-def _adapter(tree: Path, build_dir: Path, folder: Path, commit: str, /) -> Path:
-    """rollback.cpp compiled and linked against the static libraries."""
+def _adapter(
+    tree: Path, build_dir: Path, folder: Path, commit: str, /, *, source: Path = _ADAPTER_SOURCE
+) -> Path:
+    """``source`` (rollback.cpp, or ggml_replay.cpp) compiled and linked against the libraries."""
     llama = tree / "vendor" / "llama.cpp"
-    out = folder / "bin" / "llama-rollback"
+    name = "llama-rollback" if source == _ADAPTER_SOURCE else "ggml-replay"
+    out = folder / "bin" / name
     out.parent.mkdir(exist_ok=True)
     _run(
-        "compiling rollback.cpp",
+        f"compiling {source.name}",
         [
             *_NICE,
             "g++",
@@ -198,7 +205,7 @@ def _adapter(tree: Path, build_dir: Path, folder: Path, commit: str, /) -> Path:
             str(llama / "include"),
             "-I",
             str(llama / "ggml" / "include"),
-            str(_ADAPTER_SOURCE),
+            str(source),
             "-o",
             str(out),
             "-Wl,--start-group",
@@ -221,14 +228,17 @@ def build(version: str = PINNED, /) -> Built:
     folder.mkdir(parents=True, exist_ok=True)
     record = folder / "built.json"
     adapter_sha = hashlib.sha256(_ADAPTER_SOURCE.read_bytes()).hexdigest()
+    replay_sha = hashlib.sha256(_REPLAY_SOURCE.read_bytes()).hexdigest()
     with (folder / ".lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if record.exists():
             built: Built = json.loads(record.read_text(encoding="utf-8"))
             if (
                 built["adapter_sha256"] == adapter_sha
+                and built.get("replay_sha256") == replay_sha
                 and built["cmake_flags"] == list(CMAKE_FLAGS)
                 and Path(built["adapter"]).exists()
+                and Path(built["replay_adapter"]).exists()
                 and Path(built["model"]).exists()
             ):
                 return built
@@ -236,6 +246,7 @@ def build(version: str = PINNED, /) -> Built:
         commit = _commit(tree, version)
         build_dir = _library(tree, folder)
         adapter = _adapter(tree, build_dir, folder, commit)
+        replay = _adapter(tree, build_dir, folder, commit, source=_REPLAY_SOURCE)
         # rollback.cpp makes the model, so a changed one makes it anew.
         model = folder / "models" / f"qwen35-seed{MODEL_SEED}-{adapter_sha[:12]}.gguf"
         model.parent.mkdir(exist_ok=True)
@@ -249,6 +260,8 @@ def build(version: str = PINNED, /) -> Built:
             model=str(model),
             adapter_sha256=adapter_sha,
             cmake_flags=list(CMAKE_FLAGS),
+            replay_adapter=str(replay),
+            replay_sha256=replay_sha,
         )
         partial = record.with_suffix(".partial")
         partial.write_text(json.dumps(built, indent=2) + "\n", encoding="utf-8")

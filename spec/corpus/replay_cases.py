@@ -118,6 +118,7 @@ TOLERANCES: Final[Mapping[Pipeline, Tolerance]] = {
     Pipeline.VLLM_BF16: Tolerance(port=0, kernel=4e-3, self=2e-2),
     Pipeline.SGLANG_BF16: Tolerance(port=0, kernel=2e-3),
     Pipeline.FLA_BF16: Tolerance(port=0, kernel=1e-6),
+    Pipeline.GGML_F32: Tolerance(port=0, kernel=1e-6),
 }
 
 #: The pipelines the model's own cases use, generated first and unchanged by the engines'.
@@ -153,7 +154,9 @@ _SHAPES: Final = (
     ),
 )
 
-PipelineName = Literal["float64", "transformers-bf16", "vllm-bf16", "sglang-bf16", "fla-bf16"]
+PipelineName = Literal[
+    "float64", "transformers-bf16", "vllm-bf16", "sglang-bf16", "fla-bf16", "ggml-f32"
+]
 Hex = str
 Vector = list[Hex]
 Matrix = list[list[Hex]]
@@ -623,6 +626,72 @@ def _engine_rounds_cases(rng: random.Random, first: int, /) -> list[RoundsCase]:
     return out
 
 
+#: ggml's cases draw from their own stream, so the other cases stay as they were.
+_GGML_SEED: Final = 20261203
+#: ggml_gated_delta_net needs key_head_dim == value_head_dim (ggml.h line 2641);
+#: three value heads per key head tell an interleaved repeat from ggml's tiled
+#: broadcast; 30 conv channels send 28 through ggml's SSE2 SiLU and 2 through libm.
+_GGML_SHAPE: Final = rows.GdnShape(
+    num_key_heads=2, key_head_dim=3, num_value_heads=6, value_head_dim=3, conv_kernel=4
+)
+
+
+def _ggml_cases(
+    rng: random.Random, first_rebuild: int, first_round: int, /
+) -> tuple[list[RebuildCase], list[RoundsCase]]:
+    """The ggml pipeline's cases: windows of 2 and 4 (every partial accept), a 16-round decode.
+
+    llama.cpp keeps a snapshot per token and rolls back to the last accepted
+    one, so its decode is plain decoding's (design ``snapshot``).
+    """
+    draw = _drawer(rng)
+    pipeline = Pipeline.GGML_F32
+    layer = make_layer(_GGML_SHAPE, draw)
+    rebuilds: list[RebuildCase] = []
+    for window in (2, 4):
+        base = make_case(layer, pipeline, window, 1, draw)
+        for accepted in range(1, window):
+            case = ReplayCase(base.layer, pipeline, base.checkpoint, base.rows, accepted)
+            verified = case.verified()
+            name = f"{first_rebuild + len(rebuilds):03d}-{pipeline.value}-k{window}-a{accepted}"
+            entry = _common(case, name, ["RB-REPLAY-1", "RB-REPLAY-10"])
+            entry["ring"] = [_row(r) for r in capture_minimal_ring(verified)]
+            entry["expected"] = _state(restore_from_snapshots(verified, accepted))
+            rebuilds.append(_ordered(entry))
+    start = make_case(layer, pipeline, 1, 1, draw)
+    state, decoded = start.checkpoint, []
+    for drafts, accepted, reuse in _ROUNDS * 2:
+        drawn = make_case(layer, pipeline, drafts + 1, 1, draw).rows
+        state = decode_round(start.layer, state, drawn[:accepted])
+        decoded.append(
+            RoundJson(
+                rows=[_row(r) for r in drawn],
+                accepted=accepted,
+                reuse_slot_after=reuse,
+                expected=_state(state),
+            )
+        )
+    dims = _dims(start)
+    dims["window"] = _K_CEILING
+    a_log, dt_bias = _gate_parameters(start.layer)
+    rounds = RoundsCase(
+        id=f"{first_round:03d}-{pipeline.value}",
+        clauses=["RB-REPLAY-6", "RB-REPLAY-10"],
+        pipeline=pipeline.value,
+        design=SNAPSHOT,
+        dims=dims,
+        conv_weight=_hex(as_module_holds(layer.conv_weight, np.float32)),  # type: ignore[typeddict-item]
+        a_log=a_log,
+        dt_bias=dt_bias,
+        k_ceiling=_K_CEILING,
+        ring_length=_ENGINE_RING_LENGTH,
+        initial=_state(start.checkpoint),
+        rounds=decoded,
+        expected=_state(state),
+    )
+    return rebuilds, [rounds]
+
+
 #: A planned entry: (sequence, slot, window, accepted, prefill rows, joins, finishes).
 _Planned = tuple[str, int, int, int, int, bool, bool]
 
@@ -801,6 +870,9 @@ def generate_replay_vectors() -> dict[str, str]:
     post_conv = _post_conv_cases(rng)
     rounds = _rounds_cases(rng)
     rounds += _engine_rounds_cases(engines, len(rounds))
+    ggml_rebuilds, ggml_rounds = _ggml_cases(random.Random(_GGML_SEED), len(rebuilds), len(rounds))  # noqa: S311
+    rebuilds += ggml_rebuilds
+    rounds += ggml_rounds
     files: dict[str, Mapping[str, object]] = {
         REBUILD_FILE: _document(
             "Replay rebuilds: restore the checkpoint, run the first `accepted` ring rows "

@@ -69,6 +69,8 @@ class Built(TypedDict):
     model: str
     adapter_sha256: str
     cmake_flags: list[str]
+    replay_adapter: str
+    replay_sha256: str
 
 
 class Description(TypedDict):
