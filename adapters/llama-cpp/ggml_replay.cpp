@@ -214,7 +214,7 @@ std::string answer(const std::string & line, bool control) {
         g = ggml_reshape_4d(ctx, g, 1, nv, T, 1);
         beta = ggml_reshape_4d(ctx, beta, 1, nv, T, 1);
 
-        // ggml keeps S transposed: element (j, i) of head h is S[i][j] (ops.cpp line 11206).
+        // ggml keeps S transposed: element (j, i) of head h is S[i][j] (ops.cpp line 11228).
         std::vector<float> s(nv * dv * dv);
         for (long head = 0; head < nv; ++head) {
             for (long i = 0; i < dk; ++i) {
