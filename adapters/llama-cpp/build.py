@@ -10,7 +10,7 @@ library and the ggml it needs with CMake and Ninja, CPU only, for the
 baseline x86-64 target (no native tuning, no AVX variants: the same
 arithmetic on any x86-64 CPU here), compiles ``rollback.cpp`` and
 ``ggml_replay.cpp`` (the replay of ggml's own GDN ops) against it, and
-writes the random Qwen3.5 model the llamacpp tier loads. It prints one JSON
+writes the random Qwen3.5 and Qwen3-Next models the llamacpp tier loads. It prints one JSON
 object: the release, the llama.cpp commit and licence, the adapter and the
 model. A second run finds them and builds nothing; a changed ``rollback.cpp``
 is compiled again, alone. Standard library only. Nothing of llama.cpp enters
@@ -90,6 +90,7 @@ class Built(TypedDict):
     cmake_flags: list[str]
     replay_adapter: str
     replay_sha256: str
+    qwen3next_model: str
 
 
 class LlamaCppBuildError(RuntimeError):
@@ -240,6 +241,7 @@ def build(version: str = PINNED, /) -> Built:
                 and Path(built["adapter"]).exists()
                 and Path(built["replay_adapter"]).exists()
                 and Path(built["model"]).exists()
+                and Path(built.get("qwen3next_model", "")).is_file()
             ):
                 return built
         tree = _source(folder, version)
@@ -252,6 +254,13 @@ def build(version: str = PINNED, /) -> Built:
         model.parent.mkdir(exist_ok=True)
         if not model.exists():
             _run("make-model", [str(adapter), "make-model", str(model), str(MODEL_SEED)])
+        # Qwen3-Next: no n_rs_seq snapshots in llama.cpp, so the checkpoint way only.
+        qwen3next = folder / "models" / f"qwen3next-seed{MODEL_SEED}-{adapter_sha[:12]}.gguf"
+        if not qwen3next.exists():
+            _run(
+                "make-model qwen3next",
+                [str(adapter), "make-model", str(qwen3next), str(MODEL_SEED), "qwen3next"],
+            )
         built = Built(
             version=version,
             commit=commit,
@@ -262,6 +271,7 @@ def build(version: str = PINNED, /) -> Built:
             cmake_flags=list(CMAKE_FLAGS),
             replay_adapter=str(replay),
             replay_sha256=replay_sha,
+            qwen3next_model=str(qwen3next),
         )
         partial = record.with_suffix(".partial")
         partial.write_text(json.dumps(built, indent=2) + "\n", encoding="utf-8")
