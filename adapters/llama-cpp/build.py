@@ -32,7 +32,16 @@ import tarfile
 from pathlib import Path
 from typing import Final, TypedDict
 
-__all__ = ["CACHE_ENV", "CMAKE_FLAGS", "PINNED", "Built", "LlamaCppBuildError", "build", "main"]
+__all__ = [
+    "CACHE_ENV",
+    "CMAKE_FLAGS",
+    "PINNED",
+    "Built",
+    "LlamaCppBuildError",
+    "build",
+    "main",
+    "version_problem",
+]
 
 #: The llama-cpp-python release whose vendored llama.cpp the tier builds by default.
 PINNED: Final = "0.3.36"
@@ -91,6 +100,16 @@ class Built(TypedDict):
     replay_adapter: str
     replay_sha256: str
     qwen3next_model: str
+
+
+def version_problem(version: str, /) -> str | None:
+    """What is wrong with ``version`` as a ``--version`` value, or None for a release number.
+
+    Only ``X.Y.Z`` is taken: the value names a folder under the cache.
+    """
+    if re.fullmatch(r"\d+\.\d+\.\d+", version):
+        return None
+    return f"--version {version!r} is not a release number such as {PINNED}"
 
 
 class LlamaCppBuildError(RuntimeError):
@@ -288,8 +307,9 @@ def main(argv: list[str] | None = None) -> int:
         "--version", default=PINNED, help=f"a llama-cpp-python release (default {PINNED})"
     )
     arguments = parser.parse_args(argv)
-    if not re.fullmatch(r"\d+\.\d+\.\d+", arguments.version):
-        parser.error(f"--version {arguments.version!r} is not a release number such as {PINNED}")
+    problem = version_problem(arguments.version)
+    if problem:
+        parser.error(problem)
     try:
         built = build(arguments.version)
     except LlamaCppBuildError as error:

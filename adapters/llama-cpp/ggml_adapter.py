@@ -192,6 +192,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="the wrong build: the snapshot kept is one token off the accepted count",
     )
     arguments = parser.parse_args(argv)
+    problem = build.version_problem(arguments.version)
+    if problem:
+        parser.error(problem)
     try:
         built = build.build(arguments.version)
     except build.LlamaCppBuildError as error:

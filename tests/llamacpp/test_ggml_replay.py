@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import subprocess
 import sys
 from typing import TYPE_CHECKING, Any, Final
 
@@ -86,3 +87,27 @@ def test_the_ggml_adapters_off_by_one_control_fails(tmp_path: Path) -> None:
     # Every case of a partial accept with room for one more token fails; a
     # ring of one row (K = 2) has no other count to take.
     assert failed == {case_id for case_id in mine if not case_id.endswith("-k2-a1")}
+
+
+@pytest.mark.parametrize(
+    ("program", "prog"),
+    [
+        ("build.py", "adapters/llama-cpp/build.py"),
+        ("ggml_adapter.py", "python adapters/llama-cpp/ggml_adapter.py"),
+    ],
+)
+def test_a_version_that_is_not_a_release_number_is_refused_in_one_line(
+    program: str, prog: str
+) -> None:
+    # The value names a folder of the cache, so nothing but X.Y.Z is taken.
+    finished = subprocess.run(
+        [sys.executable, str(ROOT / "adapters" / "llama-cpp" / program), "--version", "../x"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert finished.returncode == 2
+    assert finished.stderr.splitlines()[-1] == (
+        f"{prog}: error: --version '../x' is not a release number such as 0.3.36"
+    )
