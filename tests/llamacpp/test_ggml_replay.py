@@ -11,7 +11,6 @@ the model's, bit for bit, so the tier asserts that and not only the bound.
 from __future__ import annotations
 
 import json
-import shlex
 import subprocess
 import sys
 from typing import TYPE_CHECKING, Any, Final
@@ -19,7 +18,8 @@ from typing import TYPE_CHECKING, Any, Final
 import pytest
 
 from ssm_rollback_spec import corpus
-from tests.child import ROOT, run_module
+from tests.child import ROOT
+from tests.llamacpp import results
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -28,29 +28,22 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.llamacpp
 
-ADAPTER: Final = ROOT / "adapters" / "llama-cpp" / "ggml_adapter.py"
 PIPELINE: Final = "ggml-f32"
 _EXACT: Final = "exact: every value the model's"
 
 
 def _vectors_run(tmp_path: Path, /, *flags: str) -> tuple[int, dict[str, Any]]:
     report = tmp_path / "report.json"
-    command = shlex.join([sys.executable, str(ADAPTER), *flags])
-    finished = run_module(
-        "ssm_rollback_spec.tools.cli",
-        "vectors",
-        "run",
-        "--impl-cmd",
-        command,
-        "--clause",
-        "RB-REPLAY",
-        "--json",
-        str(report),
-        timeout=600,
-    )
-    assert "Traceback" not in finished.stdout + finished.stderr, finished.stderr
-    assert report.exists(), finished.stderr
-    return finished.returncode, json.loads(report.read_text(encoding="utf-8"))
+    status = results.run_report(*flags, report=report)
+    return status, json.loads(report.read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="module")
+def ggml_report(llamacpp: Built) -> tuple[int, dict[str, Any]]:
+    """The real build's run, its report kept in build/results/llama.cpp/ for the results page."""
+    del llamacpp  # built first
+    status = results.run_report()
+    return status, json.loads(results.REPORT.read_text(encoding="utf-8"))
 
 
 def _mine() -> set[str]:
@@ -59,9 +52,9 @@ def _mine() -> set[str]:
 
 
 def test_ggml_gives_every_value_of_its_pipelines_replay_cases(
-    llamacpp: Built, tmp_path: Path
+    llamacpp: Built, ggml_report: tuple[int, dict[str, Any]]
 ) -> None:
-    status, report = _vectors_run(tmp_path)
+    status, report = ggml_report
     mine = _mine()
     outcomes = {case["id"]: case for case in report["cases"]}
     assert mine, f"the replay corpus has no case of {PIPELINE}"
@@ -78,9 +71,27 @@ def test_ggml_gives_every_value_of_its_pipelines_replay_cases(
     )
 
 
-@pytest.mark.usefixtures("llamacpp")
-def test_the_ggml_adapters_off_by_one_control_fails(tmp_path: Path) -> None:
+def test_the_committed_results_page_has_the_column_this_runs_report_gives(
+    ggml_report: tuple[int, dict[str, Any]],
+) -> None:
+    del ggml_report  # written to build/results/llama.cpp/
+    committed = (ROOT / "docs" / "results.md").read_text(encoding="utf-8")
+    assert results.page_column(committed) == results.column(), (
+        "docs/results.md's llama.cpp column is out of date: python -m tests.llamacpp.results"
+    )
+
+
+def test_the_ggml_adapters_off_by_one_control_fails(
+    ggml_report: tuple[int, dict[str, Any]], tmp_path: Path
+) -> None:
+    del ggml_report  # the real build's, for the page below
     status, report = _vectors_run(tmp_path, "--control", "off-by-one")
+    # The column is spliced where report puts it: the control's page with the
+    # real build's column is the page of both reports.
+    control = tmp_path / "report.json"
+    assert results.with_column(results.markdown(control), results.column()) == results.markdown(
+        results.REPORT, control
+    )
     mine = _mine()
     failed = {case["id"] for case in report["cases"] if case["outcome"] == "failed"}
     assert status == 1
