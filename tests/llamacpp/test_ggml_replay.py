@@ -122,3 +122,42 @@ def test_a_version_that_is_not_a_release_number_is_refused_in_one_line(
     assert finished.stderr.splitlines()[-1] == (
         f"{prog}: error: --version '../x' is not a release number such as 0.3.36"
     )
+
+
+@pytest.mark.usefixtures("llamacpp")
+def test_a_shape_ggml_cannot_take_is_refused_naming_it() -> None:
+    # ggml_gated_delta_net's state is S_v x S_v: key and value heads of one size.
+    one, two = "0x1p+0", "0x1p-1"
+    dims = {
+        "num_key_heads": 1,
+        "key_head_dim": 1,
+        "num_value_heads": 1,
+        "value_head_dim": 2,
+        "conv_kernel": 2,
+    }
+    row = {"qkv": [one] * 4, "g": [two], "beta": [two], "a": [one], "b": [one]}
+    request = {
+        "op": "replay",
+        "pipeline": PIPELINE,
+        "layout": "pre-conv",
+        "dims": dims,
+        "conv_weight": [[one, one]] * 4,
+        "a_log": [one],
+        "dt_bias": [one],
+        "checkpoint": {"conv": [[one]] * 4, "h": [[[one, one]]]},
+        "rounds": [{"rows": [row], "accepted": 1}],
+    }
+    finished = subprocess.run(
+        [sys.executable, str(results.ADAPTER)],
+        input=json.dumps(request) + "\n",
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert json.loads(finished.stdout) == {
+        "error": {
+            "kind": "bad-request",
+            "message": "ggml_gated_delta_net needs key_head_dim == value_head_dim, got 1 and 2",
+        }
+    }
