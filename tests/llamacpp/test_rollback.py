@@ -122,8 +122,10 @@ def test_snapshot_rollback_beside_other_sequences_is_a_deviation_of_the_released
         (Arch.QWEN35, Way.SNAPSHOT, Fault.AHEAD),
         (Arch.QWEN35, Way.CHECKPOINT, Fault.AHEAD),
         (Arch.QWEN35, Way.CHECKPOINT, Fault.OTHER_SEQ),
+        # Not Qwen3-Next's other-seq: llama.cpp itself often refuses the
+        # trim after that restore (llama_memory_seq_rm returns false), so the
+        # fault does not always reach the property (docs/engines.md).
         (Arch.QWEN3NEXT, Way.CHECKPOINT, Fault.AHEAD),
-        (Arch.QWEN3NEXT, Way.CHECKPOINT, Fault.OTHER_SEQ),
     ],
     ids=lambda value: value.value,
 )
