@@ -32,9 +32,9 @@ def _case(prefix: str, pipeline: str, /) -> ReplayCase:
 
 def test_every_state_case_of_the_replay_corpus_becomes_one_request() -> None:
     kinds = [case.case_id.split("-")[1] for case in CASES]
-    assert kinds.count("rebuild") == 36  # 24 of the model's pipelines, 12 of the engines'
+    assert kinds.count("rebuild") == 40  # 24 of the model's pipelines, 12 of the engines', 4 ggml's
     assert kinds.count("post") == 4
-    assert kinds.count("rounds") == 9  # 6 of the model's pipelines, one decode per engine
+    assert kinds.count("rounds") == 10  # 6 of the model's pipelines, one decode per engine and ggml
     for case in (c for c in CASES if c.request["op"] == "replay"):
         decoded = decode_replay(case.request)
         assert len(decoded["rounds"]) == len(case.expected)

@@ -8,8 +8,9 @@ the cache folder (``~/.cache/ssm-rollback-spec/llama-cpp/<version>/``, or
 ``$SSM_ROLLBACK_LLAMA_CPP_CACHE/<version>/``), builds the static ``llama``
 library and the ggml it needs with CMake and Ninja, CPU only, for the
 baseline x86-64 target (no native tuning, no AVX variants: the same
-arithmetic on any x86-64 CPU here), compiles ``rollback.cpp`` against it, and
-writes the random Qwen3.5 model the llamacpp tier loads. It prints one JSON
+arithmetic on any x86-64 CPU here), compiles ``rollback.cpp`` and
+``ggml_replay.cpp`` (the replay of ggml's own GDN ops) against it, and
+writes the random Qwen3.5 and Qwen3-Next models the llamacpp tier loads. It prints one JSON
 object: the release, the llama.cpp commit and licence, the adapter and the
 model. A second run finds them and builds nothing; a changed ``rollback.cpp``
 is compiled again, alone. Standard library only. Nothing of llama.cpp enters
@@ -31,7 +32,16 @@ import tarfile
 from pathlib import Path
 from typing import Final, TypedDict
 
-__all__ = ["CACHE_ENV", "CMAKE_FLAGS", "PINNED", "Built", "LlamaCppBuildError", "build", "main"]
+__all__ = [
+    "CACHE_ENV",
+    "CMAKE_FLAGS",
+    "PINNED",
+    "Built",
+    "LlamaCppBuildError",
+    "build",
+    "main",
+    "version_problem",
+]
 
 #: The llama-cpp-python release whose vendored llama.cpp the tier builds by default.
 PINNED: Final = "0.3.36"
@@ -66,6 +76,7 @@ CMAKE_FLAGS: Final = (
 )
 _HERE: Final = Path(__file__).resolve().parent
 _ADAPTER_SOURCE: Final = _HERE / "rollback.cpp"
+_REPLAY_SOURCE: Final = _HERE / "ggml_replay.cpp"
 _NICE: Final = ("nice", "-n", "10")
 _JOBS: Final = "-j2"
 _STATIC_LIBS: Final = (
@@ -86,6 +97,19 @@ class Built(TypedDict):
     model: str
     adapter_sha256: str
     cmake_flags: list[str]
+    replay_adapter: str
+    replay_sha256: str
+    qwen3next_model: str
+
+
+def version_problem(version: str, /) -> str | None:
+    """What is wrong with ``version`` as a ``--version`` value, or None for a release number.
+
+    Only ``X.Y.Z`` is taken: the value names a folder under the cache.
+    """
+    if re.fullmatch(r"\d+\.\d+\.\d+", version):
+        return None
+    return f"--version {version!r} is not a release number such as {PINNED}"
 
 
 class LlamaCppBuildError(RuntimeError):
@@ -181,13 +205,16 @@ def _library(tree: Path, folder: Path, /) -> Path:
     return build_dir
 
 
-def _adapter(tree: Path, build_dir: Path, folder: Path, commit: str, /) -> Path:
-    """rollback.cpp compiled and linked against the static libraries."""
+def _adapter(
+    tree: Path, build_dir: Path, folder: Path, commit: str, /, *, source: Path = _ADAPTER_SOURCE
+) -> Path:
+    """``source`` (rollback.cpp, or ggml_replay.cpp) compiled and linked against the libraries."""
     llama = tree / "vendor" / "llama.cpp"
-    out = folder / "bin" / "llama-rollback"
+    name = "llama-rollback" if source == _ADAPTER_SOURCE else "ggml-replay"
+    out = folder / "bin" / name
     out.parent.mkdir(exist_ok=True)
     _run(
-        "compiling rollback.cpp",
+        f"compiling {source.name}",
         [
             *_NICE,
             "g++",
@@ -198,7 +225,7 @@ def _adapter(tree: Path, build_dir: Path, folder: Path, commit: str, /) -> Path:
             str(llama / "include"),
             "-I",
             str(llama / "ggml" / "include"),
-            str(_ADAPTER_SOURCE),
+            str(source),
             "-o",
             str(out),
             "-Wl,--start-group",
@@ -221,26 +248,38 @@ def build(version: str = PINNED, /) -> Built:
     folder.mkdir(parents=True, exist_ok=True)
     record = folder / "built.json"
     adapter_sha = hashlib.sha256(_ADAPTER_SOURCE.read_bytes()).hexdigest()
+    replay_sha = hashlib.sha256(_REPLAY_SOURCE.read_bytes()).hexdigest()
     with (folder / ".lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if record.exists():
             built: Built = json.loads(record.read_text(encoding="utf-8"))
             if (
                 built["adapter_sha256"] == adapter_sha
+                and built.get("replay_sha256") == replay_sha
                 and built["cmake_flags"] == list(CMAKE_FLAGS)
                 and Path(built["adapter"]).exists()
+                and Path(built["replay_adapter"]).exists()
                 and Path(built["model"]).exists()
+                and Path(built.get("qwen3next_model", "")).is_file()
             ):
                 return built
         tree = _source(folder, version)
         commit = _commit(tree, version)
         build_dir = _library(tree, folder)
         adapter = _adapter(tree, build_dir, folder, commit)
+        replay = _adapter(tree, build_dir, folder, commit, source=_REPLAY_SOURCE)
         # rollback.cpp makes the model, so a changed one makes it anew.
         model = folder / "models" / f"qwen35-seed{MODEL_SEED}-{adapter_sha[:12]}.gguf"
         model.parent.mkdir(exist_ok=True)
         if not model.exists():
             _run("make-model", [str(adapter), "make-model", str(model), str(MODEL_SEED)])
+        # Qwen3-Next: no n_rs_seq snapshots in llama.cpp, so the checkpoint way only.
+        qwen3next = folder / "models" / f"qwen3next-seed{MODEL_SEED}-{adapter_sha[:12]}.gguf"
+        if not qwen3next.exists():
+            _run(
+                "make-model qwen3next",
+                [str(adapter), "make-model", str(qwen3next), str(MODEL_SEED), "qwen3next"],
+            )
         built = Built(
             version=version,
             commit=commit,
@@ -249,6 +288,9 @@ def build(version: str = PINNED, /) -> Built:
             model=str(model),
             adapter_sha256=adapter_sha,
             cmake_flags=list(CMAKE_FLAGS),
+            replay_adapter=str(replay),
+            replay_sha256=replay_sha,
+            qwen3next_model=str(qwen3next),
         )
         partial = record.with_suffix(".partial")
         partial.write_text(json.dumps(built, indent=2) + "\n", encoding="utf-8")
@@ -265,8 +307,9 @@ def main(argv: list[str] | None = None) -> int:
         "--version", default=PINNED, help=f"a llama-cpp-python release (default {PINNED})"
     )
     arguments = parser.parse_args(argv)
-    if not re.fullmatch(r"\d+\.\d+\.\d+", arguments.version):
-        parser.error(f"--version {arguments.version!r} is not a release number such as {PINNED}")
+    problem = version_problem(arguments.version)
+    if problem:
+        parser.error(problem)
     try:
         built = build(arguments.version)
     except LlamaCppBuildError as error:

@@ -4,9 +4,10 @@
 // over a JSON-lines protocol (docs/engines.md, the llama.cpp row), so that a
 // property test can draw speculative rounds the way runtimes make them.
 //
-//   llama-rollback make-model OUT.gguf SEED
-//       writes a small random Qwen3.5 model (llama_model_init_from_user, then
-//       llama_model_save_to_file; include/llama.h in the pinned release).
+//   llama-rollback make-model OUT.gguf SEED [qwen35|qwen3next]
+//       writes a small random Qwen3.5 (the default) or Qwen3-Next model
+//       (llama_model_init_from_user, then llama_model_save_to_file;
+//       include/llama.h in the pinned release).
 //   llama-rollback serve MODEL.gguf N_SEQ N_RS_SEQ WAY [FAULT]
 //       WAY is `snapshot` (the context's n_rs_seq per-token snapshots, rolled
 //       back by llama_memory_seq_rm; src/llama-memory-recurrent.cpp) or
@@ -213,31 +214,46 @@ void fill_tensor(ggml_tensor * tensor, void * userdata) {
     ggml_backend_tensor_set(tensor, data.data(), 0, ggml_nbytes(tensor));
 }
 
-int make_model(const char * out, uint64_t seed) {
+int make_model(const char * out, uint64_t seed, const std::string & arch) {
     // One GDN layer then one attention layer (full_attention_interval 2), the
-    // shapes llama.cpp's own tests/test-llama-archs.cpp gives Qwen3.5.
+    // shapes llama.cpp's own tests/test-llama-archs.cpp gives Qwen3.5 and
+    // Qwen3-Next; Qwen3-Next is a mixture of experts there (moe_mandatory):
+    // two experts, both used, and a shared one.
     constexpr uint32_t n_vocab = 128;
     constexpr uint32_t n_embd = 256;
     constexpr uint32_t n_head = 2;
+    constexpr uint32_t n_ff = 384;
+    if (arch != "qwen35" && arch != "qwen3next") {
+        std::fprintf(stderr, "llama-rollback: make-model makes qwen35 or qwen3next, not %s\n", arch.c_str());
+        return 2;
+    }
+    const auto key = [&](const char * name) { return arch + "." + name; };
     gguf_context * meta = gguf_init_empty();
-    gguf_set_val_str(meta, "general.architecture", "qwen35");
-    gguf_set_val_u32(meta, "qwen35.vocab_size", n_vocab);
-    gguf_set_val_u32(meta, "qwen35.context_length", 1024);
-    gguf_set_val_u32(meta, "qwen35.embedding_length", n_embd);
-    gguf_set_val_u32(meta, "qwen35.block_count", 2);
-    gguf_set_val_u32(meta, "qwen35.feed_forward_length", 384);
-    gguf_set_val_u32(meta, "qwen35.attention.head_count", n_head);
-    gguf_set_val_u32(meta, "qwen35.attention.head_count_kv", n_head);
-    gguf_set_val_f32(meta, "qwen35.attention.layer_norm_rms_epsilon", 1e-5f);
-    const uint32_t quarter = n_embd / n_head / 4;
-    const uint32_t sections[4] = {quarter, quarter, quarter, quarter};
-    gguf_set_arr_data(meta, "qwen35.rope.dimension_sections", GGUF_TYPE_UINT32, sections, 4);
-    gguf_set_val_u32(meta, "qwen35.ssm.conv_kernel", 4);
-    gguf_set_val_u32(meta, "qwen35.ssm.inner_size", 256);
-    gguf_set_val_u32(meta, "qwen35.ssm.state_size", 128);
-    gguf_set_val_u32(meta, "qwen35.ssm.time_step_rank", n_head);
-    gguf_set_val_u32(meta, "qwen35.ssm.group_count", 2);
-    gguf_set_val_u32(meta, "qwen35.full_attention_interval", 2);
+    gguf_set_val_str(meta, "general.architecture", arch.c_str());
+    gguf_set_val_u32(meta, key("vocab_size").c_str(), n_vocab);
+    gguf_set_val_u32(meta, key("context_length").c_str(), 1024);
+    gguf_set_val_u32(meta, key("embedding_length").c_str(), n_embd);
+    gguf_set_val_u32(meta, key("block_count").c_str(), 2);
+    gguf_set_val_u32(meta, key("feed_forward_length").c_str(), n_ff);
+    gguf_set_val_u32(meta, key("attention.head_count").c_str(), n_head);
+    gguf_set_val_u32(meta, key("attention.head_count_kv").c_str(), n_head);
+    gguf_set_val_f32(meta, key("attention.layer_norm_rms_epsilon").c_str(), 1e-5f);
+    if (arch == "qwen35") {
+        const uint32_t quarter = n_embd / n_head / 4;
+        const uint32_t sections[4] = {quarter, quarter, quarter, quarter};
+        gguf_set_arr_data(meta, key("rope.dimension_sections").c_str(), GGUF_TYPE_UINT32, sections, 4);
+    } else {
+        gguf_set_val_u32(meta, key("expert_count").c_str(), 2);
+        gguf_set_val_u32(meta, key("expert_used_count").c_str(), 2);
+        gguf_set_val_u32(meta, key("expert_feed_forward_length").c_str(), n_ff);
+        gguf_set_val_u32(meta, key("expert_shared_feed_forward_length").c_str(), n_ff / 2);
+    }
+    gguf_set_val_u32(meta, key("ssm.conv_kernel").c_str(), 4);
+    gguf_set_val_u32(meta, key("ssm.inner_size").c_str(), 256);
+    gguf_set_val_u32(meta, key("ssm.state_size").c_str(), 128);
+    gguf_set_val_u32(meta, key("ssm.time_step_rank").c_str(), n_head);
+    gguf_set_val_u32(meta, key("ssm.group_count").c_str(), 2);
+    gguf_set_val_u32(meta, key("full_attention_interval").c_str(), 2);
     gguf_set_val_str(meta, "tokenizer.ggml.model", "test");
     std::vector<std::string> names(n_vocab);
     std::vector<const char *> name_ptrs(n_vocab);
@@ -472,8 +488,11 @@ struct Runtime {
 
     std::string op_describe() const {
         const uint32_t n_rs = llama_n_rs_seq(ctx);
+        // The model's own architecture: llama.cpp gives Qwen3-Next no snapshots.
+        char arch[64] = "";
+        llama_model_meta_val_str(model, "general.architecture", arch, sizeof arch);
         return std::string("{\"engine\":\"llama.cpp\",\"commit\":\"") + LLAMA_CPP_COMMIT +
-               "\",\"arch\":\"qwen35\",\"n_vocab\":" + std::to_string(n_vocab) +
+               "\",\"arch\":\"" + arch + "\",\"n_vocab\":" + std::to_string(n_vocab) +
                ",\"n_seq\":" + std::to_string(n_seq) + ",\"n_rs_seq\":" + std::to_string(n_rs) +
                ",\"way\":\"" + (way == Way::Snapshot ? "snapshot" : "checkpoint") + "\"}";
     }
@@ -615,12 +634,12 @@ int main(int argc, char ** argv) {
     llama_backend_init();
     const std::string cmd = argc > 1 ? argv[1] : "";
     int rc = 2;
-    if (cmd == "make-model" && argc == 4) {
-        rc = make_model(argv[2], std::strtoull(argv[3], nullptr, 10));
+    if (cmd == "make-model" && (argc == 4 || argc == 5)) {
+        rc = make_model(argv[2], std::strtoull(argv[3], nullptr, 10), argc == 5 ? argv[4] : "qwen35");
     } else if (cmd == "serve") {
         rc = serve(argc, argv);
     } else {
-        std::fprintf(stderr, "usage: llama-rollback make-model OUT.gguf SEED | serve MODEL N_SEQ N_RS_SEQ WAY [FAULT]\n");
+        std::fprintf(stderr, "usage: llama-rollback make-model OUT.gguf SEED [ARCH] | serve MODEL N_SEQ N_RS_SEQ WAY [FAULT]\n");
     }
     llama_backend_free();
     return rc;

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Final
 from .. import SPEC_VERSION
 from ..replay.layer import Pipeline
 from .files import SCHEMA_FILE, render_corpus_files, schema_text
-from .replay_decodes import batch_cases, engine_rounds_cases, rounds_cases
+from .replay_decodes import batch_cases, engine_rounds_cases, ggml_cases, rounds_cases
 from .replay_format import (
     BATCH_FILE,
     POST_CONV_FILE,
@@ -65,11 +65,14 @@ TOLERANCES: Final[Mapping[Pipeline, Tolerance]] = {
     Pipeline.VLLM_BF16: Tolerance(port=0, kernel=4e-3, self=2e-2),
     Pipeline.SGLANG_BF16: Tolerance(port=0, kernel=2e-3),
     Pipeline.FLA_BF16: Tolerance(port=0, kernel=1e-6),
+    Pipeline.GGML_F32: Tolerance(port=0, kernel=1e-6),
 }
 
 #: The engine pipelines' cases draw from their own stream, after the model's.
 _ENGINE_SEED: Final = 20261201
 _BATCH_SEED: Final = 20261202
+#: ggml's cases draw from their own stream, so the other cases stay as they were.
+_GGML_SEED: Final = 20261203
 
 
 def _document(
@@ -101,6 +104,9 @@ def generate_replay_vectors() -> dict[str, str]:
     post_conv = post_conv_cases(rng)
     rounds = rounds_cases(rng)
     rounds += engine_rounds_cases(engines, len(rounds))
+    ggml_rebuilds, ggml_rounds = ggml_cases(random.Random(_GGML_SEED), len(rebuilds), len(rounds))  # noqa: S311
+    rebuilds += ggml_rebuilds
+    rounds += ggml_rounds
     files: dict[str, Mapping[str, object]] = {
         REBUILD_FILE: _document(
             "Replay rebuilds: restore the checkpoint, run the first `accepted` ring rows "

@@ -12,22 +12,27 @@ from typing import TYPE_CHECKING, Final, cast
 
 import numpy as np
 
+from .. import replay_rows as rows
 from ..replay.batch import BatchEntry, batch_oracle
-from ..replay.cases import make_case, make_layer
+from ..replay.cases import DrawnCase, make_case, make_layer
 from ..replay.designs.sglang import SglangGdnReplaySsm
 from ..replay.layer import Pipeline, as_module_holds
+from ..replay.paths import capture_minimal_ring, restore_from_snapshots
 from ..replay.rounds import decode_round, plain_decode
-from .replay_draws import ENGINE_DESIGNS, ENGINE_SHAPE, MODEL_PIPELINES, SHAPES, drawer
+from .replay_draws import ENGINE_DESIGNS, ENGINE_SHAPE, MODEL_PIPELINES, SHAPES, SNAPSHOT, drawer
 from .replay_format import (
     BatchCase,
     BatchStepJson,
     CaseDims,
+    RebuildCase,
     RoundJson,
     RoundsCase,
     batch_entry_json,
     case_dims,
     gate_parameters,
     hex_values,
+    ordered,
+    rebuild_entry,
     row_json,
     state_json,
 )
@@ -36,11 +41,10 @@ if TYPE_CHECKING:
     import random
     from collections.abc import Mapping, Sequence
 
-    from ..replay.cases import DrawnCase
     from ..replay.layer import Array, LayerState
     from ..replay.paths import SeedRow
 
-__all__ = ["batch_cases", "engine_rounds_cases", "rounds_cases"]
+__all__ = ["batch_cases", "engine_rounds_cases", "ggml_cases", "rounds_cases"]
 
 # The decodes' rounds: (drafts, accepted, reuse the slot after it). Drafts
 # vary (adaptive drafting), short rounds follow long ones so that a ring's
@@ -181,6 +185,55 @@ def engine_rounds_cases(rng: random.Random, first: int, /) -> list[RoundsCase]:
         case["a_log"], case["dt_bias"] = gate_parameters(start.layer)
         out.append(cast("RoundsCase", {key: case[key] for key in _ROUNDS_KEYS if key in case}))
     return out
+
+
+#: ggml_gated_delta_net needs key_head_dim == value_head_dim (ggml.h line 2641);
+#: three value heads per key head tell an interleaved repeat from ggml's tiled
+#: broadcast; 30 conv channels send 28 through ggml's SSE2 SiLU and 2 through libm.
+_GGML_SHAPE: Final = rows.GdnShape(
+    num_key_heads=2, key_head_dim=3, num_value_heads=6, value_head_dim=3, conv_kernel=4
+)
+
+
+def ggml_cases(
+    rng: random.Random, first_rebuild: int, first_round: int, /
+) -> tuple[list[RebuildCase], list[RoundsCase]]:
+    """The ggml pipeline's cases: windows of 2 and 4 (every partial accept), a 16-round decode.
+
+    llama.cpp keeps a snapshot per token and rolls back to the last accepted
+    one, so its decode is plain decoding's (design ``snapshot``).
+    """
+    draw = drawer(rng)
+    pipeline = Pipeline.GGML_F32
+    layer = make_layer(_GGML_SHAPE, draw)
+    rebuilds: list[RebuildCase] = []
+    for window in (2, 4):
+        base = make_case(layer, pipeline, window, 1, draw)
+        for accepted in range(1, window):
+            case = DrawnCase(base.layer, pipeline, base.checkpoint, base.rows, accepted)
+            verified = case.verified()
+            name = f"{first_rebuild + len(rebuilds):03d}-{pipeline.value}-k{window}-a{accepted}"
+            entry = rebuild_entry(case, name, ["RB-REPLAY-1", "RB-REPLAY-10"])
+            entry["ring"] = [row_json(r) for r in capture_minimal_ring(verified)]
+            entry["expected"] = state_json(restore_from_snapshots(verified, accepted))
+            rebuilds.append(ordered(entry))
+    start = make_case(layer, pipeline, 1, 1, draw)
+    state, decoded = start.checkpoint, []
+    for drafts, accepted, reuse in _ROUNDS * 2:
+        window_rows = make_case(layer, pipeline, drafts + 1, 1, draw).rows
+        state = decode_round(start.layer, state, window_rows[:accepted])
+        decoded.append(_round(window_rows, accepted, state, reuse=reuse))
+    weight = as_module_holds(layer.conv_weight, np.float32)
+    name = f"{first_round:03d}-{pipeline.value}"
+    clauses = ["RB-REPLAY-6", "RB-REPLAY-10"]
+    rounds = _rounds_case(
+        start, name, clauses, decoded, weight=weight, ring_length=_ENGINE_RING_LENGTH
+    )
+    rounds["design"] = SNAPSHOT
+    rounds["a_log"], rounds["dt_bias"] = gate_parameters(start.layer)
+    return rebuilds, [
+        cast("RoundsCase", {key: rounds[key] for key in _ROUNDS_KEYS if key in rounds})
+    ]
 
 
 #: A planned entry: (sequence, slot, window, accepted, prefill rows, joins, finishes).

@@ -85,7 +85,9 @@ class Tolerance(TypedDict):
     self: NotRequired[float]
 
 
-PipelineName = Literal["float64", "transformers-bf16", "vllm-bf16", "sglang-bf16", "fla-bf16"]
+PipelineName = Literal[
+    "float64", "transformers-bf16", "vllm-bf16", "sglang-bf16", "fla-bf16", "ggml-f32"
+]
 Hex = str
 Vector = list[Hex]
 Matrix = list[list[Hex]]

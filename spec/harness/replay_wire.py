@@ -60,7 +60,7 @@ _MAX_DIM: Final = 4096
 #: The pipelines that match an engine's own kernels (docs/engines.md): their
 #: requests also carry the raw gate inputs the kernels take, ``a`` and ``b``
 #: per row and ``a_log`` and ``dt_bias`` per layer.
-ENGINE_PIPELINES: Final = ("vllm-bf16", "sglang-bf16", "fla-bf16")
+ENGINE_PIPELINES: Final = ("vllm-bf16", "sglang-bf16", "fla-bf16", "ggml-f32")
 _PIPELINES: Final = ("float64", "transformers-bf16", *ENGINE_PIPELINES)
 
 

@@ -76,6 +76,7 @@ __all__ = [
     "engine_softplus",
     "gate_and_beta",
     "gated_output",
+    "ggml_silu",
     "normed_keys",
     "read_out",
     "repeat_heads",
@@ -114,7 +115,15 @@ class Pipeline(enum.Enum):
     defaults): the same L2 norm, h stored in FP32. ``FLA_BF16`` (FLA 0.6.0's
     conv and its fused recurrent and chunk rules): the conv's products exact
     in FP32 and its SiLU ``y * sigmoid(y)``, the L2 norm a division by
-    ``sqrt(sum(x * x) + 1e-6)``, h stored in FP32.
+    ``sqrt(sum(x * x) + 1e-6)``, h stored in FP32. ``GGML_F32`` (ggml's CPU
+    kernels at llama.cpp 0c1e57098, built for baseline x86-64, as llama.cpp's
+    Qwen3.5 graph calls them; :func:`conv_step`, :func:`delta_rule_update`):
+    FP32 throughout, nothing rounded to BF16 after the inputs; the conv's
+    products summed in FP32 from the oldest tap and its SiLU ggml's
+    (:func:`ggml_silu`); g and beta as the engines' (``softplus`` is ``x``
+    above 20, else ``logf(1 + expf(x))``; ``1 / (1 + expf(-b))``); the L2 norm
+    ggml's RMS form (:attr:`L2Norm.GGML_RMS`); each dot product of the delta
+    rule summed in double and rounded to FP32 once; h stored in FP32.
     """
 
     FLOAT64 = "float64"
@@ -122,6 +131,7 @@ class Pipeline(enum.Enum):
     VLLM_BF16 = "vllm-bf16"
     SGLANG_BF16 = "sglang-bf16"
     FLA_BF16 = "fla-bf16"
+    GGML_F32 = "ggml-f32"
 
     @property
     def dtype(self) -> type[np.floating]:
@@ -155,13 +165,35 @@ class L2Norm(enum.Enum):
 
     DIVISION = "division"
     RECIPROCAL = "reciprocal"
+    #: llama.cpp's ``build_gdn_l2_norm`` (``src/models/models.h`` lines 13-18 at
+    #: 0c1e57098): ``ggml_rms_norm(x, eps / n)`` then ``ggml_scale`` by
+    #: ``1 / sqrtf(n)``. ggml's CPU ``rms_norm`` (``ggml-cpu/ops.cpp`` lines
+    #: 4140-4147) sums the FP32 squares in double, rounds ``sum / n`` to FP32
+    #: and multiplies by ``1 / sqrtf(mean + eps / n)``.
+    GGML_RMS = "ggml-rms"
 
 
-_ENGINE_PIPELINES: Final = frozenset({Pipeline.VLLM_BF16, Pipeline.SGLANG_BF16, Pipeline.FLA_BF16})
+_ENGINE_PIPELINES: Final = frozenset(
+    {Pipeline.VLLM_BF16, Pipeline.SGLANG_BF16, Pipeline.FLA_BF16, Pipeline.GGML_F32}
+)
 _L2NORM: Final = {
     Pipeline.VLLM_BF16: L2Norm.RECIPROCAL,
     Pipeline.SGLANG_BF16: L2Norm.RECIPROCAL,
+    Pipeline.GGML_F32: L2Norm.GGML_RMS,
 }
+
+# ggml's SSE2 expf (``ggml-cpu/vec.h`` lines 1293-1326 at 0c1e57098, from Arm's
+# optimized routines): its constants, as the FP32 values the source spells.
+_VEXPF_SHIFT: Final = np.float32(float.fromhex("0x1.8p23"))
+_VEXPF_LOG2E: Final = np.float32(float.fromhex("0x1.715476p+0"))
+_VEXPF_LN2_HI: Final = np.float32(float.fromhex("0x1.62e4p-1"))
+_VEXPF_LN2_LO: Final = np.float32(float.fromhex("0x1.7f7d1cp-20"))
+_VEXPF_POLY: Final = tuple(
+    np.float32(float.fromhex(c))
+    for c in ("0x1.0e4020p-7", "0x1.573e2ep-5", "0x1.555e66p-3", "0x1.fffdb6p-2", "0x1.ffffecp-1")
+)
+#: ggml's SSE2 SiLU takes lanes of four; the row's last ``n % 4`` take libm's expf.
+_SSE2_LANES: Final = 4
 
 
 def bf16_round(values: Array, /) -> NDArray[np.float32]:
@@ -295,6 +327,44 @@ def _silu(x: Array, /) -> Array:
     return result
 
 
+def _ggml_vexpf(x: NDArray[np.float32], /) -> NDArray[np.float32]:
+    """The SSE2 ``ggml_v_expf`` of ggml, lane by lane: FP32 operations, no FMA (baseline x86-64)."""
+    with np.errstate(over="ignore", under="ignore"):
+        z = x * _VEXPF_LOG2E + _VEXPF_SHIFT
+        n = z - _VEXPF_SHIFT
+        b = (x - n * _VEXPF_LN2_HI) - n * _VEXPF_LN2_LO
+        e = z.view(np.uint32) << np.uint32(23)
+        k = (e + np.float32(1).view(np.uint32)).view(np.float32)
+        u = b * b
+        c5, c4, c3, c2, c1 = _VEXPF_POLY
+        j = ((c5 * b + c4) * u + (c3 * b + c2)) * u + c1 * b
+        far = np.abs(n) > np.float32(126)
+        g = np.where(n <= 0, np.uint32(0x82000000), np.uint32(0))
+        s1 = (g + np.uint32(0x7F000000)).view(np.float32)
+        s2 = (e - g).view(np.float32)
+        result = np.where(far, (s2 * j + s2) * s1, k * j + k)
+        return np.where(np.abs(n) > np.float32(192), s1 * s1, result).astype(np.float32)
+
+
+def ggml_silu(x: Array, /) -> Array:
+    """The CPU SiLU of ggml over one FP32 row, as a baseline x86-64 build computes it.
+
+    ``ggml_vec_silu_f32`` (``ggml-cpu/vec.cpp`` lines 379-415 at 0c1e57098)
+    takes the row in lanes of four through ``x / (1 + ggml_v_expf(0 - x))``
+    (SSE2, part of baseline x86-64) and the last ``n % 4`` values through
+    ``x / (1 + expf(-x))`` (libm's expf; the model's correctly rounded one).
+
+    RB-REPLAY-1.
+    """
+    row = np.asarray(x, dtype=np.float32)
+    lanes = row.shape[-1] - row.shape[-1] % _SSE2_LANES
+    head = row[..., :lanes]
+    out = np.empty_like(row)
+    out[..., :lanes] = head / (np.float32(1) + _ggml_vexpf(np.float32(0) - head))
+    out[..., lanes:] = _silu(row[..., lanes:])
+    return out
+
+
 def softplus(x: Array, /) -> Array:
     """``torch.nn.functional.softplus(x)`` (beta 1, threshold 20), from exact exp and log1p.
 
@@ -397,6 +467,10 @@ def conv_step(layer: GdnLayer, conv: Array, qkv: Array, /) -> tuple[Array, Array
         summed = ordered_sum(products, axis=1)
         sigmoid: Array = 1 / (1 + exp(-summed))
         return kept, bf16_round(summed * sigmoid)
+    if pipeline is Pipeline.GGML_F32:
+        # ggml_ssm_conv (ggml-cpu/ops.cpp lines 9973-9979): FP32 products and
+        # an FP32 sum from the oldest tap; then ggml_silu over the row.
+        return kept, ggml_silu(ordered_sum(products, axis=1))
     if pipeline.engine:
         summed = ordered_sum(bf16_round(products), axis=1)
         return kept, bf16_round(_silu(summed))
@@ -404,7 +478,18 @@ def conv_step(layer: GdnLayer, conv: Array, qkv: Array, /) -> tuple[Array, Array
     return kept, as_module_holds(_silu(mixed), dtype)
 
 
+def _ggml_rms_l2norm(x: Array, /) -> Array:
+    size = np.float32(x.shape[-1])
+    squares = ordered_sum((x * x).astype(np.float64), axis=-1, keepdims=True)
+    mean = (squares / x.shape[-1]).astype(np.float32)
+    scale = np.float32(1) / np.sqrt(mean + np.float32(L2NORM_EPS) / size)
+    scaled: Array = (x * scale) * (np.float32(1) / np.sqrt(size))
+    return scaled
+
+
 def _l2norm(x: Array, form: L2Norm, /) -> Array:
+    if form is L2Norm.GGML_RMS:
+        return _ggml_rms_l2norm(x)
     norm = np.sqrt(ordered_sum(x * x, axis=-1, keepdims=True) + L2NORM_EPS)
     if form is L2Norm.RECIPROCAL:
         scaled: Array = x * (1 / norm)
@@ -493,7 +578,13 @@ def delta_rule_update(
     k = repeat_heads(layer, keys)
     v = k_and_v[layer.key_dim :].reshape(layer.num_value_heads, layer.value_head_dim)
     decayed = decay(h, g)
-    remembered = ordered_sum(decayed * k[:, :, None], axis=1)
+    products = decayed * k[:, :, None]
+    if layer.pipeline_of(h.dtype) is Pipeline.GGML_F32:
+        # ggml_vec_dot_f32 with no SIMD (ggml-cpu/vec.cpp, its scalar branch):
+        # FP32 products summed in double, rounded to FP32 once.
+        remembered = ordered_sum(products.astype(np.float64), axis=1).astype(h.dtype)
+    else:
+        remembered = ordered_sum(products, axis=1)
     u: Array = (v - remembered) * beta.astype(h.dtype)[:, None]
     return write(decayed, k, u), keys, u
 

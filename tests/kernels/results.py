@@ -23,11 +23,21 @@ import sys
 from typing import TYPE_CHECKING, Final
 
 from tests.child import ROOT, run_module
+from tests.llamacpp import results as llamacpp_results
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-__all__ = ["ENGINES", "HEADER", "KINDS", "PAGE", "REPORTS", "page", "run_report"]
+__all__ = [
+    "ENGINES",
+    "HEADER",
+    "KINDS",
+    "PAGE",
+    "REPORTS",
+    "page",
+    "run_report",
+    "with_other_tiers",
+]
 
 PAGE: Final = ROOT / "docs" / "results.md"
 #: Where the tier writes its reports, for CI to keep and for the page.
@@ -90,11 +100,24 @@ def page(reports: list[Path], /) -> str:
     return HEADER + finished.stdout
 
 
+def with_other_tiers(fresh: str, /) -> str:
+    """``fresh`` with the llama.cpp tier's column kept from the committed page.
+
+    That column is the llamacpp tier's to write and check (tests/llamacpp/results.py).
+    """
+    committed = PAGE.read_text(encoding="utf-8")
+    try:
+        column = llamacpp_results.page_column(committed)
+    except KeyError:
+        return fresh
+    return llamacpp_results.with_column(fresh, column)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Make the kernels venv, run every engine, and rewrite docs/results.md."""
     if (sys.argv[1:] if argv is None else argv) == ["--page-only"]:
         reports = [REPORTS / f"{engine}-{kind}.json" for engine in ENGINES for kind in KINDS]
-        PAGE.write_text(page(reports), encoding="utf-8")
+        PAGE.write_text(with_other_tiers(page(reports)), encoding="utf-8")
         return 0
     made = subprocess.run(
         [sys.executable, str(ROOT / "adapters" / "engines" / "environment.py")],
@@ -108,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     python = made.stdout.strip()
     reports = [run_report(python, engine, kind)[1] for engine in ENGINES for kind in KINDS]
-    PAGE.write_text(page(reports), encoding="utf-8")
+    PAGE.write_text(with_other_tiers(page(reports)), encoding="utf-8")
     sys.stdout.write(f"{PAGE.relative_to(ROOT)}: {len(reports)} reports\n")
     return 0
 

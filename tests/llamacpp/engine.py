@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BUILD_SCRIPT",
     "AdapterError",
+    "Arch",
     "Built",
     "Description",
     "Engine",
@@ -50,6 +51,15 @@ class Way(Enum):
     CHECKPOINT = "checkpoint"
 
 
+class Arch(Enum):
+    """The random models build.py makes, by llama.cpp's architecture name."""
+
+    #: Qwen3.5: ``llm_arch_supports_rs_rollback`` lists it, so both ways.
+    QWEN35 = "qwen35"
+    #: Qwen3-Next: not listed, so llama.cpp clamps ``n_rs_seq`` to 0; checkpoints only.
+    QWEN3NEXT = "qwen3next"
+
+
 class Fault(Enum):
     """The self-test's wrong runtimes (adapters/llama-cpp/rollback.cpp)."""
 
@@ -69,6 +79,9 @@ class Built(TypedDict):
     model: str
     adapter_sha256: str
     cmake_flags: list[str]
+    replay_adapter: str
+    replay_sha256: str
+    qwen3next_model: str
 
 
 class Description(TypedDict):
@@ -112,9 +125,18 @@ class Engine:
     """One adapter process: a context of ``n_seq`` sequences rolled back ``way``."""
 
     def __init__(
-        self, built: Built, /, *, n_seq: int, n_rs_seq: int, way: Way, fault: Fault | None = None
+        self,
+        built: Built,
+        /,
+        *,
+        n_seq: int,
+        n_rs_seq: int,
+        way: Way,
+        fault: Fault | None = None,
+        arch: Arch = Arch.QWEN35,
     ) -> None:
-        command = [built["adapter"], "serve", built["model"], str(n_seq), str(n_rs_seq), way.value]
+        model = built["model"] if arch is Arch.QWEN35 else built["qwen3next_model"]
+        command = [built["adapter"], "serve", model, str(n_seq), str(n_rs_seq), way.value]
         if fault is not None:
             command.append(fault.value)
         self._process = subprocess.Popen(

@@ -20,7 +20,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, rule, run_state_machine_as_test
 
-from tests.llamacpp.engine import Built, Engine, Fault, Logits, Way
+from tests.llamacpp.engine import Arch, Built, Engine, Fault, Logits, Way
 from tests.replay.machines import machine_settings as shared_settings
 
 if TYPE_CHECKING:
@@ -82,6 +82,7 @@ class Rounds(RuleBasedStateMachine):
     built: ClassVar[Built]
     way: ClassVar[Way]
     fault: ClassVar[Fault | None] = None
+    arch: ClassVar[Arch] = Arch.QWEN35
     whole_window: ClassVar[bool] = False
     batched: ClassVar[bool] = True
     slots: ClassVar[int] = N_SEQ
@@ -90,7 +91,12 @@ class Rounds(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.engine = Engine(
-            self.built, n_seq=N_SEQ, n_rs_seq=N_RS_SEQ, way=self.way, fault=self.fault
+            self.built,
+            n_seq=N_SEQ,
+            n_rs_seq=N_RS_SEQ,
+            way=self.way,
+            fault=self.fault,
+            arch=self.arch,
         )
         self.n_vocab = self.engine.describe()["n_vocab"]
         # Each sequence's kept tokens, and whether its reference holds exactly them.
@@ -188,6 +194,7 @@ def rounds_machine(
     /,
     *,
     fault: Fault | None = None,
+    arch: Arch = Arch.QWEN35,
     whole_window: bool = False,
     batched: bool = True,
     slots: int = N_SEQ,
@@ -204,12 +211,13 @@ def rounds_machine(
         "built": built,
         "way": way,
         "fault": fault,
+        "arch": arch,
         "whole_window": whole_window,
         "batched": batched,
         "slots": slots,
         "judged": judged if judged is not None else Judged(),
     }
-    return type(f"Rounds_{way.value}", (Rounds,), settings_)
+    return type(f"Rounds_{way.value}_{arch.value}", (Rounds,), settings_)
 
 
 def machine_settings(*, find_only: bool = False) -> settings:

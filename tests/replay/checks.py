@@ -26,7 +26,7 @@ from ssm_rollback_spec.replay.paths import (
 )
 from ssm_rollback_spec.replay_rows import GdnShape
 
-from .strategies import partial_accept, replay_cases, shapes
+from .strategies import POST_CONV_PIPELINES, partial_accept, replay_cases, shapes
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -137,7 +137,7 @@ def state_fields_are_read(replay: ReplayRollback, /) -> Callable[[], None]:
 def post_conv_rebuild(replay: ReplayRollback, /) -> Callable[[], None]:
     """RB-REPLAY-4: a post-conv ring with its conv window rebuilds the snapshot's state."""
 
-    @given(case=replay_cases(min_window=2, accepted=partial_accept))
+    @given(case=replay_cases(min_window=2, accepted=partial_accept, pipelines=POST_CONV_PIPELINES))
     def check(case: DrawnCase) -> None:
         assert_rebuilds(replay, case)
 

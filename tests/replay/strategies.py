@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 import numpy as np
 from hypothesis import strategies as st
@@ -49,6 +49,11 @@ def drawer(
 
 def _any_accepted(window: int, /) -> st.SearchStrategy[int]:
     return st.integers(1, window)
+
+
+#: The pipelines a post-conv row keeps exactly: it holds k and v in BF16 (what
+#: the row bytes count), which ggml-f32's FP32 SiLU output is not.
+POST_CONV_PIPELINES: Final = tuple(p for p in Pipeline if p is not Pipeline.GGML_F32)
 
 
 @st.composite

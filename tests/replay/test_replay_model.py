@@ -59,7 +59,7 @@ from .checks import (
     snapshot_equals_replay,
     state_fields_are_read,
 )
-from .strategies import partial_accept, replay_cases, shapes
+from .strategies import POST_CONV_PIPELINES, partial_accept, replay_cases, shapes
 
 _COUNTS = st.integers(0, 2**20)
 
@@ -221,7 +221,7 @@ def test_a_post_conv_ring_with_its_conv_window_rebuilds_the_state() -> None:
 
 
 @pytest.mark.clause("RB-REPLAY-4")
-@given(case=replay_cases(min_window=2, accepted=partial_accept))
+@given(case=replay_cases(min_window=2, accepted=partial_accept, pipelines=POST_CONV_PIPELINES))
 def test_post_conv_rows_alone_rebuild_h(case: DrawnCase) -> None:
     verified = case.verified()
     h = case.checkpoint.h

@@ -142,6 +142,10 @@ def _designs_of(case: RoundsCase, /) -> tuple[ReplayDesign, ...]:
     design = case.get("design")
     if design is None:
         return _EXACT
+    if design == SNAPSHOT and case["pipeline"] == Pipeline.GGML_F32.value:
+        # A post-conv row keeps k and v in BF16 (its byte formulas); ggml's
+        # SiLU output is FP32, which such a row would round.
+        return _PER_VERIFY[:2]
     if design == SNAPSHOT:
         return _PER_VERIFY
     return (ReplayDesign(design),)
