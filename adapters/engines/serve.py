@@ -23,8 +23,9 @@ one (``wheels.py``: fetched and cached by version); ``describe`` names the
 release driven.
 
 An adapter whose engine has a batch form (vLLM's) also answers
-``replay_batch`` with it; the others answer ``unknown-op``, as the reference
-adapter does, and the batch cases are reported as not offered.
+``replay_batch`` with it, in the engine's cache mode ``--cache-mode`` (vLLM:
+``align``, the default, or ``none``); the others answer ``unknown-op``, as the
+reference adapter does, and the batch cases are reported as not offered.
 """
 
 from __future__ import annotations
