@@ -8,6 +8,13 @@ fetches the three engines' wheels (``wheels.py``), and prints the venv's
 Python, which runs the adapters. Standard library only: the tier's tests and
 ``benchmarks/kernels_tier.py`` run it with the suite's own Python.
 
+vLLM's ``replay_batch`` imports vLLM's own metadata builder and GDN layer,
+which import its configuration (pydantic, transformers and the rest): the venv
+also holds the pure-Python packages the planners tier imports vLLM's
+configuration with, at the same pins (``tests/planners/requirements.txt``, less
+the engines, torch, triton and numpy, which are the venv's own), installed
+without resolving dependencies, so nothing pulls CUDA.
+
 ``torch==2.13.0`` is asked for exactly: on these machines that is a CPU build
 from the package index; plain ``torch`` would pull about 3 GB of CUDA
 packages. FLA's own dependency ``einops`` and ``packaging`` come along, as
@@ -39,6 +46,17 @@ REQUIREMENTS: Final = (
     "setuptools>=68",
 )
 _ROOT: Final = Path(__file__).resolve().parents[2]
+#: The pins vLLM's configuration code is imported with on a CPU (the planners tier's).
+_VLLM_IMPORTS: Final = _ROOT / "tests" / "planners" / "requirements.txt"
+#: Of those, the ones this venv does not take: the engines come from their wheels,
+#: and torch, triton and numpy are pinned above.
+_NOT_TAKEN: Final = ("vllm", "sglang", "torch", "triton", "numpy")
+
+
+def _vllm_imports() -> list[str]:
+    lines = _VLLM_IMPORTS.read_text(encoding="utf-8").splitlines()
+    pins = [line.strip() for line in lines if line.strip() and not line.startswith("#")]
+    return [pin for pin in pins if pin.split("==")[0].lower() not in _NOT_TAKEN]
 
 
 class KernelsVenvError(RuntimeError):
@@ -77,6 +95,11 @@ def prepare() -> Path:
         venv.EnvBuilder(with_pip=True, clear=True).create(home)
         _pip(python, "install", *REQUIREMENTS)
         marker.write_text(wanted, encoding="utf-8")
+    imports = home / "vllm-imports.txt"
+    pins = "\n".join(_vllm_imports()) + "\n"
+    if not (imports.exists() and imports.read_text(encoding="utf-8") == pins):
+        _pip(python, "install", "--no-deps", "--no-compile", *_vllm_imports())
+        imports.write_text(pins, encoding="utf-8")
     _pip(python, "install", "--no-deps", "--no-build-isolation", "--force-reinstall", str(_ROOT))
     # The wheels are fetched by the venv's pip, for the venv's Python.
     done = subprocess.run(

@@ -4,7 +4,7 @@
 The engines' kernels run unchanged from their released wheels. On a machine
 without a CUDA device they run under ``TRITON_INTERPRET=1`` (Triton 3.9.0's
 interpreter, ``triton/runtime/interpreter.py``), which differs from a compiled
-kernel in the five ways below. :func:`apply` makes the five changes, once, before any kernel
+kernel in the six ways below. :func:`apply` makes the six changes, once, before any kernel
 runs; nothing else in the adapters touches Triton. With ``--device cuda`` none
 of this is applied: the kernels compile and run natively (docs/engines.md).
 
@@ -35,7 +35,26 @@ of this is applied: the kernels compile and run natively (docs/engines.md).
    least 2 * 8 + 2, so rounding twice loses nothing); a float32 to BF16 cast
    rounds to nearest even; a dot of BF16 operands multiplies their exact
    values and accumulates in float32, as a tensor core does.
-5. Not here: vLLM swaps its Triton conv for a torch CPU path when
+5. A grid that rebinds an argument. Triton's compiled launcher calls a
+   callable grid with the bound arguments and then launches the kernel with
+   those same arguments (``triton/runtime/jit.py`` lines 778-787), so a grid
+   that assigns one (vLLM 0.33.0, ``causal_conv1d.py`` lines 560-565:
+   ``META["batch_ptr"] = nums_dict[...]["batch_ptr"]``, in ``causal_conv1d_fn``,
+   the prefill conv) hands the kernel the new tensor. The interpreter calls
+   the grid after it has turned the arguments into pointers, so the kernel
+   gets the new one as a raw torch tensor and fails ("'torch.dtype' object
+   has no attribute 'is_ptr'"). The change: a tensor the grid put in the
+   arguments is turned into a pointer as the others were.
+6. A language function under another name. The interpreter swaps the
+   functions of ``triton.language`` for its own while a kernel runs, by their
+   names in ``tl`` and ``tl.math``; a kernel that calls one through a name of
+   its module's (vLLM 0.33.0, ``third_party/flash_linear_attention/ops/op.py``
+   line 22: ``exp = tl.exp``, called in ``chunk_scaled_dot_kkt.py`` line 106)
+   calls the original, which fails outside a compiled kernel ("Did you forget
+   to add @triton.jit ?"). A compiled kernel resolves both names to the same
+   function. The change: while a kernel runs, such a name in its module is
+   the interpreter's function too.
+7. Not here: vLLM swaps its Triton conv for a torch CPU path when
    ``current_platform.is_cpu()`` is true (``causal_conv1d.py`` lines
    1131-1138). That is a stub's answer, not an interpreter change: the
    adapters' stand-in for ``vllm.platforms`` says it is not a CPU
@@ -63,6 +82,8 @@ PATCHES: Final = (
     "the autotuner keeps its first config",
     "range() loop variables bound as tensors",
     "BF16 arithmetic, casts and dots correctly rounded",
+    "tensors a grid puts in the arguments turned into pointers",
+    "language functions under a module's own names swapped too",
 )
 
 _applied: list[bool] = []
@@ -158,6 +179,52 @@ def _patch_bf16(interp: Any, tl: Any) -> None:
     builder.create_dot = create_dot
 
 
+def _patch_grid(interp: Any) -> None:
+    import torch  # noqa: PLC0415 - the kernels venv's
+
+    init = interp.GridExecutor.__init__
+
+    def with_grid(self: Any, fn: Any, arg_names: Any, grid: Any, *rest: Any) -> None:
+        if callable(grid):
+            computed = grid
+
+            def grid(args: dict[str, Any]) -> Any:
+                size = computed(args)
+                for name, value in args.items():
+                    if isinstance(value, torch.Tensor):
+                        args[name] = interp._implicit_cvt(value)  # noqa: SLF001
+                return size
+
+        init(self, fn, arg_names, grid, *rest)
+
+    interp.GridExecutor.__init__ = with_grid
+
+
+def _patch_aliases(interp: Any) -> None:
+    import sys  # noqa: PLC0415
+
+    tl = interp.tl
+    patch_lang = interp._patch_lang  # noqa: SLF001
+
+    def with_aliases(fn: Any) -> Any:
+        # A builtin keeps its own name (``exp``) whatever name a module gives it;
+        # the patched function is the one of that name in tl.math or tl.
+        aliases = {
+            name: package
+            for name, value in fn.__globals__.items()
+            if tl.core.is_builtin(value)
+            for package in (tl.math, tl)
+            if getattr(package, getattr(value, "__name__", ""), None) is not None
+        }
+        scope = patch_lang(fn)
+        module = sys.modules[fn.__module__]
+        for name, package in aliases.items():
+            scope.set_attr(module, name, getattr(package, fn.__globals__[name].__name__))
+        return scope
+
+    interp._patch_lang = with_aliases  # noqa: SLF001
+
+
 def apply() -> None:
     """Make the interpreter changes, once (see the module's docstring for each reason)."""
     if _applied:
@@ -169,4 +236,6 @@ def apply() -> None:
     _patch_autotuner()
     _patch_loop_variables(interp)
     _patch_bf16(interp, tl)
+    _patch_grid(interp)
+    _patch_aliases(interp)
     _applied.append(True)

@@ -39,7 +39,7 @@ import wheels
 if TYPE_CHECKING:
     from pathlib import Path
 
-__all__ = ["Device", "load_fla", "load_sglang", "load_vllm", "prepare"]
+__all__ = ["Device", "load_fla", "load_sglang", "load_vllm", "load_vllm_package", "prepare"]
 
 
 class Device(enum.Enum):
@@ -121,11 +121,19 @@ class _NotACpu:
 
 
 def load_vllm() -> tuple[Any, Any]:
-    """VLLM 0.33.0's ``causal_conv1d`` and ``fused_sigmoid_gating`` modules."""
+    """The selected vLLM release's ``causal_conv1d`` and ``fused_sigmoid_gating`` modules."""
+    if _VLLM_PACKAGE:
+        # replay_batch imported the whole package: its own kernel modules.
+        return (
+            importlib.import_module("vllm.model_executor.layers.mamba.ops.causal_conv1d"),
+            importlib.import_module(
+                "vllm.third_party.flash_linear_attention.ops.fused_sigmoid_gating"
+            ),
+        )
     import triton  # noqa: PLC0415 - after prepare()
     import triton.language as tl  # noqa: PLC0415
 
-    root = wheels.fetch(wheels.ENGINES["vllm"]) / "vllm"
+    root = wheels.fetch(wheels.selected("vllm")) / "vllm"
     _package("vllm", root)
     _stub("vllm.triton_utils", triton=triton, tl=tl)
     _stub("vllm.platforms", current_platform=_NotACpu())
@@ -146,11 +154,115 @@ def load_vllm() -> tuple[Any, Any]:
     return conv, gating
 
 
-def load_sglang() -> tuple[Any, Any]:
-    """SGLang 0.5.23's Triton ``causal_conv1d`` and GDN ReplaySSM modules."""
+#: The capability-query ops vLLM calls while importing its quantization layers.
+_CAPABILITY_OPS: Final = (
+    "cutlass_scaled_mm_supports_fp4",
+    "cutlass_scaled_mm_supports_fp8",
+    "cutlass_scaled_mm_supports_block_fp8",
+    "cutlass_group_gemm_supported",
+)
+#: The torch library that holds them (it unregisters when collected).
+_KEPT: Final[list[object]] = []
+
+
+#: The vLLM package's names, once imported (:func:`load_vllm_package`).
+_VLLM_PACKAGE: Final[list[types.SimpleNamespace]] = []
+
+
+def _vllm_platform() -> Any:
+    """VLLM's CUDA platform, its hardware probes answered: SM 8.0, no PDL, pinning on CUDA only."""
     import torch  # noqa: PLC0415
 
-    root = wheels.fetch(wheels.ENGINES["sglang"]) / "sglang"
+    cuda = importlib.import_module("vllm.platforms.cuda")
+    interface = importlib.import_module("vllm.platforms.interface")
+
+    class Cuda(cuda.NonNvmlCudaPlatform):  # type: ignore[misc,name-defined]
+        # SM 8.0: no SM 9.0 kernel choices (FlashInfer's prefill, wgmma config pruning).
+        @classmethod
+        def get_device_capability(cls, device_id: int = 0) -> Any:
+            del device_id
+            return interface.DeviceCapability(major=8, minor=0)
+
+        @classmethod
+        def is_arch_support_pdl(cls) -> bool:
+            return False
+
+        @classmethod
+        def is_pin_memory_available(cls) -> bool:
+            # Pinned host memory needs CUDA's allocator.
+            return bool(torch.cuda.is_available())
+
+    return Cuda()
+
+
+def load_vllm_package() -> types.SimpleNamespace:
+    """The selected vLLM release's package, from its unpacked wheel: the names replay_batch runs.
+
+    Its compiled extensions (``vllm/*.so``, never unpacked) are empty modules,
+    as the planners tier has them; its platform is :class:`_VllmCuda`. The
+    venv holds vLLM's pure-Python dependencies (environment.py).
+    """
+    if _VLLM_PACKAGE:
+        return _VLLM_PACKAGE[0]
+    import torch  # noqa: PLC0415 - after prepare()
+
+    root = wheels.fetch(wheels.selected("vllm"))
+    if _device() is Device.CPU:
+        # vLLM keeps Triton when no driver is active only where no GPU is visible
+        # (triton_utils/importing.py); the interpreter is then Triton's only driver.
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""
+    # A replay before this one imported two kernel modules under a bare package:
+    # they give way to the whole package.
+    for name in [name for name in sys.modules if name == "vllm" or name.startswith("vllm.")]:
+        del sys.modules[name]
+    sys.path.insert(0, str(root))
+    for name in (root / wheels.COMPILED_LIST).read_text(encoding="utf-8").split():
+        sys.modules.setdefault(name, types.ModuleType(name))
+    # The capability queries vLLM's quantization layers ask while they import
+    # (as the planners tier answers them), for SM 8.0.
+    if not _KEPT:
+        library = torch.library.Library("_C", "FRAGMENT")
+        for op in _CAPABILITY_OPS:
+            library.define(f"{op}(int cuda_device_capability) -> bool")
+            library.impl(op, lambda capability: capability == 80, "CompositeExplicitAutograd")
+        _KEPT.append(library)
+    platforms = importlib.import_module("vllm.platforms")
+    platforms._current_platform = _vllm_platform()  # noqa: SLF001
+    gdn = importlib.import_module("vllm.v1.attention.backends.gdn_attn")
+    # Read once, when vllm.utils.torch_utils was first imported (before the platform was set).
+    for module in ("vllm.utils.torch_utils", "vllm.v1.attention.backends.utils"):
+        importlib.import_module(
+            module
+        ).PIN_MEMORY = platforms.current_platform.is_pin_memory_available()
+    layer = importlib.import_module("vllm.model_executor.layers.mamba.gdn.qwen_gdn_linear_attn")
+    context = importlib.import_module("vllm.forward_context")
+
+    def set_context(value: object, /) -> None:
+        context._forward_context = value  # noqa: SLF001
+
+    names = types.SimpleNamespace(
+        config=importlib.import_module("vllm.config"),
+        MambaSpec=importlib.import_module("vllm.v1.kv_cache_interface").MambaSpec,
+        CommonAttentionMetadata=importlib.import_module(
+            "vllm.v1.attention.backend"
+        ).CommonAttentionMetadata,
+        GDNAttentionMetadataBuilder=gdn.GDNAttentionMetadataBuilder,
+        GDNLayer=layer.QwenGatedDeltaNetAttention,
+        ChunkGatedDeltaRule=layer.ChunkGatedDeltaRule,
+        is_conv_state_dim_first=importlib.import_module(
+            "vllm.model_executor.layers.mamba.mamba_utils"
+        ).is_conv_state_dim_first,
+        set_context=set_context,
+    )
+    _VLLM_PACKAGE.append(names)
+    return names
+
+
+def load_sglang() -> tuple[Any, Any]:
+    """The selected SGLang release's Triton ``causal_conv1d`` and GDN ReplaySSM modules."""
+    import torch  # noqa: PLC0415
+
+    root = wheels.fetch(wheels.selected("sglang")) / "sglang"
     _package("sglang", root)
     tf32 = _device() is Device.CUDA and torch.cuda.get_device_capability(0)[0] >= 8
     _stub("sglang.kernels.jit.utils", is_arch_support_pdl=lambda: False)
@@ -168,10 +280,11 @@ def load_sglang() -> tuple[Any, Any]:
 
 
 def load_fla() -> tuple[Any, Any, Any]:
-    """FLA 0.6.0's conv update, fused recurrent rule and chunk rule modules."""
-    root = wheels.fetch(wheels.ENGINES["fla"]) / "fla"
+    """The selected FLA release's conv update, fused recurrent rule and chunk rule modules."""
+    fla = wheels.selected("fla")
+    root = wheels.fetch(fla) / "fla"
     _package("fla", root)
-    sys.modules["fla"].__version__ = wheels.ENGINES["fla"].version
+    sys.modules["fla"].__version__ = fla.version
     for name in ("ops", "ops/gated_delta_rule", "modules", "modules/causal_conv1d"):
         _package("fla." + name.replace("/", "."), root / name)
     conv = importlib.import_module("fla.modules.causal_conv1d.ops")

@@ -12,12 +12,20 @@ are the reference's answers. Torch and the kernels load on the first
 Command line, the same for each adapter::
 
     python adapters/engines/vllm_adapter.py [--device cpu|cuda] [--control off-by-one]
+        [--version RELEASE]
 
 ``--device cuda`` runs the kernels compiled on a CUDA device instead of under
 Triton's interpreter. ``--control off-by-one`` is the wrong build: it hands
 the engine an accepted count one off from the request's (one more where the
 window has room, else one fewer), so every replay case of a partial accept
-must fail.
+must fail. ``--version`` drives another release of the engine than its pinned
+one (``wheels.py``: fetched and cached by version); ``describe`` names the
+release driven.
+
+An adapter whose engine has a batch form (vLLM's) also answers
+``replay_batch`` with it, in the engine's cache mode ``--cache-mode`` (vLLM:
+``align``, the default, or ``none``); the others answer ``unknown-op``, as the
+reference adapter does, and the batch cases are reported as not offered.
 """
 
 from __future__ import annotations
@@ -27,7 +35,7 @@ import enum
 import json
 import sys
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 import kernels
 import wheels
@@ -35,12 +43,22 @@ import wheels
 from ssm_rollback_spec.harness import adapter, protocol
 from ssm_rollback_spec.harness.protocol import ErrorKind, Op
 from ssm_rollback_spec.harness.python_impl import REFERENCE, load_python_implementation
-from ssm_rollback_spec.harness.replay_wire import ReplayLayout, decode_replay, encode_replay_states
+from ssm_rollback_spec.harness.replay_wire import (
+    ReplayLayout,
+    decode_replay,
+    decode_replay_batch,
+    encode_replay_states,
+)
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Mapping, Sequence
 
-    from ssm_rollback_spec.harness.replay_wire import ReplayRequest, ReplayState
+    from ssm_rollback_spec.harness.replay_wire import (
+        ReplayBatchRequest,
+        ReplayRequest,
+        ReplayState,
+    )
+
 
 __all__ = [
     "ENGINE_DESIGNS",
@@ -79,6 +97,22 @@ class Build(enum.Enum):
         return control_accepted(accepted, window)
 
 
+if TYPE_CHECKING:
+    #: An engine's batch form: (request, device, build, cache mode) -> each entry's state.
+    BatchReplay: TypeAlias = Callable[
+        [ReplayBatchRequest, kernels.Device, Build, str], list[ReplayState]
+    ]
+
+
+@dataclass(frozen=True)
+class Serving:
+    """How this process serves: the device, the build, and the engine's cache mode for batches."""
+
+    device: kernels.Device
+    build: Build
+    cache_mode: str
+
+
 @dataclass(frozen=True)
 class EngineAdapter:
     """One engine's adapter: its name, pipeline, design, and its replay."""
@@ -89,16 +123,25 @@ class EngineAdapter:
     replay: Callable[[Arrays, kernels.Device, Build], list[ReplayState]]
     #: Which of the engine's kernels, where it has a choice (FLA's rule).
     variant: str = ""
+    #: (request, device, build, cache mode) -> each entry's state after its step,
+    #: where the engine has a batch form; None answers replay_batch ``unknown-op``.
+    replay_batch: BatchReplay | None = None
+    #: The engine's cache modes for a batch (``--cache-mode``), its default first.
+    cache_modes: tuple[str, ...] = ()
 
     def describe(self, build: Build, /) -> dict[str, object]:
-        """The describe reply's value, with what its replay computes."""
+        """The describe reply's value, with what its replay computes and the release driven."""
         variant = f", {self.variant}" if self.variant else ""
         wrong = "" if build is Build.REAL else ", control build: off by one in the accepted count"
+        release = wheels.selected(self.engine)
+        supported = (
+            "" if release.version in wheels.SUPPORTED[self.engine] else ", unsupported release"
+        )
         return {
-            "name": f"{self.engine} engine kernels (adapters/engines){variant}{wrong}",
+            "name": f"{self.engine} engine kernels (adapters/engines){variant}{wrong}{supported}",
             "usize_bits": 64,
             # The engine's release whose kernels these are (the results page's column).
-            "release": wheels.ENGINES[self.engine].requirement,
+            "release": release.requirement,
             "replay": {
                 "pipelines": [self.pipeline],
                 "layouts": [ReplayLayout.PRE_CONV.value],
@@ -167,22 +210,11 @@ def _replay(
     engine: EngineAdapter, request: dict[str, object], device: kernels.Device, build: Build, /
 ) -> object:
     decoded = decode_replay(request)
-    if decoded["pipeline"] != engine.pipeline:
-        raise protocol.ProtocolError(
-            ErrorKind.BAD_REQUEST,
-            f"{engine.engine}'s kernels compute pipeline {engine.pipeline}, "
-            f"not {decoded['pipeline']} (see its describe)",
-        )
-    if decoded["layout"] is not ReplayLayout.PRE_CONV:
+    if decoded["pipeline"] == engine.pipeline and decoded["layout"] is not ReplayLayout.PRE_CONV:
         raise protocol.ProtocolError(
             ErrorKind.BAD_REQUEST, f"{engine.engine}'s adapter replays pre-conv rows only"
         )
-    if "a_log" not in decoded:
-        raise protocol.ProtocolError(
-            ErrorKind.BAD_REQUEST,
-            f"pipeline {engine.pipeline} needs the raw gate inputs: a_log, dt_bias, and a and b "
-            "on every row",
-        )
+    _pipeline_offered(engine, decoded["pipeline"], "a_log" in decoded)
     kernels.prepare(device)
     try:
         return encode_replay_states(engine.replay(arrays(decoded), device, build))
@@ -190,18 +222,52 @@ def _replay(
         raise protocol.ProtocolError(ErrorKind.BAD_REQUEST, str(error)) from None
 
 
+def _pipeline_offered(engine: EngineAdapter, pipeline: str, gates: bool, /) -> None:  # noqa: FBT001
+    if pipeline != engine.pipeline:
+        raise protocol.ProtocolError(
+            ErrorKind.BAD_REQUEST,
+            f"{engine.engine}'s kernels compute pipeline {engine.pipeline}, "
+            f"not {pipeline} (see its describe)",
+        )
+    if not gates:
+        raise protocol.ProtocolError(
+            ErrorKind.BAD_REQUEST,
+            f"pipeline {engine.pipeline} needs the raw gate inputs: a_log, dt_bias, and a and b "
+            "on every row",
+        )
+
+
+def _replay_batch(
+    engine: EngineAdapter,
+    request: Mapping[str, object],
+    serving: Serving,
+    /,
+) -> object:
+    assert engine.replay_batch is not None
+    decoded = decode_replay_batch(request)
+    _pipeline_offered(engine, decoded["pipeline"], "a_log" in decoded)
+    kernels.prepare(serving.device)
+    try:
+        states = engine.replay_batch(decoded, serving.device, serving.build, serving.cache_mode)
+        return encode_replay_states(states)
+    except EngineLimitError as error:
+        raise protocol.ProtocolError(ErrorKind.BAD_REQUEST, str(error)) from None
+
+
 def _respond(
-    engine: EngineAdapter, api: object, line: str, device: kernels.Device, build: Build, /
+    engine: EngineAdapter, api: object, line: str, serving: Serving, /
 ) -> dict[str, object]:
     try:
         request = protocol.decode_request(line)
         op = protocol.op_named(str(request["op"]))
         if op is Op.DESCRIBE:
-            return protocol.ok_reply(engine.describe(build))
+            return protocol.ok_reply(engine.describe(serving.build))
         if op is Op.REPLAY:
             # decode_request keeps only the contract's fields; the replay fields are the line's.
             whole = json.loads(line)
-            return protocol.ok_reply(_replay(engine, whole, device, build))
+            return protocol.ok_reply(_replay(engine, whole, serving.device, serving.build))
+        if op is Op.REPLAY_BATCH and engine.replay_batch is not None:
+            return protocol.ok_reply(_replay_batch(engine, json.loads(line), serving))
     except protocol.ProtocolError as error:
         return protocol.error_reply(error.kind, str(error))
     return adapter.respond(api, line)  # type: ignore[arg-type]
@@ -224,14 +290,35 @@ def _parser(engine: EngineAdapter, /) -> argparse.ArgumentParser:
         choices=[Build.OFF_BY_ONE.value],
         help="the wrong build: the accepted count handed to the engine is one off",
     )
+    if engine.cache_modes:
+        parser.add_argument(
+            "--cache-mode",
+            choices=engine.cache_modes,
+            default=engine.cache_modes[0],
+            help=f"the engine's cache mode for replay_batch (default: {engine.cache_modes[0]})",
+        )
+    pinned = wheels.ENGINES[engine.engine].version
+    parser.add_argument(
+        "--version",
+        default=pinned,
+        help=f"the {engine.engine} release to drive, fetched and cached by version "
+        f"(default: the pinned {pinned}; supported: "
+        f"{', '.join(wheels.SUPPORTED[engine.engine])})",
+    )
     return parser
 
 
 def main(engine: EngineAdapter, argv: Sequence[str] | None = None, /) -> int:
     """Serve ``engine`` on standard input and output; return the exit status."""
     arguments = _parser(engine).parse_args(argv)
-    device = kernels.Device(arguments.device)
+    try:
+        wheels.select(wheels.release(engine.engine, arguments.version))
+    except wheels.EngineFetchError as error:
+        sys.stderr.write(f"{engine.engine}_adapter.py: {error}\n")
+        return 2
     build = Build(arguments.control or Build.REAL.value)
+    device = kernels.Device(arguments.device)
+    serving = Serving(device, build, str(getattr(arguments, "cache_mode", "")))
     api = load_python_implementation(REFERENCE).api
     try:
         for raw in adapter.read_lines(sys.stdin.buffer):
@@ -246,7 +333,7 @@ def main(engine: EngineAdapter, argv: Sequence[str] | None = None, /) -> int:
                 except UnicodeDecodeError as error:
                     reply = protocol.error_reply(ErrorKind.BAD_REQUEST, f"not UTF-8: {error}")
                 else:
-                    reply = _respond(engine, api, text, device, build)
+                    reply = _respond(engine, api, text, serving)
             sys.stdout.buffer.write(protocol.encode(reply).encode("utf-8") + b"\n")
             sys.stdout.buffer.flush()
     except (BrokenPipeError, KeyboardInterrupt):

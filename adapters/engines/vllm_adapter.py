@@ -1,5 +1,10 @@
 # SPDX-License-Identifier: MIT OR Apache-2.0
-"""vLLM 0.33.0's speculative GDN path over the protocol's ``replay``: snapshot rollback.
+"""vLLM 0.33.0's speculative GDN path over the protocol's ``replay`` and ``replay_batch``.
+
+``replay_batch`` runs vLLM's own bookkeeping: its GDN metadata builder and
+its layer's ``_forward_core`` (``vllm_batch.py``, which says what stands in),
+in its cache mode ``--cache-mode align`` (the default, with prefix caching) or
+``none``. ``replay`` (below) runs the two kernels for one sequence.
 
 vLLM keeps no replay ring: a verify writes the state after every window token
 to its own slot, and rolls back when the NEXT verify reads the slot of the
@@ -32,15 +37,17 @@ weights, and h in a BF16 cache (vLLM's ``mamba_ssm_cache_dtype`` "auto",
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import kernels
 import serve
+import vllm_batch
+import wheels
 
 if TYPE_CHECKING:
-    from ssm_rollback_spec.harness.replay_wire import ReplayState
+    from ssm_rollback_spec.harness.replay_wire import ReplayBatchRequest, ReplayState
 
-__all__ = ["ADAPTER", "replay"]
+__all__ = ["ADAPTER", "BLOCK_POINTERS", "replay", "replay_batch"]
 
 
 def replay(
@@ -111,7 +118,94 @@ def replay(
     return states
 
 
-ADAPTER = serve.EngineAdapter("vllm", "vllm-bf16", replay)
+#: Why a batch that needs the prefill kernels of an older vLLM cannot run here.
+BLOCK_POINTERS: Final = (
+    "vLLM {}'s chunked prefill kernels use Triton block pointers, which Triton 3.9.0's "
+    'interpreter does not run (docs/engines.md, "Real bugs")'
+)
+
+
+def replay_batch(
+    request: ReplayBatchRequest, device: kernels.Device, build: serve.Build, cache_mode: str, /
+) -> list[ReplayState]:
+    """Each entry's state after its step, from vLLM's metadata builder and GDN layer core."""
+    import torch  # noqa: PLC0415
+
+    engine = kernels.load_vllm_package()
+    on = torch.device(device.value)
+    dims = request["dims"]
+    shape = (
+        dims["num_key_heads"],
+        dims["key_head_dim"],
+        dims["num_value_heads"],
+        dims["value_head_dim"],
+        dims["conv_kernel"],
+    )
+
+    def tensor(values: Any) -> torch.Tensor:
+        return torch.as_tensor(values, dtype=torch.float32).to(torch.bfloat16).to(on)
+
+    def rows(items: list[Any], /) -> dict[str, torch.Tensor]:
+        return {
+            "qkv": tensor([row["values"] for row in items]),
+            "a": tensor([row["a"] for row in items]),
+            "b": tensor([row["b"] for row in items]),
+        }
+
+    steps = []
+    for step in request["steps"]:
+        entries = []
+        for entry in step:
+            window = len(entry["rows"])
+            inputs: dict[str, Any] = {
+                "sequence": entry["sequence"],
+                "slot": entry["slot"],
+                "accepted": build.accepted(entry["accepted"], window),
+                "finish": entry["finish"],
+                **rows(entry["rows"]),
+            }
+            if "checkpoint" in entry:
+                inputs["conv"] = tensor(entry["checkpoint"]["conv"])
+                inputs["h"] = tensor(entry["checkpoint"]["h"])
+                if "prefill" in entry:
+                    inputs["prefill"] = rows(entry["prefill"])
+            entries.append(inputs)
+        steps.append(entries)
+    weights = (
+        tensor(request["conv_weight"]),
+        tensor(request.get("a_log", [])),
+        tensor(request.get("dt_bias", [])),
+    )
+    inputs = vllm_batch.BatchInputs(
+        dims=shape,
+        weights=weights,
+        steps=steps,
+        slots=request["slots"],
+        mode=vllm_batch.CacheMode(cache_mode),
+        on=on,
+        release=tuple(int(part) for part in wheels.selected("vllm").version.split(".")[:3]),
+    )
+    from triton.runtime.errors import InterpreterError  # noqa: PLC0415
+
+    try:
+        return vllm_batch.run_batch(engine, inputs)
+    except InterpreterError as error:
+        # Before 0.32.0 vLLM's FLA chunk rule (its prefill, which a decode with
+        # no drafts beside drafted windows is sent to) uses tl.make_block_ptr.
+        if "Block pointers" not in str(error):
+            raise
+        raise serve.EngineLimitError(
+            BLOCK_POINTERS.format(wheels.selected("vllm").version)
+        ) from None
+
+
+ADAPTER = serve.EngineAdapter(
+    "vllm",
+    "vllm-bf16",
+    replay,
+    replay_batch=replay_batch,
+    cache_modes=tuple(mode.value for mode in vllm_batch.CacheMode),
+)
 
 if __name__ == "__main__":
     sys.exit(serve.main(ADAPTER))

@@ -6,6 +6,12 @@ fetches each wheel from the package index the first time it is needed; the
 wheel and the few files the adapters import from it are kept under the cache
 folder, ``$SSM_ROLLBACK_ENGINE_CACHE`` or ``~/.cache/ssm-rollback-spec/engines``.
 
+Each engine's pinned release is its default (``spec/sizing/releases.py``
+declares it once); an adapter's ``--version`` asks for another release of the
+same engine (:func:`release`), which is fetched and cached under its own
+version beside the pinned one. Where an older release keeps the files the
+adapters read elsewhere, :data:`MOVED` says so, once, with its reason.
+
 ``python adapters/engines/wheels.py`` fetches all three and prints, per
 engine, its version, its licence as its wheel's metadata states it, and where
 its files are.
@@ -13,7 +19,9 @@ its files are.
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import re
 import subprocess
 import sys
 import zipfile
@@ -23,7 +31,21 @@ from typing import Final
 
 from ssm_rollback_spec.sizing.releases import SGLANG, VLLM
 
-__all__ = ["CACHE_ENV", "ENGINES", "Engine", "EngineFetchError", "cache_root", "fetch", "main"]
+__all__ = [
+    "CACHE_ENV",
+    "COMPILED_LIST",
+    "ENGINES",
+    "MOVED",
+    "SUPPORTED",
+    "Engine",
+    "EngineFetchError",
+    "cache_root",
+    "fetch",
+    "main",
+    "release",
+    "select",
+    "selected",
+]
 
 #: The environment variable that moves the cache folder.
 CACHE_ENV: Final = "SSM_ROLLBACK_ENGINE_CACHE"
@@ -61,10 +83,15 @@ ENGINES: Final = {
         "vllm",
         VLLM.version,
         "Apache-2.0",
+        # The whole package's Python (its compiled extensions are never unpacked):
+        # replay_batch imports vLLM's own metadata builder and GDN layer, which
+        # import its configuration, as the planners tier does.
         (
+            "vllm/",
             "vllm/model_executor/layers/mamba/ops/causal_conv1d.py",
             "vllm/third_party/flash_linear_attention/ops/fused_sigmoid_gating.py",
             "vllm/v1/attention/backends/utils.py",
+            "vllm/v1/attention/backends/gdn_attn.py",
         ),
     ),
     "sglang": Engine(
@@ -79,6 +106,66 @@ ENGINES: Final = {
     ),
     "fla": Engine("fla", "fla-core", "0.6.0", "MIT", ("fla/",)),
 }
+
+
+#: The releases each engine adapter is run against (docs/engines.md, "Releases"):
+#: the pinned one first. ``--version`` takes any other release the index has, and
+#: says in ``describe`` that it is not one of these.
+SUPPORTED: Final = {
+    "vllm": (VLLM.version,),
+    "sglang": (SGLANG.version,),
+    "fla": ("0.6.0",),
+}
+
+#: Files the adapters read that an older release keeps at another path, per
+#: engine: (newest release that keeps the old path, path now, path then). None
+#: yet: the releases in :data:`SUPPORTED` keep every member where the pinned one does.
+MOVED: Final[dict[str, tuple[tuple[str, str, str], ...]]] = {"vllm": (), "sglang": (), "fla": ()}
+
+#: A release as the package index spells one (PEP 440's public versions, simply).
+_VERSION: Final = re.compile(r"[0-9]+(\.[0-9]+){0,3}((a|b|rc|\.post|\.dev)[0-9]+)*")
+
+
+def _key(version: str, /) -> tuple[int, ...]:
+    return tuple(int(part) for part in re.findall(r"[0-9]+", version)[:4])
+
+
+def release(name: str, version: str | None = None, /) -> Engine:
+    """Engine ``name`` at ``version`` (the pinned release when None), members where it keeps them.
+
+    Raises:
+        EngineFetchError: ``version`` is not a release number.
+    """
+    pinned = ENGINES[name]
+    if version is None or version == pinned.version:
+        return pinned
+    if not _VERSION.fullmatch(version):
+        raise EngineFetchError(f"--version {version!r} is not a release number such as 0.33.0")
+    members = list(pinned.members)
+    for newest, now, then in MOVED[name]:
+        if _key(version) <= _key(newest):
+            members = [then if member == now else member for member in members]
+    return dataclasses.replace(pinned, version=version, members=tuple(members))
+
+
+#: The file in an unpacked release that names its compiled modules left out.
+COMPILED_LIST: Final = "compiled-modules.txt"
+#: Compiled extensions, never unpacked: the adapters import an engine's Python only.
+_COMPILED: Final = (".so", ".pyd")
+
+
+#: The release each engine's adapter drives in this process (``--version``), by name.
+_SELECTED: Final[dict[str, Engine]] = {}
+
+
+def select(engine: Engine, /) -> None:
+    """Drive ``engine`` (a release of one engine) in this process, for :func:`selected`."""
+    _SELECTED[engine.name] = engine
+
+
+def selected(name: str, /) -> Engine:
+    """The release of engine ``name`` this process drives: the one selected, else the pinned one."""
+    return _SELECTED.get(name, ENGINES[name])
 
 
 def cache_root() -> Path:
@@ -126,22 +213,31 @@ def fetch(engine: Engine, /) -> Path:
     root = cache_root()
     unpacked = root / "unpacked" / f"{engine.distribution}-{engine.version}"
     done = unpacked / ".complete"
-    if not done.exists():
+    # The marker names the members too, so a change of them unpacks again.
+    wanted = (*engine.members, engine.dist_info)
+    if not done.exists() or done.read_text(encoding="utf-8").split("\n")[1:-1] != list(wanted):
         wheels = root / "wheels"
         wheels.mkdir(parents=True, exist_ok=True)
         wheel = _wheel(engine, wheels)
-        wanted = (*engine.members, engine.dist_info)
         with zipfile.ZipFile(wheel) as archive:
             names = [
                 name
                 for name in archive.namelist()
                 if any(name == w or (w.endswith("/") and name.startswith(w)) for w in wanted)
+                and not name.endswith(_COMPILED)
             ]
             missing = [m for m in engine.members if not any(n.startswith(m) for n in names)]
             if missing:
                 raise EngineFetchError(f"{wheel.name} lacks {', '.join(missing)}")
             archive.extractall(unpacked, members=names)
-        done.write_text(wheel.name + "\n", encoding="utf-8")
+            # The compiled extensions left out, by module name, for the stand-ins.
+            compiled = [
+                name.split(".")[0].replace("/", ".")
+                for name in archive.namelist()
+                if name.endswith(_COMPILED) and any(name.startswith(w) for w in wanted)
+            ]
+            (unpacked / COMPILED_LIST).write_text("".join(f"{c}\n" for c in compiled), "utf-8")
+        done.write_text("\n".join([wheel.name, *wanted]) + "\n", encoding="utf-8")
     found = _license(unpacked / engine.dist_info)
     if found != engine.license:
         raise EngineFetchError(

@@ -23,6 +23,7 @@ from .. import SPEC_VERSION
 from ..replay.layer import Pipeline
 from .files import SCHEMA_FILE, render_corpus_files, schema_text
 from .replay_decodes import batch_cases, engine_rounds_cases, ggml_cases, rounds_cases
+from .replay_draws import ENGINE_SHAPE
 from .replay_format import (
     BATCH_FILE,
     POST_CONV_FILE,
@@ -73,6 +74,10 @@ _ENGINE_SEED: Final = 20261201
 _BATCH_SEED: Final = 20261202
 #: ggml's cases draw from their own stream, so the other cases stay as they were.
 _GGML_SEED: Final = 20261203
+_ENGINE_BATCH_SEED: Final = 20261203
+#: The engine pipelines whose adapters offer replay_batch (docs/engines.md): their
+#: batches are the same plans, in the engine cases' layer.
+_ENGINE_BATCH_PIPELINES: Final = (Pipeline.VLLM_BF16,)
 
 
 def _document(
@@ -107,6 +112,14 @@ def generate_replay_vectors() -> dict[str, str]:
     ggml_rebuilds, ggml_rounds = ggml_cases(random.Random(_GGML_SEED), len(rebuilds), len(rounds))  # noqa: S311
     rebuilds += ggml_rebuilds
     rounds += ggml_rounds
+    batches = batch_cases(random.Random(_BATCH_SEED))  # noqa: S311
+    # The engine pipelines' batches draw from their own stream, after the model's.
+    batches += batch_cases(
+        random.Random(_ENGINE_BATCH_SEED),  # noqa: S311
+        _ENGINE_BATCH_PIPELINES,
+        ENGINE_SHAPE,
+        len(batches),
+    )
     files: dict[str, Mapping[str, object]] = {
         REBUILD_FILE: _document(
             "Replay rebuilds: restore the checkpoint, run the first `accepted` ring rows "
@@ -142,7 +155,7 @@ def generate_replay_vectors() -> dict[str, str]:
             "accepted count, a joining sequence's `checkpoint` and optional `prefill` rows, "
             "and `finish` freeing its slot after the step. `expected` is each entry's state "
             "after its step, in order: its sequence's own replay, as if it ran alone.",
-            batch_cases(random.Random(_BATCH_SEED)),  # noqa: S311
+            batches,
         ),
     }
     header = {"spec_version": SPEC_VERSION, "status": _STATUS}

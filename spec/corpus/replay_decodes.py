@@ -290,6 +290,22 @@ _BATCH_PLANS: Final[Mapping[str, tuple[int, tuple[tuple[_Planned, ...], ...]]]] 
         ),
     ),
 }
+#: Shapes added with the engines' batches (docs/engines.md, "Real bugs"): a step
+#: in which every sequence decodes with no drafts, right after each accepted
+#: several (vLLM #39273 and #52942: its runner before 0.32.0 sends such a step
+#: down the plain decode path, which reads the state a verify left in the
+#: request's first block, not its last accepted one's).
+_BATCH_PLANS_SINCE_ENGINES: Final[Mapping[str, tuple[int, tuple[tuple[_Planned, ...], ...]]]] = {
+    "plain-decodes-after-accepting-drafts": (
+        2,
+        (
+            (("s0", 0, 3, 3, 0, True, False), ("s1", 1, 4, 2, 0, True, False)),
+            (("s1", 1, 1, 1, 0, False, False), ("s0", 0, 1, 1, 0, False, False)),
+            (("s0", 0, 4, 2, 0, False, False), ("s1", 1, 2, 2, 0, False, False)),
+            (("s0", 0, 1, 1, 0, False, True), ("s1", 1, 1, 1, 0, False, True)),
+        ),
+    ),
+}
 _BATCH_SHAPE: Final = SHAPES[1]
 _BATCH_DRAWN_STEPS: Final = 10
 _BATCH_DRAWN_SLOTS: Final = 3
@@ -323,18 +339,35 @@ def _drawn_plan(rng: random.Random, /) -> tuple[tuple[_Planned, ...], ...]:
     return tuple(steps)
 
 
-def batch_cases(rng: random.Random, /) -> list[BatchCase]:
-    """The batch cases: each plan, then a drawn one, in each of the model's pipelines."""
+def batch_cases(
+    rng: random.Random,
+    pipelines: tuple[Pipeline, ...] = MODEL_PIPELINES,
+    shape: rows.GdnShape = _BATCH_SHAPE,
+    first: int = 0,
+    /,
+) -> list[BatchCase]:
+    """The batch cases: each plan, then a drawn one, in each of ``pipelines``."""
     draw = drawer(rng)
-    layer = make_layer(_BATCH_SHAPE, draw)
-    plans = {**_BATCH_PLANS, "drawn": (_BATCH_DRAWN_SLOTS, _drawn_plan(rng))}
+    layer = make_layer(shape, draw)
+    plans = {
+        **_BATCH_PLANS,
+        "drawn": (_BATCH_DRAWN_SLOTS, _drawn_plan(rng)),
+        # After the drawn plan, so the cases before it keep their draws.
+        **_BATCH_PLANS_SINCE_ENGINES,
+    }
     out: list[BatchCase] = []
-    for name, (slots, plan) in plans.items():
-        for pipeline in MODEL_PIPELINES:
+    for planned_name, (slots, plan) in plans.items():
+        for pipeline in pipelines:
+            # An engine runs a prompt with its chunked rule, not its verify kernel
+            # (vLLM's is further than its pipeline's bound from the model: docs/engines.md),
+            # so an engine's sequences join from their checkpoint, without prefill rows.
+            dropped = pipeline.engine and any(entry[4] for step in plan for entry in step)
+            name = f"{planned_name}-without-prefill" if dropped else planned_name
             steps: list[list[BatchEntry]] = []
             for planned in plan:
                 batch = []
-                for sequence, slot, window, accepted, prefill, joins, finish in planned:
+                for sequence, slot, window, accepted, planned_prefill, joins, finish in planned:
+                    prefill = 0 if pipeline.engine else planned_prefill
                     start = make_case(layer, pipeline, max(prefill, 1), 1, draw)
                     batch.append(
                         BatchEntry(
@@ -349,10 +382,10 @@ def batch_cases(rng: random.Random, /) -> list[BatchCase]:
                     )
                 steps.append(batch)
             expected = [state for after in batch_oracle(layer, pipeline, steps) for state in after]
-            dims = CaseDims(**_BATCH_SHAPE, window=_K_CEILING)
+            dims = CaseDims(**shape, window=_K_CEILING)
             out.append(
                 BatchCase(
-                    id=f"{len(out):03d}-{pipeline.value}-{name}",
+                    id=f"{first + len(out):03d}-{pipeline.value}-{name}",
                     clauses=["RB-REPLAY-12"],
                     pipeline=pipeline.value,
                     dims=dims,
@@ -363,4 +396,6 @@ def batch_cases(rng: random.Random, /) -> list[BatchCase]:
                     expected=[state_json(state) for state in expected],
                 )
             )
+            if pipeline.engine:
+                out[-1]["a_log"], out[-1]["dt_bias"] = gate_parameters(layer)
     return out
