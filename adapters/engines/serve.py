@@ -18,6 +18,12 @@ Triton's interpreter. ``--control off-by-one`` is the wrong build: it hands
 the engine an accepted count one off from the request's (one more where the
 window has room, else one fewer), so every replay case of a partial accept
 must fail.
+
+An adapter that drives its engine's own batch bookkeeping (SGLang's,
+sglang_batch.py) also takes ``--batch-path PATH``: with it, the adapter
+answers ``replay_batch`` on that path of the engine (the control hands each
+entry's count one off); without it, ``replay_batch`` is not offered
+(``unknown-op``), as before.
 """
 
 from __future__ import annotations
@@ -35,12 +41,21 @@ import wheels
 from ssm_rollback_spec.harness import adapter, protocol
 from ssm_rollback_spec.harness.protocol import ErrorKind, Op
 from ssm_rollback_spec.harness.python_impl import REFERENCE, load_python_implementation
-from ssm_rollback_spec.harness.replay_wire import ReplayLayout, decode_replay, encode_replay_states
+from ssm_rollback_spec.harness.replay_wire import (
+    ReplayLayout,
+    decode_replay,
+    decode_replay_batch,
+    encode_replay_states,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-    from ssm_rollback_spec.harness.replay_wire import ReplayRequest, ReplayState
+    from ssm_rollback_spec.harness.replay_wire import (
+        ReplayBatchRequest,
+        ReplayRequest,
+        ReplayState,
+    )
 
 __all__ = [
     "ENGINE_DESIGNS",
@@ -89,6 +104,13 @@ class EngineAdapter:
     replay: Callable[[Arrays, kernels.Device, Build], list[ReplayState]]
     #: Which of the engine's kernels, where it has a choice (FLA's rule).
     variant: str = ""
+    #: (request, path, accepted count handed for (count, window)) -> each entry's
+    #: state: ``replay_batch`` through the engine's own bookkeeping, where it has one.
+    batch: (
+        Callable[[ReplayBatchRequest, str, Callable[[int, int], int]], list[ReplayState]] | None
+    ) = None
+    #: The engine's paths ``--batch-path`` chooses from (empty: no batch form).
+    batch_paths: tuple[str, ...] = ()
 
     def describe(self, build: Build, /) -> dict[str, object]:
         """The describe reply's value, with what its replay computes."""
@@ -163,19 +185,12 @@ def control_accepted(accepted: int, window: int, /) -> int:
     return accepted - 1 if accepted > 1 else accepted
 
 
-def _replay(
-    engine: EngineAdapter, request: dict[str, object], device: kernels.Device, build: Build, /
-) -> object:
-    decoded = decode_replay(request)
+def _check_offered(engine: EngineAdapter, decoded: ReplayRequest | ReplayBatchRequest, /) -> None:
     if decoded["pipeline"] != engine.pipeline:
         raise protocol.ProtocolError(
             ErrorKind.BAD_REQUEST,
             f"{engine.engine}'s kernels compute pipeline {engine.pipeline}, "
             f"not {decoded['pipeline']} (see its describe)",
-        )
-    if decoded["layout"] is not ReplayLayout.PRE_CONV:
-        raise protocol.ProtocolError(
-            ErrorKind.BAD_REQUEST, f"{engine.engine}'s adapter replays pre-conv rows only"
         )
     if "a_log" not in decoded:
         raise protocol.ProtocolError(
@@ -183,6 +198,17 @@ def _replay(
             f"pipeline {engine.pipeline} needs the raw gate inputs: a_log, dt_bias, and a and b "
             "on every row",
         )
+
+
+def _replay(
+    engine: EngineAdapter, request: dict[str, object], device: kernels.Device, build: Build, /
+) -> object:
+    decoded = decode_replay(request)
+    if decoded["layout"] is not ReplayLayout.PRE_CONV:
+        raise protocol.ProtocolError(
+            ErrorKind.BAD_REQUEST, f"{engine.engine}'s adapter replays pre-conv rows only"
+        )
+    _check_offered(engine, decoded)
     kernels.prepare(device)
     try:
         return encode_replay_states(engine.replay(arrays(decoded), device, build))
@@ -190,8 +216,42 @@ def _replay(
         raise protocol.ProtocolError(ErrorKind.BAD_REQUEST, str(error)) from None
 
 
-def _respond(
-    engine: EngineAdapter, api: object, line: str, device: kernels.Device, build: Build, /
+def _replay_batch(
+    engine: EngineAdapter,
+    request: dict[str, object],
+    device: kernels.Device,
+    build: Build,
+    path: str,
+    /,
+) -> object:
+    assert engine.batch is not None
+    decoded = decode_replay_batch(request)
+    _check_offered(engine, decoded)
+    rows = [row for step in decoded["steps"] for entry in step for row in entry["rows"]]
+    if any("a" not in row or "b" not in row for row in rows):
+        raise protocol.ProtocolError(
+            ErrorKind.BAD_REQUEST, f"pipeline {engine.pipeline} needs a and b on every row"
+        )
+    if device is not kernels.Device.CPU:
+        raise protocol.ProtocolError(
+            ErrorKind.BAD_REQUEST,
+            f"{engine.engine}'s replay_batch runs on --device cpu only (docs/engines.md)",
+        )
+    kernels.prepare(device)
+    try:
+        return encode_replay_states(engine.batch(decoded, path, build.accepted))
+    except EngineLimitError as error:
+        raise protocol.ProtocolError(ErrorKind.BAD_REQUEST, str(error)) from None
+
+
+def _respond(  # noqa: PLR0913, PLR0917 - the adapter's settings, each from its command line
+    engine: EngineAdapter,
+    api: object,
+    line: str,
+    device: kernels.Device,
+    build: Build,
+    batch_path: str | None,
+    /,
 ) -> dict[str, object]:
     try:
         request = protocol.decode_request(line)
@@ -202,6 +262,9 @@ def _respond(
             # decode_request keeps only the contract's fields; the replay fields are the line's.
             whole = json.loads(line)
             return protocol.ok_reply(_replay(engine, whole, device, build))
+        if op is Op.REPLAY_BATCH and batch_path is not None:
+            whole = json.loads(line)
+            return protocol.ok_reply(_replay_batch(engine, whole, device, build, batch_path))
     except protocol.ProtocolError as error:
         return protocol.error_reply(error.kind, str(error))
     return adapter.respond(api, line)  # type: ignore[arg-type]
@@ -224,6 +287,12 @@ def _parser(engine: EngineAdapter, /) -> argparse.ArgumentParser:
         choices=[Build.OFF_BY_ONE.value],
         help="the wrong build: the accepted count handed to the engine is one off",
     )
+    if engine.batch_paths:
+        parser.add_argument(
+            "--batch-path",
+            choices=engine.batch_paths,
+            help="answer replay_batch on this path of the engine's own batch bookkeeping",
+        )
     return parser
 
 
@@ -246,7 +315,8 @@ def main(engine: EngineAdapter, argv: Sequence[str] | None = None, /) -> int:
                 except UnicodeDecodeError as error:
                     reply = protocol.error_reply(ErrorKind.BAD_REQUEST, f"not UTF-8: {error}")
                 else:
-                    reply = _respond(engine, api, text, device, build)
+                    batch_path = getattr(arguments, "batch_path", None)
+                    reply = _respond(engine, api, text, device, build, batch_path)
             sys.stdout.buffer.write(protocol.encode(reply).encode("utf-8") + b"\n")
             sys.stdout.buffer.flush()
     except (BrokenPipeError, KeyboardInterrupt):

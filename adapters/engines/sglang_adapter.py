@@ -46,9 +46,12 @@ from typing import TYPE_CHECKING, Any, Final
 
 import kernels
 import serve
+import sglang_batch
 
 if TYPE_CHECKING:
-    from ssm_rollback_spec.harness.replay_wire import ReplayState
+    from collections.abc import Callable
+
+    from ssm_rollback_spec.harness.replay_wire import ReplayBatchRequest, ReplayState
 
 __all__ = ["ADAPTER", "RING_LENGTH", "replay"]
 
@@ -210,7 +213,19 @@ def replay(  # noqa: PLR0915 - one round of the engine, step by step
     return states
 
 
-ADAPTER = serve.EngineAdapter("sglang", "sglang-bf16", replay)
+def _batch(
+    request: ReplayBatchRequest, path: str, accepted: Callable[[int, int], int], /
+) -> list[ReplayState]:
+    return sglang_batch.replay_batch(request, sglang_batch.BatchPath(path), accepted)
+
+
+ADAPTER = serve.EngineAdapter(
+    "sglang",
+    "sglang-bf16",
+    replay,
+    batch=_batch,
+    batch_paths=tuple(path.value for path in sglang_batch.BatchPath),
+)
 
 if __name__ == "__main__":
     sys.exit(serve.main(ADAPTER))
