@@ -120,7 +120,7 @@ if TYPE_CHECKING:
 
     from ssm_rollback_spec.harness.replay_wire import ReplayBatchRequest, ReplayRow, ReplayState
 
-__all__ = ["BatchPath", "replay_batch"]
+__all__ = ["RING_LENGTH", "SMALLEST_KEY_HEAD", "BatchPath", "Shapes", "replay_batch"]
 
 #: SGLang's default ring length L (``linear_replayssm_cache_len``).
 RING_LENGTH: Final = 16

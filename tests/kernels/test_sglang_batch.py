@@ -8,8 +8,12 @@ sequences joining after a prefill or not, windows, accepted counts,
 finishes) drawn in the model's own pipelines; SGLang computes
 ``sglang-bf16``, so each plan is drawn again here in that pipeline, with
 the raw gate inputs SGLang's kernels take, and judged as ``vectors run``
-judges a batch case: against the model's batch oracle (each sequence
-replayed alone), within the corpus's sglang-bf16 bound. The adapter's
+judges a batch case, within the corpus's sglang-bf16 bound, against each
+sequence run alone in the model: on the default path, the batch oracle
+(plain decoding, RB-REPLAY-12); on ReplaySSM, the model's own ReplaySSM
+design (:class:`~ssm_rollback_spec.replay.rounds.SglangGdnReplaySsm`,
+RB-REPLAY-11), whose drift from plain decoding with two-wide value heads
+passes the bound within ten rounds (docs/replay.md). The adapter's
 off-by-one control (the accepted count handed to SGLang one off) must fail.
 """
 
@@ -18,6 +22,7 @@ from __future__ import annotations
 import json
 import random
 import subprocess
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
@@ -28,12 +33,15 @@ from ssm_rollback_spec.corpus.replay_run import judge_replay
 from ssm_rollback_spec.replay.batch import BatchEntry, batch_oracle
 from ssm_rollback_spec.replay.cases import make_case, make_layer
 from ssm_rollback_spec.replay.layer import Pipeline, as_module_holds
+from ssm_rollback_spec.replay.rounds import SglangGdnReplaySsm
 from tests.child import ROOT
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from numpy.typing import NDArray
 
-    from ssm_rollback_spec.replay.layer import LayerState
+    from ssm_rollback_spec.replay.layer import GdnLayer, LayerState
     from ssm_rollback_spec.replay.paths import SeedRow
 
 pytestmark = pytest.mark.kernels
@@ -44,6 +52,8 @@ PIPELINE: Final = Pipeline.SGLANG_BF16
 #: The paths of SGLang's the adapter drives (``--batch-path``).
 PATHS: Final = ("snapshot", "replayssm")
 _SEED: Final = 20261202
+#: SGLang's default ring length L (``linear_replayssm_cache_len``), the adapter's.
+RING_LENGTH: Final = 16
 _DIMS: Final = ("num_key_heads", "key_head_dim", "num_value_heads", "value_head_dim", "conv_kernel")
 
 
@@ -74,8 +84,30 @@ def _entry(entry: BatchEntry, /) -> dict[str, object]:
     return out | ({"finish": True} if entry.finish else {})
 
 
-def sglang_cases() -> list[ReplayCase]:
-    """Each float64 batch case's plan, drawn again in sglang-bf16, judged within its bound."""
+def _replayssm_alone(layer: GdnLayer, steps: Sequence[Sequence[BatchEntry]], /) -> list[LayerState]:
+    """Each entry's state after its step: its sequence alone in the model's ReplaySSM design.
+
+    K is the batch's longest window or prefill (SGLang's ``draft_token_num``
+    for the whole run); a prefill is a round that keeps all its rows.
+    """
+    entries = [entry for batch in steps for entry in batch]
+    k = max(len(rows) for entry in entries for rows in (entry.rows, entry.prefill))
+    alone: dict[str, SglangGdnReplaySsm] = {}
+    out = []
+    for entry in entries:
+        if entry.checkpoint is not None:
+            alone[entry.sequence] = SglangGdnReplaySsm(
+                layer, PIPELINE, entry.checkpoint, k, ring_length=RING_LENGTH
+            )
+            if entry.prefill:
+                alone[entry.sequence].verify_round(list(entry.prefill), len(entry.prefill))
+        alone[entry.sequence].verify_round(list(entry.rows), entry.accepted)
+        out.append(alone[entry.sequence].state())
+    return out
+
+
+def sglang_cases(path: str, /) -> list[ReplayCase]:
+    """Each float64 batch case's plan, drawn again in sglang-bf16, as ``path`` is judged."""
     document = json.loads(BATCH.read_text(encoding="utf-8"))
     bound = document["tolerance"][PIPELINE.value]["kernel"]
     rng = random.Random(_SEED)  # noqa: S311 - drawn inputs, not secrets
@@ -108,7 +140,10 @@ def sglang_cases() -> list[ReplayCase]:
                     )
                 )
             steps.append(batch)
-        expected = [state for after in batch_oracle(layer, PIPELINE, steps) for state in after]
+        if path == "replayssm":
+            expected = _replayssm_alone(replace(layer, pipeline=PIPELINE), steps)
+        else:
+            expected = [state for after in batch_oracle(layer, PIPELINE, steps) for state in after]
         request = {
             "op": "replay_batch",
             "pipeline": PIPELINE.value,
@@ -122,7 +157,7 @@ def sglang_cases() -> list[ReplayCase]:
         cases.append(
             ReplayCase(
                 case_id=case["id"].replace(Pipeline.FLOAT64.value, PIPELINE.value),
-                clauses=case["clauses"],
+                clauses=case["clauses"] + (["RB-REPLAY-11"] if path == "replayssm" else []),
                 pipeline=PIPELINE.value,
                 request=request,
                 expected=[_state(state) for state in expected],
@@ -152,7 +187,7 @@ def _replies(python: str, cases: list[ReplayCase], /, *flags: str) -> list[dict[
 def test_sglangs_own_pool_verify_and_commit_pass_every_batch_case(
     kernels_python: str, path: str
 ) -> None:
-    cases = sglang_cases()
+    cases = sglang_cases(path)
     replies = _replies(kernels_python, cases, "--batch-path", path)
     results = [judge_replay(case, reply) for case, reply in zip(cases, replies, strict=True)]
     assert len(results) == 4
@@ -164,16 +199,16 @@ def test_sglangs_batch_off_by_one_control_fails_the_batch_case_naming_its_clause
     kernels_python: str, path: str
 ) -> None:
     # The case with a plain decode beside windows with drafts: the cheapest, four steps.
-    case = sglang_cases()[0]
+    case = sglang_cases(path)[0]
     flags = ("--batch-path", path, "--control", "off-by-one")
     (reply,) = _replies(kernels_python, [case], *flags)
     result = judge_replay(case, reply)
     assert result.outcome == "failed"
-    assert "the bound for sglang-bf16 (RB-REPLAY-12)" in result.detail.splitlines()[0]
+    assert "the bound for sglang-bf16 (RB-REPLAY-12" in result.detail.splitlines()[0]
 
 
 def test_without_a_batch_path_the_sglang_adapter_does_not_offer_replay_batch(
     kernels_python: str,
 ) -> None:
-    (reply,) = _replies(kernels_python, sglang_cases()[:1])
+    (reply,) = _replies(kernels_python, sglang_cases("snapshot")[:1])
     assert reply["error"]["kind"] == "unknown-op"
