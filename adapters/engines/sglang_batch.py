@@ -13,7 +13,7 @@ count (each cited by file and line in sglang 0.5.23):
   ``MambaSlotAllocator`` (``srt/mem_cache/allocator/mamba.py`` line 65, slot
   0 reserved) and writes the row's slot into ``req_index_to_mamba_index_mapping``.
   A finished one is freed by ``HybridReqToTokenPool.free_mamba_cache`` (line
-  1826) and ``ReqToTokenPool.free`` (line 465); a later sequence gets the
+  1826) and ``ReqToTokenPool.free`` (line 462); a later sequence gets the
   freed slot when the free list reaches it. The state tensors are
   ``MambaPool``'s (line 505), built by its own ``__init__``: ``temporal``,
   ``conv``, the per-draft ``intermediate_ssm`` and ``intermediate_conv_window``
@@ -25,7 +25,7 @@ count (each cited by file and line in sglang 0.5.23):
   backend runs ``target_verify`` (``srt/layers/attention/linear/gdn_backend.py``
   lines 1040-1060 and 1104-1162): every request's window is laid out as
   ``draft_token_num`` tokens (SGLang verifies each request with the same
-  count, line 1043), its slot is ``get_mamba_indices(req_pool_indices)``,
+  count, line 1042), its slot is ``get_mamba_indices(req_pool_indices)``,
   and its scratch row is ``select_verify_intermediate_state_indices``
   (``linear/utils.py`` line 111). ``causal_conv1d_update``
   (``kernels/ops/mamba/causal_conv1d_triton.py``) writes each token's conv
@@ -39,7 +39,7 @@ count (each cited by file and line in sglang 0.5.23):
 - Commit. ``commit_mamba_states_after_verify`` (``spec_utils.py`` line 1005),
   with SGLang's ``accept_lens`` (accepted drafts plus the bonus token) and
   ``accept_index`` (each accepted token's flat index, -1 after): its
-  ``_verify_commit_step_indices`` (line 945) turns them into the last
+  ``_verify_commit_step_indices`` (line 943) turns them into the last
   accepted step of each request; the default path then runs
   ``HybridLinearAttnBackend.update_mamba_state_after_mtp_verify``
   (``srt/layers/attention/hybrid_linear_attn_backend.py`` line 1514) and its
@@ -54,7 +54,7 @@ EMULATED or stood in, each for its reason:
 
 - The scatters. ``fused_mamba_state_scatter_with_mask`` and
   ``fused_conv_window_scatter_with_mask`` refuse tensors that are not on a
-  CUDA or XPU device (``mamba_state_scatter_triton.py`` lines 507-511). In
+  CUDA or XPU device (``mamba_state_scatter_triton.py`` lines 343 and 507). In
   their place runs SGLang's own non-CUDA scatter,
   ``HybridLinearAttnBackend._scatter_speculative_state_with_mask``
   (``hybrid_linear_attn_backend.py`` lines 1619-1657): the same rows, steps
