@@ -104,13 +104,13 @@ class EngineAdapter:
     replay: Callable[[Arrays, kernels.Device, Build], list[ReplayState]]
     #: Which of the engine's kernels, where it has a choice (FLA's rule).
     variant: str = ""
-    #: (request, path, accepted count handed for (count, window)) -> each entry's
-    #: state: ``replay_batch`` through the engine's own bookkeeping, where it has one.
-    batch: (
-        Callable[[ReplayBatchRequest, str, Callable[[int, int], int]], list[ReplayState]] | None
+    #: (request, device, build, path) -> each entry's state after its step:
+    #: ``replay_batch`` through the engine's own bookkeeping, where it has one.
+    replay_batch: (
+        Callable[[ReplayBatchRequest, kernels.Device, Build, str], list[ReplayState]] | None
     ) = None
     #: The engine's paths ``--batch-path`` chooses from (empty: no batch form).
-    batch_paths: tuple[str, ...] = ()
+    cache_modes: tuple[str, ...] = ()
 
     def describe(self, build: Build, /) -> dict[str, object]:
         """The describe reply's value, with what its replay computes."""
@@ -224,7 +224,7 @@ def _replay_batch(
     path: str,
     /,
 ) -> object:
-    assert engine.batch is not None
+    assert engine.replay_batch is not None
     decoded = decode_replay_batch(request)
     _check_offered(engine, decoded)
     rows = [row for step in decoded["steps"] for entry in step for row in entry["rows"]]
@@ -232,14 +232,9 @@ def _replay_batch(
         raise protocol.ProtocolError(
             ErrorKind.BAD_REQUEST, f"pipeline {engine.pipeline} needs a and b on every row"
         )
-    if device is not kernels.Device.CPU:
-        raise protocol.ProtocolError(
-            ErrorKind.BAD_REQUEST,
-            f"{engine.engine}'s replay_batch runs on --device cpu only (docs/engines.md)",
-        )
     kernels.prepare(device)
     try:
-        return encode_replay_states(engine.batch(decoded, path, build.accepted))
+        return encode_replay_states(engine.replay_batch(decoded, device, build, path))
     except EngineLimitError as error:
         raise protocol.ProtocolError(ErrorKind.BAD_REQUEST, str(error)) from None
 
@@ -287,10 +282,10 @@ def _parser(engine: EngineAdapter, /) -> argparse.ArgumentParser:
         choices=[Build.OFF_BY_ONE.value],
         help="the wrong build: the accepted count handed to the engine is one off",
     )
-    if engine.batch_paths:
+    if engine.cache_modes:
         parser.add_argument(
             "--batch-path",
-            choices=engine.batch_paths,
+            choices=engine.cache_modes,
             help="answer replay_batch on this path of the engine's own batch bookkeeping",
         )
     return parser

@@ -49,11 +49,9 @@ import serve
 import sglang_batch
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from ssm_rollback_spec.harness.replay_wire import ReplayBatchRequest, ReplayState
 
-__all__ = ["ADAPTER", "RING_LENGTH", "replay"]
+__all__ = ["ADAPTER", "RING_LENGTH", "replay", "replay_batch"]
 
 #: SGLang's default ring length L (``linear_replayssm_cache_len``).
 RING_LENGTH: Final = sglang_batch.RING_LENGTH
@@ -192,18 +190,29 @@ def replay(  # noqa: PLR0915 - one round of the engine, step by step
     return states
 
 
-def _batch(
-    request: ReplayBatchRequest, path: str, accepted: Callable[[int, int], int], /
+def replay_batch(
+    request: ReplayBatchRequest, device: kernels.Device, build: serve.Build, path: str, /
 ) -> list[ReplayState]:
-    return sglang_batch.replay_batch(request, sglang_batch.BatchPath(path), accepted)
+    """Each entry's state after its step, from SGLang's own pool, verify and commit on ``path``.
+
+    Raises:
+        serve.EngineLimitError: on a device other than the CPU (the scatters
+            SGLang runs on CUDA are stood in for by its CPU one), or a window
+            SGLang's ring cannot take.
+
+    RB-REPLAY-12.
+    """
+    if device is not kernels.Device.CPU:
+        raise serve.EngineLimitError("SGLang's replay_batch runs on --device cpu only")
+    return sglang_batch.replay_batch(request, sglang_batch.BatchPath(path), build.accepted)
 
 
 ADAPTER = serve.EngineAdapter(
     "sglang",
     "sglang-bf16",
     replay,
-    batch=_batch,
-    batch_paths=tuple(path.value for path in sglang_batch.BatchPath),
+    replay_batch=replay_batch,
+    cache_modes=tuple(path.value for path in sglang_batch.BatchPath),
 )
 
 if __name__ == "__main__":

@@ -49,8 +49,9 @@ pytestmark = pytest.mark.kernels
 ADAPTER: Final = ROOT / "adapters" / "engines" / "sglang_adapter.py"
 BATCH: Final = ROOT / "vectors" / "replay" / "batch.json"
 PIPELINE: Final = Pipeline.SGLANG_BF16
-#: The paths of SGLang's the adapter drives (``--batch-path``).
+#: The paths of SGLang's the adapter drives, and the flag that chooses one.
 PATHS: Final = ("snapshot", "replayssm")
+PATH_FLAG: Final = "--batch-path"
 _SEED: Final = 20261202
 #: SGLang's default ring length L (``linear_replayssm_cache_len``), the adapter's.
 RING_LENGTH: Final = 16
@@ -188,7 +189,7 @@ def test_sglangs_own_pool_verify_and_commit_pass_every_batch_case(
     kernels_python: str, path: str
 ) -> None:
     cases = sglang_cases(path)
-    replies = _replies(kernels_python, cases, "--batch-path", path)
+    replies = _replies(kernels_python, cases, PATH_FLAG, path)
     results = [judge_replay(case, reply) for case, reply in zip(cases, replies, strict=True)]
     assert len(results) == 4
     assert {result.outcome for result in results} == {"passed"}, [r.detail for r in results]
@@ -200,7 +201,7 @@ def test_sglangs_batch_off_by_one_control_fails_the_batch_case_naming_its_clause
 ) -> None:
     # The case with a plain decode beside windows with drafts: the cheapest, four steps.
     case = sglang_cases(path)[0]
-    flags = ("--batch-path", path, "--control", "off-by-one")
+    flags = (PATH_FLAG, path, "--control", "off-by-one")
     (reply,) = _replies(kernels_python, [case], *flags)
     result = judge_replay(case, reply)
     assert result.outcome == "failed"
