@@ -22,10 +22,12 @@ must fail. ``--version`` drives another release of the engine than its pinned
 one (``wheels.py``: fetched and cached by version); ``describe`` names the
 release driven.
 
-An adapter whose engine has a batch form (vLLM's) also answers
-``replay_batch`` with it, in the engine's cache mode ``--cache-mode`` (vLLM:
-``align``, the default, or ``none``); the others answer ``unknown-op``, as the
-reference adapter does, and the batch cases are reported as not offered.
+An adapter whose engine has a batch form (vLLM's, SGLang's) also answers
+``replay_batch`` with the engine's own bookkeeping, in the engine's cache mode
+``--cache-mode`` (vLLM: ``align``, the default, or ``none``; SGLang:
+``snapshot``, the default, or ``replayssm``); the others answer
+``unknown-op``, as the reference adapter does, and the batch cases are
+reported as not offered.
 """
 
 from __future__ import annotations
@@ -246,6 +248,11 @@ def _replay_batch(
     assert engine.replay_batch is not None
     decoded = decode_replay_batch(request)
     _pipeline_offered(engine, decoded["pipeline"], "a_log" in decoded)
+    rows = [row for step in decoded["steps"] for entry in step for row in entry["rows"]]
+    if any("a" not in row or "b" not in row for row in rows):
+        raise protocol.ProtocolError(
+            ErrorKind.BAD_REQUEST, f"pipeline {engine.pipeline} needs a and b on every row"
+        )
     kernels.prepare(serving.device)
     try:
         states = engine.replay_batch(decoded, serving.device, serving.build, serving.cache_mode)

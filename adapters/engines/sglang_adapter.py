@@ -46,16 +46,15 @@ from typing import TYPE_CHECKING, Any, Final
 
 import kernels
 import serve
+import sglang_batch
 
 if TYPE_CHECKING:
-    from ssm_rollback_spec.harness.replay_wire import ReplayState
+    from ssm_rollback_spec.harness.replay_wire import ReplayBatchRequest, ReplayState
 
-__all__ = ["ADAPTER", "RING_LENGTH", "replay"]
+__all__ = ["ADAPTER", "RING_LENGTH", "replay", "replay_batch"]
 
 #: SGLang's default ring length L (``linear_replayssm_cache_len``).
-RING_LENGTH: Final = 16
-#: The smallest key head size SGLang's ReplaySSM kernels take.
-_SMALLEST_KEY_HEAD: Final = 32
+RING_LENGTH: Final = sglang_batch.RING_LENGTH
 
 
 def replay(  # noqa: PLR0915 - one round of the engine, step by step
@@ -68,10 +67,10 @@ def replay(  # noqa: PLR0915 - one round of the engine, step by step
     conv_module, replayssm = kernels.load_sglang()
     on = torch.device(device.value)
     bf16, f32 = torch.bfloat16, torch.float32
-    nk, dk_given, nv, dv, width = request.dims
-    dk = max(dk_given, _SMALLEST_KEY_HEAD)
-    key_dim = nk * dk
-    conv_dim = 2 * key_dim + nv * dv
+    shapes = sglang_batch.Shapes(*request.dims)
+    nv, dv, dk, dk_given = shapes.nv, shapes.dv, shapes.dk, shapes.dk_given
+    key_dim, conv_dim, width = shapes.key_dim, shapes.conv_dim, shapes.width
+    nk = shapes.nk
     drafts = max(len(qkv) for qkv, _, _, _ in request.rounds)
     ring = RING_LENGTH
     if 2 * drafts > ring:
@@ -80,31 +79,12 @@ def replay(  # noqa: PLR0915 - one round of the engine, step by step
             f"got {drafts}"
         )
 
-    def pad_channels(columns: Any) -> Any:
-        # q and k of each key head padded from dk_given to dk channels with zeros.
-        heads = np.zeros((*columns.shape[:-1], conv_dim))
-        for part in range(2):
-            for head in range(nk):
-                start = part * nk * dk_given + head * dk_given
-                at = part * key_dim + head * dk
-                heads[..., at : at + dk_given] = columns[..., start : start + dk_given]
-        heads[..., 2 * key_dim :] = columns[..., 2 * nk * dk_given :]
-        return heads
-
-    def kept_channels() -> list[int]:
-        return [
-            part * key_dim + head * dk + channel
-            for part in range(2)
-            for head in range(nk)
-            for channel in range(dk_given)
-        ] + list(range(2 * key_dim, conv_dim))
-
     def tensor(values: Any, dtype: torch.dtype = bf16) -> torch.Tensor:
         return torch.as_tensor(np.asarray(values), dtype=f32).to(dtype).to(on)
 
     slot, row = 1, 1  # SGLang's null slot is -1; slot 0 is left unused
     conv_state = torch.zeros(2, conv_dim, width - 1, dtype=bf16, device=on)
-    conv_state[slot] = tensor(pad_channels(request.conv.T).T)
+    conv_state[slot] = tensor(shapes.pad(request.conv.T).T)
     windows = torch.zeros(2, drafts, conv_dim, width - 1, dtype=bf16, device=on)
     h0 = np.zeros((nv, dk, dv))
     h0[:, :dk_given, :] = request.h
@@ -118,11 +98,11 @@ def replay(  # noqa: PLR0915 - one round of the engine, step by step
     write_pos = torch.zeros(2, dtype=torch.int32, device=on)
     cache_base = torch.zeros(2, dtype=torch.int32, device=on)
     is_flush = torch.zeros(2, dtype=torch.int8, device=on)
-    weight = tensor(pad_channels(request.conv_weight.T).T).contiguous()
+    weight = tensor(shapes.pad(request.conv_weight.T).T).contiguous()
     a_log, dt_bias = tensor(request.a_log), tensor(request.dt_bias)
     slots = torch.tensor([slot], dtype=torch.int32, device=on)
     rows = torch.tensor([row], dtype=torch.int32, device=on)
-    kept = torch.tensor(kept_channels(), device=on)
+    kept = torch.tensor(shapes.kept, device=on)
 
     def fold(target: torch.Tensor, cursors: tuple[torch.Tensor, ...]) -> None:
         replayssm.commit_gdn_replayssm_circular(
@@ -144,7 +124,7 @@ def replay(  # noqa: PLR0915 - one round of the engine, step by step
     states: list[ReplayState] = []
     for qkv, a, b, accepted in request.rounds:
         window = len(qkv)
-        x = tensor(pad_channels(qkv)).T.contiguous()[None]
+        x = tensor(shapes.pad(qkv)).T.contiguous()[None]
         post = conv_module.causal_conv1d_update(
             x,
             conv_state,
@@ -210,7 +190,30 @@ def replay(  # noqa: PLR0915 - one round of the engine, step by step
     return states
 
 
-ADAPTER = serve.EngineAdapter("sglang", "sglang-bf16", replay)
+def replay_batch(
+    request: ReplayBatchRequest, device: kernels.Device, build: serve.Build, path: str, /
+) -> list[ReplayState]:
+    """Each entry's state after its step, from SGLang's own pool, verify and commit on ``path``.
+
+    Raises:
+        serve.EngineLimitError: on a device other than the CPU (the scatters
+            SGLang runs on CUDA are stood in for by its CPU one), or a window
+            SGLang's ring cannot take.
+
+    RB-REPLAY-12.
+    """
+    if device is not kernels.Device.CPU:
+        raise serve.EngineLimitError("SGLang's replay_batch runs on --device cpu only")
+    return sglang_batch.replay_batch(request, sglang_batch.BatchPath(path), build.accepted)
+
+
+ADAPTER = serve.EngineAdapter(
+    "sglang",
+    "sglang-bf16",
+    replay,
+    replay_batch=replay_batch,
+    cache_modes=tuple(path.value for path in sglang_batch.BatchPath),
+)
 
 if __name__ == "__main__":
     sys.exit(serve.main(ADAPTER))

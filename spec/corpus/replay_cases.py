@@ -74,10 +74,10 @@ _ENGINE_SEED: Final = 20261201
 _BATCH_SEED: Final = 20261202
 #: ggml's cases draw from their own stream, so the other cases stay as they were.
 _GGML_SEED: Final = 20261203
-_ENGINE_BATCH_SEED: Final = 20261203
-#: The engine pipelines whose adapters offer replay_batch (docs/engines.md): their
-#: batches are the same plans, in the engine cases' layer.
-_ENGINE_BATCH_PIPELINES: Final = (Pipeline.VLLM_BF16,)
+#: The engine pipelines whose adapters offer replay_batch (docs/engines.md), each
+#: with the seed of its own stream, so that adding one keeps the others' draws:
+#: their batches are the same plans, in the engine cases' layer.
+_ENGINE_BATCHES: Final = ((Pipeline.VLLM_BF16, 20261203), (Pipeline.SGLANG_BF16, 20261204))
 
 
 def _document(
@@ -113,13 +113,9 @@ def generate_replay_vectors() -> dict[str, str]:
     rebuilds += ggml_rebuilds
     rounds += ggml_rounds
     batches = batch_cases(random.Random(_BATCH_SEED))  # noqa: S311
-    # The engine pipelines' batches draw from their own stream, after the model's.
-    batches += batch_cases(
-        random.Random(_ENGINE_BATCH_SEED),  # noqa: S311
-        _ENGINE_BATCH_PIPELINES,
-        ENGINE_SHAPE,
-        len(batches),
-    )
+    # The engine pipelines' batches draw from their own streams, after the model's.
+    for pipeline, seed in _ENGINE_BATCHES:
+        batches += batch_cases(random.Random(seed), (pipeline,), ENGINE_SHAPE, len(batches))  # noqa: S311
     files: dict[str, Mapping[str, object]] = {
         REBUILD_FILE: _document(
             "Replay rebuilds: restore the checkpoint, run the first `accepted` ring rows "

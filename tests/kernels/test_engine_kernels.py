@@ -32,7 +32,7 @@ REPLAY: Final = ROOT / "vectors" / "replay"
 #: Each engine adapter's pipeline, as its describe states it.
 PIPELINES: Final = {"vllm": "vllm-bf16", "sglang": "sglang-bf16", "fla": "fla-bf16"}
 #: The engine adapters that answer replay_batch with their engine's own bookkeeping.
-BATCH_ENGINES: Final = ("vllm",)
+BATCH_ENGINES: Final = ("vllm", "sglang")
 #: The licence each engine's wheel states in its own metadata.
 LICENSES: Final = {
     "vllm==0.33.0": "Apache-2.0",
@@ -115,8 +115,9 @@ def test_check_runs_the_replay_properties_through_the_engine_kernels(
     # an engine's kernels (FP32 and BF16) do not offer; every other passes.
     float64 = "test_replay.py::test_a_drawn_float64_replay_gives_the_models_states_within_the_bound"
     assert outcomes.pop(float64) == "skipped"
-    # vLLM's adapter offers replay_batch (its own builder and layer core,
-    # tests/kernels/test_vllm_batch.py); the others do not yet: their two skip.
+    # vLLM's and SGLang's adapters offer replay_batch (their own builder and layer
+    # core, pool and commit: tests/kernels/test_vllm_batch.py, test_sglang_batch.py);
+    # FLA has no batch bookkeeping: its two skip.
     batch_outcome = "passed" if engine in BATCH_ENGINES else "skipped"
     for batch in (
         "test_replay.py::test_every_shipped_batch_gives_each_sequence_its_own_replay",

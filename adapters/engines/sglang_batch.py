@@ -1,0 +1,780 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
+"""SGLang 0.5.23's own bookkeeping over a batch: its Mamba pool, its verify and its commit.
+
+The protocol's ``replay_batch`` (docs/protocol.md, RB-REPLAY-12) run as
+SGLang runs a speculative verify of a batch of requests, with SGLang's own
+code for every step that decides which slot, which row, which step and which
+count (each cited by file and line in sglang 0.5.23):
+
+- Slots. A joining sequence is a ``Req``: ``HybridReqToTokenPool.alloc``
+  (``srt/mem_cache/memory_pool.py`` line 1572) takes its request row
+  (``ReqToTokenPool.alloc_rows``, line 437, from the tail of the free list),
+  resets that row's ReplaySSM cursors, takes a Mamba slot from
+  ``MambaSlotAllocator`` (``srt/mem_cache/allocator/mamba.py`` line 65, slot
+  0 reserved) and writes the row's slot into ``req_index_to_mamba_index_mapping``.
+  A finished one is freed by ``HybridReqToTokenPool.free_mamba_cache`` (line
+  1826) and ``ReqToTokenPool.free`` (line 462); a later sequence gets the
+  freed slot when the free list reaches it. The state tensors are
+  ``MambaPool``'s (line 505), built by its own ``__init__``: ``temporal``,
+  ``conv``, the per-draft ``intermediate_ssm`` and ``intermediate_conv_window``
+  (dense, as SGLang lays them out on a CPU), and under ReplaySSM the rings and
+  the cursors ``replayssm_spec_write_pos``, ``replayssm_cache_base`` and
+  ``replayssm_is_flush``, keyed by request row, not by Mamba slot.
+- Verify. ``prepare_mamba_track_for_verify`` (``srt/speculative/spec_utils.py``
+  line 913) first, as every speculative worker calls it; then, as the GDN
+  backend runs ``target_verify`` (``srt/layers/attention/linear/gdn_backend.py``
+  lines 1040-1060 and 1104-1162): every request's window is laid out as
+  ``draft_token_num`` tokens (SGLang verifies each request with the same
+  count, line 1042), its slot is ``get_mamba_indices(req_pool_indices)``,
+  and its scratch row is ``select_verify_intermediate_state_indices``
+  (``linear/utils.py`` line 111). ``causal_conv1d_update``
+  (``kernels/ops/mamba/causal_conv1d_triton.py``) writes each token's conv
+  window to ``intermediate_conv_window``; the SSM verify is, by path,
+  ``fused_sigmoid_gating_delta_rule_update``
+  (``kernels/ops/attention/linear/fused_sigmoid_gating_recurrent.py`` line
+  538, ``disable_state_update`` with ``intermediate_states_buffer``: SGLang's
+  default, a state snapshot per draft token) or
+  ``GDNAttnBackend._replayssm_target_verify`` (``gdn_backend.py`` line 1441,
+  ``--enable-linear-replayssm-spec``).
+- Commit. ``commit_mamba_states_after_verify`` (``spec_utils.py`` line 1005),
+  with SGLang's ``accept_lens`` (accepted drafts plus the bonus token) and
+  ``accept_index`` (each accepted token's flat index, -1 after): its
+  ``_verify_commit_step_indices`` (line 943) turns them into the last
+  accepted step of each request; the default path then runs
+  ``HybridLinearAttnBackend.update_mamba_state_after_mtp_verify``
+  (``srt/layers/attention/hybrid_linear_attn_backend.py`` line 1514) and its
+  ``scatter_mamba_states_after_mtp_verify``
+  (``kernels/ops/mamba/mamba_state_scatter_triton.py`` line 781); ReplaySSM
+  runs ``commit_gdn_replayssm_spec`` and ``commit_gdn_replayssm_circular``
+  (``kernels/ops/attention/linear/gdn_replayssm_spec_decode.py`` lines 1234
+  and 1269): the cursors move by the accepted count and a flagged ring is
+  folded into ``temporal``.
+
+EMULATED or stood in, each for its reason:
+
+- The scatters. ``fused_mamba_state_scatter_with_mask`` and
+  ``fused_conv_window_scatter_with_mask`` refuse tensors that are not on a
+  CUDA or XPU device (``mamba_state_scatter_triton.py`` lines 343 and 507). In
+  their place runs SGLang's own non-CUDA scatter,
+  ``HybridLinearAttnBackend._scatter_speculative_state_with_mask``
+  (``hybrid_linear_attn_backend.py`` lines 1619-1657): the same rows, steps
+  and slots, as a torch gather. So replay_batch runs on ``--device cpu`` only.
+- The pool's construction. ``HybridReqToTokenPool.__init__`` is not run (it
+  builds the PLE side pools, the int8 checkpoint pool and layer-transfer
+  state, none of which a GDN layer uses, from imports a CPU cannot make);
+  the adapter builds what it builds for a GDN model: ``ReqToTokenPool.__init__``,
+  ``MambaPool(...)``, ``MambaSlotAllocator(...)``, the row-to-slot table
+  (``torch.zeros(size + 1)``) and the PLE pools disabled. ``MambaPool`` takes
+  its ``cache_params`` as a plain object with the fields it reads (conv and
+  temporal shapes and dtypes; ``is_kda`` false).
+- Names the extracted code reads from modules a CPU cannot import:
+  ``envs`` (every flag off, except ``SGLANG_DISABLE_FUSED_MAMBA_SLOT_OPS``:
+  the fused slot kernels are CUDA-only), ``get_exec`` (no Mamba extra
+  buffer: no prefix-cache tracking, so ``prepare_mamba_track_for_verify``
+  returns at once and no track slot is written), ``mambaish_config`` (the
+  layer is a GDN layer), ``get_eager_max_batch_size`` (no padding rows),
+  the memory saver and custom pool (off).
+- The joins. A joining sequence's checkpoint is written into its cleared
+  slot (``MambaPool.clear_slots``), as a prefix-cache hit's ``copy_from``
+  leaves it; its prefill rows run as verifies of all their rows, every one
+  accepted (SGLang runs an extend with its chunk kernel, which is not
+  driven here).
+
+SGLang's classes and functions are not imported as modules (each pulls in
+the whole server): each is read from the wheel's file, parsed, and the
+definitions named compiled with the file's name and line numbers and run
+with the names above; nothing of SGLang's is copied into this repository.
+
+The pipeline is ``sglang-bf16`` (BF16 activations and conv state, FP32
+``temporal``). A window shorter than ``draft_token_num`` (the request's
+longest) is padded with zero rows, which no accepted count reaches. The key
+heads are padded to 32 channels as for ``replay`` (sglang_adapter.py).
+"""
+
+from __future__ import annotations
+import __future__
+
+import ast
+import contextlib
+import dataclasses
+import enum
+import functools
+import importlib.util
+import logging
+import math
+import sys
+import time
+import types
+import typing
+import zipfile
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+import kernels
+import serve
+import wheels
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+    from pathlib import Path
+
+    from ssm_rollback_spec.harness.replay_wire import ReplayBatchRequest, ReplayRow, ReplayState
+
+__all__ = ["RING_LENGTH", "SMALLEST_KEY_HEAD", "BatchPath", "Shapes", "replay_batch"]
+
+#: SGLang's default ring length L (``linear_replayssm_cache_len``).
+RING_LENGTH: Final = 16
+#: The smallest key head size SGLang's ReplaySSM kernels take.
+SMALLEST_KEY_HEAD: Final = 32
+#: The wheel's files the batch reads, beyond the kernel modules kernels.py loads.
+_FILES: Final = (
+    "sglang/srt/mem_cache/allocator/mamba.py",
+    "sglang/srt/mem_cache/memory_pool.py",
+    "sglang/srt/speculative/spec_utils.py",
+    "sglang/srt/layers/attention/hybrid_linear_attn_backend.py",
+    "sglang/srt/layers/attention/linear/gdn_backend.py",
+    "sglang/srt/layers/attention/linear/utils.py",
+    "sglang/srt/utils/common.py",
+    "sglang/kernels/ops/mamba/mamba_state_scatter_triton.py",
+    "sglang/kernels/ops/attention/linear/fused_sigmoid_gating_recurrent.py",
+)
+
+
+class BatchPath(enum.Enum):
+    """Which of SGLang's speculative paths the batch runs."""
+
+    #: SGLang's default: a state per draft token in ``intermediate_ssm``, the
+    #: accepted one scattered into ``temporal``.
+    SNAPSHOT = "snapshot"
+    #: ``--enable-linear-replayssm-spec``: a ring of records per request row.
+    REPLAYSSM = "replayssm"
+
+
+def _sources() -> Path:
+    """The folder holding the wheel's bookkeeping files, unpacked once beside its kernels."""
+    engine = wheels.ENGINES["sglang"]
+    wheels.fetch(engine)  # the wheel, downloaded and its licence checked
+    root = wheels.cache_root()
+    folder = root / "unpacked" / f"{engine.distribution}-{engine.version}-bookkeeping"
+    done = folder / ".complete"
+    if not done.exists():
+        found = sorted((root / "wheels").glob(f"{engine.distribution}-{engine.version}-*.whl"))
+        if not found:
+            raise wheels.EngineFetchError(f"no {engine.requirement} wheel in {root / 'wheels'}")
+        with zipfile.ZipFile(found[0]) as archive:
+            archive.extractall(folder, members=list(_FILES))
+        done.write_text(found[0].name + "\n", encoding="utf-8")
+    return folder
+
+
+def _extract(
+    name: str, path: Path, wanted: Mapping[str, tuple[str, ...] | None], names: dict[str, Any], /
+) -> types.ModuleType:
+    """The definitions ``wanted`` from ``path``, compiled with its name and lines, run in ``names``.
+
+    A class named with a tuple keeps only those methods (and no bases);
+    with None, the whole class.
+    """
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    body: list[ast.stmt] = []
+    for node in tree.body:
+        if not isinstance(node, ast.FunctionDef | ast.ClassDef) or node.name not in wanted:
+            continue
+        methods = wanted[node.name]
+        if isinstance(node, ast.ClassDef) and methods is not None:
+            node.bases, node.keywords, node.decorator_list = [], [], []
+            node.body = [
+                item
+                for item in node.body
+                if isinstance(item, ast.FunctionDef) and item.name in methods
+            ]
+        body.append(node)
+    missing = set(wanted) - {
+        node.name for node in body if isinstance(node, ast.FunctionDef | ast.ClassDef)
+    }
+    if missing:
+        raise ImportError(f"{path} does not define {', '.join(sorted(missing))}")
+    flags = __future__.annotations.compiler_flag
+    code = compile(
+        ast.Module(body=body, type_ignores=[]), str(path), "exec", flags=flags, dont_inherit=True
+    )
+    module = types.ModuleType(name)
+    module.__file__ = str(path)
+    module.__dict__.update(names)
+    sys.modules[name] = module
+    exec(code, module.__dict__)  # noqa: S102 - the wheel's own definitions, parsed above
+    return module
+
+
+def _load(name: str, path: Path, /) -> Any:
+    """A kernel module of the wheel, imported whole by its file path (its imports stood in)."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+class _Flag:
+    def __init__(self, value: bool, /) -> None:  # noqa: FBT001
+        self.value = value
+
+    def get(self) -> bool:
+        return self.value
+
+
+class _Envs:
+    """SGLang's ``envs``: every flag off, but the CUDA-only fused slot kernels' switch."""
+
+    def __getattr__(self, name: str, /) -> _Flag:
+        return _Flag(name == "SGLANG_DISABLE_FUSED_MAMBA_SLOT_OPS")
+
+
+class _NoMemorySaver:
+    @staticmethod
+    def create(*, enable: bool) -> _NoMemorySaver:  # noqa: ARG004
+        return _NoMemorySaver()
+
+    @staticmethod
+    def region(_: object, /) -> contextlib.nullcontext[None]:
+        return contextlib.nullcontext()
+
+
+def _names(torch: Any, /, **more: object) -> dict[str, object]:
+    """The module-level names SGLang's extracted definitions read."""
+    import numpy as np  # noqa: PLC0415
+
+    exec_config = types.SimpleNamespace(
+        mamba=types.SimpleNamespace(
+            enable_mamba_extra_buffer=False, enable_mamba_extra_buffer_lazy=False
+        )
+    )
+    return {
+        "torch": torch,
+        "np": np,
+        "math": math,
+        "time": time,
+        "dataclass": dataclass,
+        "dataclasses": dataclasses,
+        "fields": dataclasses.fields,
+        "cached_property": functools.cached_property,
+        "nullcontext": contextlib.nullcontext,
+        "logger": logging.getLogger("sglang"),
+        "envs": _Envs(),
+        "get_exec": lambda: exec_config,
+        "TorchMemorySaverAdapter": _NoMemorySaver,
+        "GPU_MEMORY_TYPE_KV_CACHE": "kv_cache",
+        "maybe_init_custom_mem_pool": lambda device: (False, None, None),  # noqa: ARG005
+        "get_eager_max_batch_size": lambda size: size,
+        "is_pin_memory_available": lambda device=None: False,  # noqa: ARG005
+        "mambaish_config": lambda config: config,
+        "GB": 1 << 30,
+        **{
+            name: getattr(typing, name)
+            for name in ("Any", "Callable", "List", "Optional", "Tuple", "Union")
+        },
+        **more,
+    }
+
+
+@dataclass(frozen=True)
+class _Engine:
+    """SGLang's definitions the batch runs, each from the wheel's file."""
+
+    torch: Any
+    conv: Any
+    replayssm: Any
+    recurrent: Any
+    memory_pool: Any
+    allocator: Any
+    spec_utils: Any
+    backend: Any
+    gdn_backend: Any
+    linear_utils: Any
+
+
+@functools.cache
+def _engine() -> _Engine:
+    """SGLang's bookkeeping, verify and commit code, loaded once (after kernels.prepare)."""
+    import torch  # noqa: PLC0415
+
+    conv, replayssm = kernels.load_sglang()
+    root = _sources() / "sglang"
+    srt = root / "srt"
+    utils = sys.modules["sglang.srt.utils"]
+    utils.__dict__.update(
+        get_device_sm=lambda: 0,
+        is_cuda=lambda: False,
+        is_hip=lambda: False,
+        is_sm90_supported=lambda: False,
+    )
+    recurrent = _load(
+        "sglang.kernels.ops.attention.linear.fused_sigmoid_gating_recurrent",
+        root / "kernels/ops/attention/linear/fused_sigmoid_gating_recurrent.py",
+    )
+    names = _names(torch)
+    common = _extract(
+        "sglang.srt.utils.common", srt / "utils/common.py", {"async_h2d": None}, names
+    )
+    linear_utils = _extract(
+        "sglang.srt.layers.attention.linear.utils",
+        srt / "layers/attention/linear/utils.py",
+        {
+            "pp_spec_stable_rows_enabled": None,
+            "select_verify_intermediate_state_indices": None,
+            "build_verify_intermediate_state_indices": None,
+        },
+        names,
+    )
+    stable_rows = linear_utils.pp_spec_stable_rows_enabled
+    allocator = _extract(
+        "sglang.srt.mem_cache.allocator.mamba",
+        srt / "mem_cache/allocator/mamba.py",
+        {"MambaSlotAllocator": None},
+        names,
+    )
+    memory_pool = _extract(
+        "sglang.srt.mem_cache.memory_pool",
+        srt / "mem_cache/memory_pool.py",
+        {
+            "conv_window_dedup_enabled": None,
+            "get_tensor_size_bytes": None,
+            "ReqToTokenPool": None,
+            "MambaPool": None,
+            "HybridReqToTokenPool": None,
+        },
+        names
+        | {
+            "MambaSlotAllocator": allocator.MambaSlotAllocator,
+            "async_h2d": common.async_h2d,
+            "_is_npu": False,
+            # SGLang's own test of the device: a CPU keeps the dense conv windows.
+            "_is_cpu": True,
+            "_cpu_has_amx_support": False,
+        },
+    )
+    backend = _extract(
+        "sglang.srt.layers.attention.hybrid_linear_attn_backend",
+        srt / "layers/attention/hybrid_linear_attn_backend.py",
+        {
+            "HybridLinearAttnBackend": (
+                "update_mamba_state_after_mtp_verify",
+                "_scatter_speculative_state_with_mask",
+                "_update_ple_state_after_mtp_verify",
+            )
+        },
+        names | {"pp_spec_stable_rows_enabled": stable_rows},
+    )
+    # Emulated: the fused scatters refuse CPU tensors; SGLang's own torch scatter stands in.
+    scatter = backend.HybridLinearAttnBackend._scatter_speculative_state_with_mask  # noqa: SLF001
+    scatters = _extract(
+        "sglang.kernels.ops.mamba.mamba_state_scatter_triton",
+        root / "kernels/ops/mamba/mamba_state_scatter_triton.py",
+        {"scatter_mamba_states_after_mtp_verify": None},
+        names
+        | {
+            "fused_mamba_state_scatter_with_mask": scatter,
+            "fused_conv_window_scatter_with_mask": scatter,
+            "_conv_multi_eligible": lambda pairs: False,  # noqa: ARG005 - the multi kernel is CUDA-only
+        },
+    )
+    scatters.fused_conv_window_scatter_with_mask = scatter
+    backend.scatter_mamba_states_after_mtp_verify = scatters.scatter_mamba_states_after_mtp_verify
+    backend.fused_conv_window_scatter_with_mask = scatter
+    spec_utils = _extract(
+        "sglang.srt.speculative.spec_utils",
+        srt / "speculative/spec_utils.py",
+        {
+            "prepare_mamba_track_for_verify": None,
+            "_verify_commit_step_indices": None,
+            "commit_mamba_states_after_verify": None,
+        },
+        names | {"pp_spec_stable_rows_enabled": stable_rows},
+    )
+    gdn_backend = _extract(
+        "sglang.srt.layers.attention.linear.gdn_backend",
+        srt / "layers/attention/linear/gdn_backend.py",
+        {"GDNAttnBackend": ("_replayssm_target_verify",)},
+        names,
+    )
+    return _Engine(
+        torch=torch,
+        conv=conv,
+        replayssm=replayssm,
+        recurrent=recurrent,
+        memory_pool=memory_pool,
+        allocator=allocator,
+        spec_utils=spec_utils,
+        backend=backend,
+        gdn_backend=gdn_backend,
+        linear_utils=linear_utils,
+    )
+
+
+class _Kv:
+    """A request's pool handles, as ``Req.kv`` holds them (``managers/schedule_batch.py`` ~1003)."""
+
+    def __init__(self) -> None:
+        self.req_pool_idx: int | None = None
+        self.mamba_pool_idx: Any = None
+        self.kv_allocated_len = 0
+        self.mamba_needs_clear = False
+
+    @property
+    def holds_kv(self) -> bool:
+        return self.req_pool_idx is not None
+
+    @property
+    def holds_mamba(self) -> bool:
+        return self.mamba_pool_idx is not None
+
+
+@dataclass(frozen=True)
+class Shapes:
+    """The request's dims, the key heads padded to what SGLang's kernels take."""
+
+    nk: int
+    dk_given: int
+    nv: int
+    dv: int
+    width: int
+
+    @property
+    def dk(self) -> int:
+        """The key head size the kernels run with: at least 32 (zero channels added)."""
+        return max(self.dk_given, SMALLEST_KEY_HEAD)
+
+    @property
+    def key_dim(self) -> int:
+        """The padded q (or k) columns."""
+        return self.nk * self.dk
+
+    @property
+    def conv_dim(self) -> int:
+        """The padded conv channels: q, k, v."""
+        return 2 * self.key_dim + self.nv * self.dv
+
+    def pad(self, columns: Any, /) -> Any:
+        """Columns in the request's channel order, each key head padded with zero channels."""
+        import numpy as np  # noqa: PLC0415
+
+        heads = np.zeros((*columns.shape[:-1], self.conv_dim))
+        heads[..., self.kept] = columns
+        return heads
+
+    @functools.cached_property
+    def kept(self) -> list[int]:
+        """The padded channels the request's channels are, in its order."""
+        return [
+            part * self.key_dim + head * self.dk + channel
+            for part in range(2)
+            for head in range(self.nk)
+            for channel in range(self.dk_given)
+        ] + list(range(2 * self.key_dim, self.conv_dim))
+
+
+class _Batch:
+    """One request's run: SGLang's pool, its requests, and each step's verify and commit."""
+
+    def __init__(self, request: ReplayBatchRequest, path: BatchPath, /) -> None:
+        import numpy as np  # noqa: PLC0415
+
+        self.engine = engine = _engine()
+        torch = self.torch = engine.torch
+        self.path = path
+        dims = request["dims"]
+        self.shapes = shapes = Shapes(
+            dims["num_key_heads"],
+            dims["key_head_dim"],
+            dims["num_value_heads"],
+            dims["value_head_dim"],
+            dims["conv_kernel"],
+        )
+        windows = [len(entry["rows"]) for step in request["steps"] for entry in step]
+        prefills = [len(entry.get("prefill", [])) for step in request["steps"] for entry in step]
+        self.drafts = max(*windows, *prefills)
+        if path is BatchPath.REPLAYSSM and 2 * self.drafts > RING_LENGTH:
+            raise serve.EngineLimitError(
+                f"SGLang's ring of {RING_LENGTH} records takes windows of at most "
+                f"{RING_LENGTH // 2} tokens, got {self.drafts}"
+            )
+        size = request["slots"]
+        bf16, f32 = torch.bfloat16, torch.float32
+        cache_params = types.SimpleNamespace(
+            shape=types.SimpleNamespace(
+                conv=[(shapes.conv_dim, shapes.width - 1)],
+                # [HV, V, K]: the layout SGLang's GDN kernels read temporal in.
+                temporal=(shapes.nv, shapes.dv, shapes.dk),
+                conv_kernel=shapes.width,
+                disable_conv_window_dedup=False,
+                num_k_heads_per_tp=shapes.nk,
+            ),
+            dtype=types.SimpleNamespace(conv=bf16, temporal=f32),
+            is_kda=False,
+        )
+        pools = engine.memory_pool
+        pool = object.__new__(pools.HybridReqToTokenPool)
+        pools.ReqToTokenPool.__init__(
+            pool, size=size, max_context_len=1, device="cpu", enable_memory_saver=False
+        )
+        pool.enable_mamba_extra_buffer = False
+        pool.enable_memory_saver = False
+        pool.mamba_pool = pools.MambaPool(
+            size=size,
+            spec_state_size=size,
+            cache_params=cache_params,
+            mamba_layer_ids=[0],
+            device="cpu",
+            speculative_num_draft_tokens=self.drafts,
+            speculative_eagle_topk=1,
+            linear_replayssm_cache_len=RING_LENGTH,
+            enable_linear_replayssm_spec=path is BatchPath.REPLAYSSM,
+        )
+        pool.mamba_allocator = engine.allocator.MambaSlotAllocator(size=size, device="cpu")
+        pool.req_index_to_mamba_index_mapping = torch.zeros(size + 1, dtype=torch.int32)
+        disabled = types.SimpleNamespace(
+            conv_state=None, intermediate_conv_state=None, context=None, intermediate_context=None
+        )
+        pool.short_conv_pool = pool.ngram_pool = disabled
+        self.pool = pool
+        self.cache = pool.mamba_pool.mamba_cache
+        self.indices = engine.linear_utils.build_verify_intermediate_state_indices(size, "cpu")
+        self.sequences: dict[str, types.SimpleNamespace] = {}
+
+        def tensor(values: Any, dtype: Any = bf16) -> Any:
+            return torch.as_tensor(np.asarray(values, dtype=np.float64), dtype=f32).to(dtype)
+
+        self.tensor = tensor
+        self.weight = tensor(shapes.pad(np.asarray(request["conv_weight"]).T).T).contiguous()
+        self.a_log = tensor(request.get("a_log", []))
+        self.dt_bias = tensor(request.get("dt_bias", []))
+        self.layer = types.SimpleNamespace(
+            num_k_heads=shapes.nk,
+            head_k_dim=shapes.dk,
+            num_v_heads=shapes.nv,
+            head_v_dim=shapes.dv,
+            A_log=self.a_log,
+            dt_bias=self.dt_bias,
+        )
+        self.backend = engine.backend.HybridLinearAttnBackend()
+        self.backend.linear_attn_backend = types.SimpleNamespace(
+            req_to_token_pool=pool,
+            accept_lens_pool=None,
+            forward_metadata=types.SimpleNamespace(mamba_cache_indices=None),
+        )
+        self.worker = types.SimpleNamespace(
+            model_runner=types.SimpleNamespace(
+                model_config=types.SimpleNamespace(gdn=True),
+                req_to_token_pool=pool,
+                attn_backend=self.backend,
+                model=None,
+            )
+        )
+
+    def join(self, name: str, checkpoint: ReplayState, /) -> None:
+        """Admit a sequence: SGLang's ``alloc`` for its request, its checkpoint in its slot."""
+        import numpy as np  # noqa: PLC0415
+
+        req = types.SimpleNamespace(kv=_Kv())
+        if self.pool.alloc([req]) is None:
+            raise serve.EngineLimitError(f"SGLang's pool has no free row for sequence {name!r}")
+        slot = int(req.kv.mamba_pool_idx)
+        self.pool.mamba_pool.clear_slots(self.torch.tensor([slot]))
+        shapes = self.shapes
+        conv = shapes.pad(np.asarray(checkpoint["conv"]).T).T
+        self.cache.conv[0][0, slot] = self.tensor(conv)
+        h = np.zeros((shapes.nv, shapes.dk, shapes.dv))
+        h[:, : shapes.dk_given, :] = np.asarray(checkpoint["h"])
+        self.cache.temporal[0, slot] = self.tensor(h, self.torch.float32).transpose(1, 2)
+        self.sequences[name] = req
+
+    def finish(self, name: str, /) -> None:
+        """Free a finished sequence's slot and row, as SGLang releases a request."""
+        req = self.sequences.pop(name)
+        self.pool.free_mamba_cache(req)
+        self.pool.free(req)
+
+    def verify(
+        self,
+        names: list[str],
+        windows: list[list[ReplayRow]],
+        accepted: list[int],
+        handed: Callable[[int, int], int],
+        /,
+    ) -> None:
+        """One verify of the batch and its commit, SGLang's steps in SGLang's order.
+
+        ``handed(count, window)`` is the accepted count SGLang is given.
+        """
+        torch, engine, shapes = self.torch, self.engine, self.shapes
+        import numpy as np  # noqa: PLC0415
+
+        k = self.drafts
+        size = len(names)
+        reqs = [self.sequences[name] for name in names]
+        rows = torch.tensor([req.kv.req_pool_idx for req in reqs], dtype=torch.int64)
+        batch = types.SimpleNamespace(
+            reqs=reqs,
+            req_pool_indices=rows,
+            forward_mode=types.SimpleNamespace(is_idle=lambda: False),
+            mamba_track_indices=None,
+            seq_lens=None,
+        )
+        engine.spec_utils.prepare_mamba_track_for_verify(batch)
+        slots = self.pool.get_mamba_indices(rows)
+        self.backend.linear_attn_backend.forward_metadata.mamba_cache_indices = slots
+        starts = torch.arange(0, (size + 1) * k, k, dtype=torch.int32)
+        scratch = engine.linear_utils.select_verify_intermediate_state_indices(
+            self.indices, rows, slots >= 0, self.pool.size
+        )
+
+        def column(window: list[ReplayRow], name: str, width: int) -> Any:
+            values = np.zeros((k, width))
+            for at, row in enumerate(window):
+                values[at] = row[name]  # type: ignore[literal-required]
+            return values
+
+        qkv = np.concatenate([shapes.pad(column(w, "values", len(shapes.kept))) for w in windows])
+        a = self.tensor(np.concatenate([column(w, "a", shapes.nv) for w in windows]))
+        b = self.tensor(np.concatenate([column(w, "b", shapes.nv) for w in windows]))
+        mixed = self.tensor(qkv).view(size, k, -1).transpose(1, 2)
+        post = engine.conv.causal_conv1d_update(
+            mixed,
+            self.cache.conv[0][0],
+            self.weight,
+            None,
+            "silu",
+            conv_state_indices=slots,
+            intermediate_conv_window=self.cache.intermediate_conv_window[0][0],
+            intermediate_state_indices=scratch[:size],
+        )
+        post = post.transpose(1, 2).reshape(size * k, -1)
+        key = shapes.key_dim
+        q = post[:, :key].reshape(1, size * k, shapes.nk, shapes.dk).contiguous()
+        kk = post[:, key : 2 * key].reshape(1, size * k, shapes.nk, shapes.dk).contiguous()
+        v = post[:, 2 * key :].reshape(1, size * k, shapes.nv, shapes.dv).contiguous()
+        if self.path is BatchPath.SNAPSHOT:
+            engine.recurrent.fused_sigmoid_gating_delta_rule_update(
+                A_log=self.a_log,
+                a=a,
+                dt_bias=self.dt_bias,
+                softplus_beta=1.0,
+                softplus_threshold=20.0,
+                q=q,
+                k=kk,
+                v=v,
+                b=b,
+                initial_state_source=self.cache.temporal[0],
+                initial_state_indices=slots,
+                cu_seqlens=starts,
+                use_qk_l2norm_in_kernel=True,
+                is_kda=False,
+                disable_state_update=True,
+                intermediate_states_buffer=self.cache.intermediate_ssm[0],
+                intermediate_state_indices=scratch,
+                cache_steps=k,
+                retrieve_parent_token=None,
+            )
+        else:
+            engine.gdn_backend.GDNAttnBackend._replayssm_target_verify(  # noqa: SLF001
+                None,
+                layer=self.layer,
+                query=q,
+                key=kk,
+                value=v,
+                a=a,
+                b=b,
+                mamba_pool=self.pool.mamba_pool,
+                layer_cache=self.pool.mamba_pool.mamba2_layer_cache(0),
+                cache_indices=slots,
+                replay_indices=rows,
+                query_start_loc=starts,
+                draft_token_num=k,
+            )
+        lens = [handed(count, len(window)) for count, window in zip(accepted, windows, strict=True)]
+        accept_lens = torch.tensor(lens, dtype=torch.int32)
+        accept_index = torch.full((size, k), -1, dtype=torch.int32)
+        for at, count in enumerate(lens):
+            accept_index[at, :count] = torch.arange(at * k, at * k + count, dtype=torch.int32)
+        engine.spec_utils.commit_mamba_states_after_verify(
+            self.worker, batch, accept_lens, accept_index, k
+        )
+
+    def states(self, names: list[str], /) -> list[ReplayState]:
+        """The sequences' states now, in the request's layout: each slot's conv and h."""
+        torch, shapes = self.torch, self.shapes
+        reqs = [self.sequences[name] for name in names]
+        slots = torch.tensor([int(req.kv.mamba_pool_idx) for req in reqs], dtype=torch.int32)
+        checkpoint = self.cache.temporal
+        if self.path is BatchPath.REPLAYSSM:
+            # The ring is the state: fold a copy of the checkpoint with the engine's own
+            # fold, on copies of the cursors with the fold flag set.
+            pool = self.pool.mamba_pool
+            checkpoint = checkpoint.clone()
+            self.engine.replayssm.commit_gdn_replayssm_circular(
+                checkpoint_state=checkpoint,
+                d_cache=self.cache.replayssm_d,
+                k_cache=self.cache.replayssm_k,
+                g_cache=self.cache.replayssm_g,
+                d_residual_cache=self.cache.replayssm_rawv,
+                k_residual_cache=self.cache.replayssm_rawk,
+                state_batch_indices=slots,
+                replay_indices=torch.tensor(
+                    [req.kv.req_pool_idx for req in reqs], dtype=torch.int32
+                ),
+                write_pos=pool.replayssm_spec_write_pos.clone(),
+                cache_base=pool.replayssm_cache_base.clone(),
+                is_flush=torch.ones_like(pool.replayssm_is_flush),
+                accept_lens=torch.zeros(len(reqs), dtype=torch.int32),
+                null_block_id=-1,
+            )
+        kept = torch.tensor(shapes.kept)
+        out: list[ReplayState] = []
+        for slot in slots.tolist():
+            h = checkpoint[0, slot].transpose(1, 2)[:, : shapes.dk_given, :]
+            conv = self.cache.conv[0][0, slot].index_select(0, kept)
+            out.append({"conv": conv.double().tolist(), "h": h.double().tolist()})
+        return out
+
+
+def replay_batch(
+    request: ReplayBatchRequest, path: BatchPath, accepted: Callable[[int, int], int], /
+) -> list[ReplayState]:
+    """Each entry's state after its step, from SGLang's pool, verify and commit.
+
+    ``accepted(count, window)`` is the count handed to SGLang for an entry
+    (the request's, or the off-by-one control's).
+
+    Raises:
+        serve.EngineLimitError: a window SGLang's ring cannot take.
+
+    RB-REPLAY-12.
+    """
+    run = _Batch(request, path)
+    states: list[ReplayState] = []
+    for step in request["steps"]:
+        for entry in step:
+            if "checkpoint" in entry:
+                run.join(entry["sequence"], entry["checkpoint"])
+        # A prefill: its rows verified together, every one kept (stood in for SGLang's extend).
+        joining = [entry for entry in step if entry.get("prefill")]
+        if joining:
+            run.verify(
+                [entry["sequence"] for entry in joining],
+                [entry["prefill"] for entry in joining],
+                [len(entry["prefill"]) for entry in joining],
+                lambda count, _: count,
+            )
+        run.verify(
+            [entry["sequence"] for entry in step],
+            [entry["rows"] for entry in step],
+            [entry["accepted"] for entry in step],
+            accepted,
+        )
+        states += run.states([entry["sequence"] for entry in step])
+        for entry in step:
+            if entry["finish"]:
+                run.finish(entry["sequence"])
+    return states

@@ -1,0 +1,208 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
+"""SGLang's own batch bookkeeping judged by the batch cases (adapters/engines/sglang_batch.py).
+
+The SGLang adapter answers ``replay_batch`` with SGLang 0.5.23's Mamba pool,
+verify and commit, on its default path (a state per draft token) and on
+ReplaySSM. Each case of ``vectors/replay/batch.json`` is a plan (slots,
+sequences joining after a prefill or not, windows, accepted counts,
+finishes) drawn in the model's own pipelines; SGLang computes
+``sglang-bf16``, so each plan is drawn again here in that pipeline, with
+the raw gate inputs SGLang's kernels take, and judged as ``vectors run``
+judges a batch case, within the corpus's sglang-bf16 bound, against each
+sequence run alone in the model: on the default path, the batch oracle
+(plain decoding, RB-REPLAY-12); on ReplaySSM, the model's own ReplaySSM
+design (:class:`~ssm_rollback_spec.replay.designs.sglang.SglangGdnReplaySsm`,
+RB-REPLAY-11), whose drift from plain decoding with two-wide value heads
+passes the bound within ten rounds (docs/replay.md). The adapter's
+off-by-one control (the accepted count handed to SGLang one off) must fail.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Final
+
+import numpy as np
+import pytest
+
+from ssm_rollback_spec.corpus import ReplayCase
+from ssm_rollback_spec.corpus.replay_run import judge_replay
+from ssm_rollback_spec.replay.batch import BatchEntry, batch_oracle
+from ssm_rollback_spec.replay.cases import make_case, make_layer
+from ssm_rollback_spec.replay.designs.sglang import SglangGdnReplaySsm
+from ssm_rollback_spec.replay.layer import Pipeline, as_module_holds
+from tests.child import ROOT
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from numpy.typing import NDArray
+
+    from ssm_rollback_spec.replay.layer import GdnLayer, LayerState
+    from ssm_rollback_spec.replay.paths import SeedRow
+
+pytestmark = pytest.mark.kernels
+
+ADAPTER: Final = ROOT / "adapters" / "engines" / "sglang_adapter.py"
+BATCH: Final = ROOT / "vectors" / "replay" / "batch.json"
+PIPELINE: Final = Pipeline.SGLANG_BF16
+#: The paths of SGLang's the adapter drives, and the flag that chooses one.
+PATHS: Final = ("snapshot", "replayssm")
+PATH_FLAG: Final = "--cache-mode"
+_SEED: Final = 20261202
+#: SGLang's default ring length L (``linear_replayssm_cache_len``), the adapter's.
+RING_LENGTH: Final = 16
+_DIMS: Final = ("num_key_heads", "key_head_dim", "num_value_heads", "value_head_dim", "conv_kernel")
+
+
+def _hex(values: object, /) -> Any:
+    return np.vectorize(lambda x: float(x).hex(), otypes=[object])(
+        np.asarray(values, dtype=np.float64)
+    ).tolist()
+
+
+def _row(row: SeedRow, /) -> dict[str, object]:
+    return {"qkv": _hex(row.qkv), "g": _hex(row.g), "beta": _hex(row.beta)} | {
+        "a": _hex(row.a),
+        "b": _hex(row.b),
+    }
+
+
+def _state(state: LayerState, /) -> dict[str, object]:
+    return {"conv": _hex(state.conv), "h": _hex(state.h)}
+
+
+def _entry(entry: BatchEntry, /) -> dict[str, object]:
+    out: dict[str, object] = {"sequence": entry.sequence, "slot": entry.slot}
+    if entry.checkpoint is not None:
+        out["checkpoint"] = _state(entry.checkpoint)
+    if entry.prefill:
+        out["prefill"] = [_row(row) for row in entry.prefill]
+    out |= {"rows": [_row(row) for row in entry.rows], "accepted": entry.accepted}
+    return out | ({"finish": True} if entry.finish else {})
+
+
+def _replayssm_alone(layer: GdnLayer, steps: Sequence[Sequence[BatchEntry]], /) -> list[LayerState]:
+    """Each entry's state after its step: its sequence alone in the model's ReplaySSM design.
+
+    K is the batch's longest window or prefill (SGLang's ``draft_token_num``
+    for the whole run); a prefill is a round that keeps all its rows.
+    """
+    entries = [entry for batch in steps for entry in batch]
+    k = max(len(rows) for entry in entries for rows in (entry.rows, entry.prefill))
+    alone: dict[str, SglangGdnReplaySsm] = {}
+    out = []
+    for entry in entries:
+        if entry.checkpoint is not None:
+            alone[entry.sequence] = SglangGdnReplaySsm(
+                layer, PIPELINE, entry.checkpoint, k, ring_length=RING_LENGTH
+            )
+            if entry.prefill:
+                alone[entry.sequence].verify_round(list(entry.prefill), len(entry.prefill))
+        alone[entry.sequence].verify_round(list(entry.rows), entry.accepted)
+        out.append(alone[entry.sequence].state())
+    return out
+
+
+def sglang_cases(path: str, /) -> list[ReplayCase]:
+    """Each float64 batch case's plan, drawn again in sglang-bf16, as ``path`` is judged."""
+    document = json.loads(BATCH.read_text(encoding="utf-8"))
+    bound = document["tolerance"][PIPELINE.value]["kernel"]
+    rng = random.Random(_SEED)  # noqa: S311 - drawn inputs, not secrets
+
+    def draw(shape: tuple[int, ...], low: float, high: float, /) -> NDArray[np.float64]:
+        return np.array([rng.uniform(low, high) for _ in range(int(np.prod(shape)))]).reshape(shape)
+
+    cases = []
+    for case in document["cases"]:
+        if case["pipeline"] != Pipeline.FLOAT64.value:
+            continue
+        shape = {name: case["dims"][name] for name in _DIMS}
+        layer = make_layer(shape, draw)  # type: ignore[arg-type]
+        steps = []
+        for step in case["steps"]:
+            batch = []
+            for planned in step["batch"]:
+                prefill = len(planned.get("prefill", []))
+                start = make_case(layer, PIPELINE, max(prefill, 1), 1, draw)
+                window = make_case(layer, PIPELINE, len(planned["rows"]), 1, draw).rows
+                batch.append(
+                    BatchEntry(
+                        sequence=planned["sequence"],
+                        slot=planned["slot"],
+                        rows=window,
+                        accepted=planned["accepted"],
+                        checkpoint=start.checkpoint if "checkpoint" in planned else None,
+                        prefill=start.rows if prefill else (),
+                        finish=planned.get("finish", False),
+                    )
+                )
+            steps.append(batch)
+        if path == "replayssm":
+            expected = _replayssm_alone(replace(layer, pipeline=PIPELINE), steps)
+        else:
+            expected = [state for after in batch_oracle(layer, PIPELINE, steps) for state in after]
+        request = {
+            "op": "replay_batch",
+            "pipeline": PIPELINE.value,
+            "dims": shape,
+            "conv_weight": _hex(as_module_holds(layer.conv_weight, np.float32)),
+            "a_log": _hex(as_module_holds(layer.a_log, np.float32)),
+            "dt_bias": _hex(as_module_holds(layer.dt_bias, np.float32)),
+            "slots": case["slots"],
+            "steps": [{"batch": [_entry(entry) for entry in batch]} for batch in steps],
+        }
+        cases.append(
+            ReplayCase(
+                case_id=case["id"].replace(Pipeline.FLOAT64.value, PIPELINE.value),
+                clauses=case["clauses"] + (["RB-REPLAY-11"] if path == "replayssm" else []),
+                pipeline=PIPELINE.value,
+                request=request,
+                expected=[_state(state) for state in expected],
+                tolerance=bound,
+            )
+        )
+    return cases
+
+
+def _replies(python: str, cases: list[ReplayCase], /, *flags: str) -> list[dict[str, Any]]:
+    lines = "".join(json.dumps(case.request) + "\n" for case in cases)
+    finished = subprocess.run(
+        [python, str(ADAPTER), *flags],
+        input=lines,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        check=False,
+    )
+    assert finished.returncode == 0, finished.stderr
+    replies = [json.loads(line) for line in finished.stdout.splitlines()]
+    assert len(replies) == len(cases), finished.stderr
+    return replies
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_sglangs_own_pool_verify_and_commit_pass_every_batch_case(
+    kernels_python: str, path: str
+) -> None:
+    cases = sglang_cases(path)
+    replies = _replies(kernels_python, cases, PATH_FLAG, path)
+    results = [judge_replay(case, reply) for case, reply in zip(cases, replies, strict=True)]
+    assert len(results) == 4
+    assert {result.outcome for result in results} == {"passed"}, [r.detail for r in results]
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_sglangs_batch_off_by_one_control_fails_the_batch_case_naming_its_clause(
+    kernels_python: str, path: str
+) -> None:
+    # The case with a plain decode beside windows with drafts: the cheapest, four steps.
+    case = sglang_cases(path)[0]
+    flags = (PATH_FLAG, path, "--control", "off-by-one")
+    (reply,) = _replies(kernels_python, [case], *flags)
+    result = judge_replay(case, reply)
+    assert result.outcome == "failed"
+    assert "the bound for sglang-bf16 (RB-REPLAY-12" in result.detail.splitlines()[0]
