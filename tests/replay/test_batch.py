@@ -126,7 +126,7 @@ def test_the_batch_vectors_hold_the_shapes_rollback_bugs_lived_in() -> None:
     accepted: set[tuple[int, int]] = set()
     for case in batch_cases():
         # The model's pipelines, and the engines' whose adapters offer replay_batch.
-        assert {"float64", "transformers-bf16", "vllm-bf16"} >= {case["pipeline"]}
+        assert {"float64", "transformers-bf16", "vllm-bf16", "sglang-bf16"} >= {case["pipeline"]}
         finished_full: set[int] = set()
         for step in case["steps"]:
             batch = step["batch"]
