@@ -59,23 +59,9 @@ def _generate(environment: dict[str, str], /) -> _Generation:
     return generation
 
 
-def _dispatch_levels() -> list[str]:
-    """The optional SIMD levels this machine has, oldest first, as numpy names them."""
-    return [name for name, found in _generate({})["features"].items() if found]
-
-
-def _settings() -> list[dict[str, str]]:
-    """All features on; then each newest level turned off in turn, down to the baseline."""
-    levels = _dispatch_levels()
-    settings = [{"NPY_DISABLE_CPU_FEATURES": ""}]
-    settings += [{"NPY_DISABLE_CPU_FEATURES": " ".join(levels[i:])} for i in range(len(levels))]
-    if platform.machine() in {"x86_64", "AMD64"}:
-        # OpenBLAS's own kernel choice, old and new, beside the SIMD levels.
-        settings += [
-            {"NPY_DISABLE_CPU_FEATURES": "", "OPENBLAS_CORETYPE": core}
-            for core in ("Prescott", "Haswell")
-        ]
-    return settings
+def _levels(generation: _Generation, /) -> list[str]:
+    """The optional SIMD levels a generation ran with, oldest first, as numpy names them."""
+    return [name for name, found in generation["features"].items() if found]
 
 
 def _committed(names: list[str], /) -> dict[str, str]:
@@ -83,25 +69,52 @@ def _committed(names: list[str], /) -> dict[str, str]:
     return {name: hashlib.sha256((vectors / name).read_bytes()).hexdigest() for name in names}
 
 
-@pytest.mark.clause("RB-REPLAY-1")
-def test_every_cpu_feature_setting_generates_the_committed_vectors_byte_for_byte() -> None:
-    settings = _settings()
-    # On this project's x86-64 machines: at least AVX-512 off and AVX2 off as well.
-    assert len(settings) >= 3 or platform.machine() not in {"x86_64", "AMD64"}
+def _assert_committed(setting: dict[str, str], generation: _Generation, /) -> None:
+    """Every file ``generation`` made under ``setting`` is the committed one, byte for byte."""
     replay = sorted(f"replay/{p.name}" for p in (_ROOT / "vectors" / "replay").glob("*.json"))
     committed = _committed([*replay, *(p.name for p in (_ROOT / "vectors").glob("*.json"))])
-    kernels = set()
+    disabled = setting.get("NPY_DISABLE_CPU_FEATURES", "").split()
+    assert not any(generation["features"][name] for name in disabled), setting
+    # Every replay file is generated; the protocol corpus's schema is written by hand.
+    assert set(replay) <= set(generation["files"]) <= set(committed)
+    assert generation["files"] == {name: committed[name] for name in generation["files"]}, (
+        f"{setting}: a generated file differs from the committed one; the corpus "
+        "depends on the machine (run ssm-rollback-spec vectors generate, and see "
+        "docs/replay.md)"
+    )
+
+
+_X86: Final = platform.machine() in {"x86_64", "AMD64"}
+
+
+@pytest.mark.clause("RB-REPLAY-1")
+def test_the_newest_and_oldest_simd_levels_and_two_blas_kernels_give_the_committed_vectors() -> (
+    None
+):
+    # All features on (the first generation, which also names this machine's levels),
+    # then down to the baseline, then OpenBLAS's own kernel choice, old and new.
+    first = _generate({})
+    _assert_committed({}, first)
+    settings = [{"NPY_DISABLE_CPU_FEATURES": " ".join(_levels(first))}]
+    if _X86:
+        settings += [{"OPENBLAS_CORETYPE": core} for core in ("Prescott", "Haswell")]
+    kernels = {tuple(first["blas"])}
     for setting in settings:
         generation = _generate(setting)
-        disabled = setting["NPY_DISABLE_CPU_FEATURES"].split()
-        assert not any(generation["features"][name] for name in disabled), setting
+        _assert_committed(setting, generation)
         kernels.add(tuple(generation["blas"]))
-        # Every replay file is generated; the protocol corpus's schema is written by hand.
-        assert set(replay) <= set(generation["files"]) <= set(committed)
-        assert generation["files"] == {name: committed[name] for name in generation["files"]}, (
-            f"{setting}: a generated file differs from the committed one; the corpus "
-            "depends on the machine (run ssm-rollback-spec vectors generate, and see "
-            "docs/replay.md)"
-        )
     # OPENBLAS_CORETYPE took effect: the settings ran more than one BLAS kernel.
-    assert len(kernels) >= 2 or platform.machine() not in {"x86_64", "AMD64"}, kernels
+    assert len(kernels) >= 2 or not _X86, kernels
+
+
+@pytest.mark.slow
+@pytest.mark.clause("RB-REPLAY-1")
+def test_every_simd_level_between_generates_the_committed_vectors_byte_for_byte() -> None:
+    levels = _levels(_generate({}))
+    # This project's x86-64 machines have x86-64-v3 (AVX2) at least; one with
+    # AVX-512 has levels between it and the baseline.
+    assert len(levels) >= 1 or not _X86
+    # Each newest level turned off in turn; the oldest alone is the everyday test's.
+    for i in range(1, len(levels)):
+        setting = {"NPY_DISABLE_CPU_FEATURES": " ".join(levels[i:])}
+        _assert_committed(setting, _generate(setting))
