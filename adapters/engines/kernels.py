@@ -39,7 +39,15 @@ import wheels
 if TYPE_CHECKING:
     from pathlib import Path
 
-__all__ = ["Device", "load_fla", "load_sglang", "load_vllm", "load_vllm_package", "prepare"]
+__all__ = [
+    "Device",
+    "load_file",
+    "load_fla",
+    "load_sglang",
+    "load_vllm",
+    "load_vllm_package",
+    "prepare",
+]
 
 
 class Device(enum.Enum):
@@ -89,7 +97,12 @@ def _package(name: str, path: Path, /) -> None:
     _stub(name).__path__ = [str(path)]
 
 
-def _load(name: str, path: Path, /) -> Any:
+def load_file(name: str, path: Path, /) -> Any:
+    """A module of a wheel, imported whole by its file path, as ``name``.
+
+    Raises:
+        ImportError: the file cannot be imported.
+    """
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot import {path}")
@@ -143,11 +156,11 @@ def load_vllm() -> tuple[Any, Any]:
         NULL_BLOCK_ID=_constant(utils, "NULL_BLOCK_ID"),
         PAD_SLOT_ID=_constant(utils, "PAD_SLOT_ID"),
     )
-    conv = _load(
+    conv = load_file(
         "vllm.model_executor.layers.mamba.ops.causal_conv1d",
         root / "model_executor/layers/mamba/ops/causal_conv1d.py",
     )
-    gating = _load(
+    gating = load_file(
         "vllm.third_party.flash_linear_attention.ops.fused_sigmoid_gating",
         root / "third_party/flash_linear_attention/ops/fused_sigmoid_gating.py",
     )
@@ -268,11 +281,11 @@ def load_sglang() -> tuple[Any, Any]:
     _stub("sglang.kernels.jit.utils", is_arch_support_pdl=lambda: False)
     _stub("sglang.kernels.ops.attention.fla.utils", is_tf32_supported=tf32)
     _stub("sglang.srt.utils", is_gfx95_supported=lambda: False)
-    conv = _load(
+    conv = load_file(
         "sglang.kernels.ops.mamba.causal_conv1d_triton",
         root / "kernels/ops/mamba/causal_conv1d_triton.py",
     )
-    replayssm = _load(
+    replayssm = load_file(
         "sglang.kernels.ops.attention.linear.gdn_replayssm_spec_decode",
         root / "kernels/ops/attention/linear/gdn_replayssm_spec_decode.py",
     )

@@ -99,7 +99,6 @@ import contextlib
 import dataclasses
 import enum
 import functools
-import importlib.util
 import logging
 import math
 import sys
@@ -206,17 +205,6 @@ def _extract(
     return module
 
 
-def _load(name: str, path: Path, /) -> Any:
-    """A kernel module of the wheel, imported whole by its file path (its imports stood in)."""
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot import {path}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 class _Flag:
     def __init__(self, value: bool, /) -> None:  # noqa: FBT001
         self.value = value
@@ -310,7 +298,7 @@ def _engine() -> _Engine:
         is_hip=lambda: False,
         is_sm90_supported=lambda: False,
     )
-    recurrent = _load(
+    recurrent = kernels.load_file(
         "sglang.kernels.ops.attention.linear.fused_sigmoid_gating_recurrent",
         root / "kernels/ops/attention/linear/fused_sigmoid_gating_recurrent.py",
     )
