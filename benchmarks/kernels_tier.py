@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: MIT OR Apache-2.0
 """Measure the kernels tier's cost: the wheels' download, the venv's install, the run.
 
-Run from the repository root::
+Run from the repository root, with the Python of a venv that has the package
+installed (``wheels.py`` reads the engines' releases from it)::
 
     python benchmarks/kernels_tier.py [--work DIR]
 
