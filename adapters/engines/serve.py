@@ -70,6 +70,7 @@ __all__ = [
     "EngineLimitError",
     "arrays",
     "control_accepted",
+    "layer_dims",
     "main",
 ]
 
@@ -166,18 +167,23 @@ class Arrays:
     rounds: list[tuple[Any, Any, Any, int]]
 
 
-def arrays(request: ReplayRequest, /) -> Arrays:
-    """The request's numbers as numpy arrays (the kernels' inputs, before the dtype they take)."""
-    import numpy as np  # noqa: PLC0415 - the kernels venv's
-
-    dims = request["dims"]
-    shape = (
+def layer_dims(dims: Mapping[str, int], /) -> tuple[int, int, int, int, int]:
+    """A request's layer shape: key heads and size, value heads and size, conv kernel."""
+    return (
         dims["num_key_heads"],
         dims["key_head_dim"],
         dims["num_value_heads"],
         dims["value_head_dim"],
         dims["conv_kernel"],
     )
+
+
+def arrays(request: ReplayRequest, /) -> Arrays:
+    """The request's numbers as numpy arrays (the kernels' inputs, before the dtype they take)."""
+    import numpy as np  # noqa: PLC0415 - the kernels venv's
+
+    dims = request["dims"]
+    shape = layer_dims(dims)
     rounds = [
         (
             np.array([row["values"] for row in item["rows"]]),
@@ -328,21 +334,9 @@ def main(engine: EngineAdapter, argv: Sequence[str] | None = None, /) -> int:
     serving = Serving(device, build, str(getattr(arguments, "cache_mode", "")))
     api = load_python_implementation(REFERENCE).api
     try:
-        for raw in adapter.read_lines(sys.stdin.buffer):
-            if raw is None:
-                limit = protocol.MAX_LINE_BYTES
-                reply = protocol.error_reply(
-                    ErrorKind.BAD_REQUEST, f"line longer than {limit} bytes"
-                )
-            else:
-                try:
-                    text = raw.decode("utf-8")
-                except UnicodeDecodeError as error:
-                    reply = protocol.error_reply(ErrorKind.BAD_REQUEST, f"not UTF-8: {error}")
-                else:
-                    reply = _respond(engine, api, text, serving)
-            sys.stdout.buffer.write(protocol.encode(reply).encode("utf-8") + b"\n")
-            sys.stdout.buffer.flush()
+        adapter.serve_lines(
+            lambda text: _respond(engine, api, text, serving), sys.stdin.buffer, sys.stdout.buffer
+        )
     except (BrokenPipeError, KeyboardInterrupt):
         return 1
     return 0

@@ -473,13 +473,7 @@ class _Batch:
         torch = self.torch = engine.torch
         self.path = path
         dims = request["dims"]
-        self.shapes = shapes = Shapes(
-            dims["num_key_heads"],
-            dims["key_head_dim"],
-            dims["num_value_heads"],
-            dims["value_head_dim"],
-            dims["conv_kernel"],
-        )
+        self.shapes = shapes = Shapes(*serve.layer_dims(dims))
         windows = [len(entry["rows"]) for step in request["steps"] for entry in step]
         prefills = [len(entry.get("prefill", [])) for step in request["steps"] for entry in step]
         self.drafts = max(*windows, *prefills)

@@ -134,13 +134,7 @@ def replay_batch(
     engine = kernels.load_vllm_package()
     on = torch.device(device.value)
     dims = request["dims"]
-    shape = (
-        dims["num_key_heads"],
-        dims["key_head_dim"],
-        dims["num_value_heads"],
-        dims["value_head_dim"],
-        dims["conv_kernel"],
-    )
+    shape = serve.layer_dims(dims)
 
     def tensor(values: Any) -> torch.Tensor:
         return torch.as_tensor(values, dtype=torch.float32).to(torch.bfloat16).to(on)

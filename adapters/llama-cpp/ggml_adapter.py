@@ -203,21 +203,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     kernel = _Kernel(built["replay_adapter"], control=arguments.control is not None)
     api = load_python_implementation(REFERENCE).api
     try:
-        for raw in adapter.read_lines(sys.stdin.buffer):
-            if raw is None:
-                limit = protocol.MAX_LINE_BYTES
-                reply = protocol.error_reply(
-                    ErrorKind.BAD_REQUEST, f"line longer than {limit} bytes"
-                )
-            else:
-                try:
-                    text = raw.decode("utf-8")
-                except UnicodeDecodeError as error:
-                    reply = protocol.error_reply(ErrorKind.BAD_REQUEST, f"not UTF-8: {error}")
-                else:
-                    reply = _respond(built, kernel, api, text)
-            sys.stdout.buffer.write(protocol.encode(reply).encode("utf-8") + b"\n")
-            sys.stdout.buffer.flush()
+        adapter.serve_lines(
+            lambda text: _respond(built, kernel, api, text), sys.stdin.buffer, sys.stdout.buffer
+        )
     except (BrokenPipeError, KeyboardInterrupt):
         return 1
     finally:

@@ -10,6 +10,7 @@ one translation from Python calls to protocol replies.
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 import threading
 import time
@@ -33,6 +34,7 @@ __all__ = [
     "read_lines",
     "respond",
     "serve",
+    "serve_lines",
 ]
 
 #: The reference adapter's answer to ``replay``: the contract has no replay
@@ -244,7 +246,7 @@ def read_lines(requests: BinaryIO, /) -> Iterator[bytes | None]:
         yield None
 
 
-def _reply_line(api: RollbackApi, raw: bytes | None, /) -> bytes:
+def _reply_line(answer: Callable[[str], dict[str, object]], raw: bytes | None, /) -> bytes:
     if raw is None:
         limit = protocol.MAX_LINE_BYTES
         reply = protocol.error_reply(ErrorKind.BAD_REQUEST, f"line longer than {limit} bytes")
@@ -254,15 +256,26 @@ def _reply_line(api: RollbackApi, raw: bytes | None, /) -> bytes:
         except UnicodeDecodeError as error:
             reply = protocol.error_reply(ErrorKind.BAD_REQUEST, f"not UTF-8: {error}")
         else:
-            reply = respond(api, line)
+            reply = answer(line)
     return protocol.encode(reply).encode("utf-8") + b"\n"
+
+
+def serve_lines(
+    answer: Callable[[str], dict[str, object]], requests: BinaryIO, replies: BinaryIO, /
+) -> None:
+    """Answer each request line of ``requests`` with ``answer`` on ``replies``, until end of input.
+
+    A line too long or not UTF-8 is answered ``bad-request`` here, so an adapter
+    that answers more ops than the reference (the engines') reads as it does.
+    """
+    for raw in read_lines(requests):
+        replies.write(_reply_line(answer, raw))
+        replies.flush()
 
 
 def serve(api: RollbackApi, requests: BinaryIO, replies: BinaryIO, /) -> None:
     """Answer each request line of ``requests`` on ``replies``, until end of input."""
-    for raw in read_lines(requests):
-        replies.write(_reply_line(api, raw))
-        replies.flush()
+    serve_lines(functools.partial(respond, api), requests, replies)
 
 
 def _parser() -> argparse.ArgumentParser:
