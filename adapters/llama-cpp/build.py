@@ -15,6 +15,13 @@ object: the release, the llama.cpp commit and licence, the adapter and the
 model. A second run finds them and builds nothing; a changed ``rollback.cpp``
 is compiled again, alone. Standard library only. Nothing of llama.cpp enters
 the repository.
+
+``--own-test`` builds, after that, llama.cpp's own
+``tests/test-recurrent-state-rollback.cpp`` in the same CMake tree: the tree is
+configured again with llama's common library and its tests (``OWN_TEST_FLAGS``;
+ggml's and llama's compile lines do not change, so Ninja builds neither again),
+then Ninja builds that one test and the common library it links. It prints
+``OwnTest`` and keeps it as ``own-test.json``; a second run builds nothing.
 """
 
 from __future__ import annotations
@@ -35,10 +42,14 @@ from typing import Final, TypedDict
 __all__ = [
     "CACHE_ENV",
     "CMAKE_FLAGS",
+    "OWN_TEST",
+    "OWN_TEST_FLAGS",
     "PINNED",
     "Built",
     "LlamaCppBuildError",
+    "OwnTest",
     "build",
+    "build_own_test",
     "main",
     "version_problem",
 ]
@@ -74,6 +85,10 @@ CMAKE_FLAGS: Final = (
     "-DGGML_BACKEND_DL=OFF",
     "-DGGML_CPU_ALL_VARIANTS=OFF",
 )
+#: llama.cpp's own rollback test (tests/CMakeLists.txt builds it with ``llama_build``).
+OWN_TEST: Final = "test-recurrent-state-rollback"
+#: What the own test needs beyond ``CMAKE_FLAGS``: the common library and the tests' targets.
+OWN_TEST_FLAGS: Final = ("-DLLAMA_BUILD_COMMON=ON", "-DLLAMA_BUILD_TESTS=ON")
 _HERE: Final = Path(__file__).resolve().parent
 _ADAPTER_SOURCE: Final = _HERE / "rollback.cpp"
 _REPLAY_SOURCE: Final = _HERE / "ggml_replay.cpp"
@@ -100,6 +115,15 @@ class Built(TypedDict):
     replay_adapter: str
     replay_sha256: str
     qwen3next_model: str
+
+
+class OwnTest(TypedDict):
+    """The own test's build, as printed by ``--own-test`` and kept in ``own-test.json``."""
+
+    version: str
+    commit: str
+    binary: str
+    cmake_flags: list[str]
 
 
 def version_problem(version: str, /) -> str | None:
@@ -298,6 +322,58 @@ def build(version: str = PINNED, /) -> Built:
         return built
 
 
+def _own_test_flags() -> list[str]:
+    """``CMAKE_FLAGS`` with the common library and the tests turned on."""
+    turned_on = {flag.split("=")[0] for flag in OWN_TEST_FLAGS}
+    kept = [flag for flag in CMAKE_FLAGS if flag.split("=")[0] not in turned_on]
+    return [*kept, *OWN_TEST_FLAGS]
+
+
+def build_own_test(version: str = PINNED, /) -> OwnTest:
+    """llama.cpp's own rollback test, built in the release's tree the first time, found after.
+
+    The libraries, adapters and models come first (:func:`build`), so the
+    tier's other checks never wait on this build.
+
+    Raises:
+        LlamaCppBuildError: a step failed (the library build, cmake, ninja).
+    """
+    built = build(version)
+    folder = cache_folder(version)
+    record = folder / "own-test.json"
+    flags = _own_test_flags()
+    with (folder / ".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if record.exists():
+            found: OwnTest = json.loads(record.read_text(encoding="utf-8"))
+            if found["cmake_flags"] == flags and Path(found["binary"]).is_file():
+                return found
+        build_dir = folder / "build"
+        _run(
+            "cmake configure with the common library and tests",
+            [
+                *_NICE,
+                "cmake",
+                "-S",
+                str(folder / "src" / "vendor" / "llama.cpp"),
+                "-B",
+                str(build_dir),
+                *flags,
+            ],
+        )
+        _run(f"ninja {OWN_TEST}", [*_NICE, "ninja", "-C", str(build_dir), _JOBS, OWN_TEST])
+        binary = build_dir / "bin" / OWN_TEST
+        if not binary.is_file():
+            raise LlamaCppBuildError(f"ninja {OWN_TEST} made no {binary}")
+        own = OwnTest(
+            version=version, commit=built["commit"], binary=str(binary), cmake_flags=flags
+        )
+        partial = record.with_suffix(".partial")
+        partial.write_text(json.dumps(own, indent=2) + "\n", encoding="utf-8")
+        partial.replace(record)
+        return own
+
+
 def main(argv: list[str] | None = None) -> int:
     """Build (or find) the release's adapter and print what was built as one JSON object."""
     parser = argparse.ArgumentParser(
@@ -306,16 +382,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--version", default=PINNED, help=f"a llama-cpp-python release (default {PINNED})"
     )
+    parser.add_argument(
+        "--own-test",
+        action="store_true",
+        help=f"also build llama.cpp's own {OWN_TEST} and print where it is",
+    )
     arguments = parser.parse_args(argv)
     problem = version_problem(arguments.version)
     if problem:
         parser.error(problem)
     try:
-        built = build(arguments.version)
+        made = build_own_test(arguments.version) if arguments.own_test else build(arguments.version)
     except LlamaCppBuildError as error:
         print(f"adapters/llama-cpp/build.py: {error}", file=sys.stderr)
         return 1
-    print(json.dumps(built))
+    print(json.dumps(made))
     return 0
 
 

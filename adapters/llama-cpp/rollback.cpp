@@ -16,7 +16,9 @@
 //       spec_ckpt does; tools/server/server-context.cpp).
 //       FAULT is a deliberately wrong runtime for the self-test: `ahead`
 //       rolls back one token too few and carries on one position later;
-//       `other-seq` restores another sequence's checkpoint.
+//       `other-seq` restores another sequence's checkpoint (one that starts
+//       no later than the sequence's own, so that llama.cpp accepts the trim
+//       after it; with none such, its own).
 //
 // Requests, one JSON object a line; every reply is one JSON object a line:
 //   {"op":"describe"}
@@ -434,8 +436,15 @@ struct Runtime {
         }
         const Checkpoint * from = &c;
         if (fault == Fault::OtherSeq) {
+            // A runtime that mixes up its slots: it restores another sequence's
+            // checkpoint, one with another state that starts no later than this
+            // one. The restore gives the sequence's recurrent cell the saved
+            // position (llama-memory-recurrent.cpp state_read_meta), so after a
+            // checkpoint that starts later, the trim below would ask
+            // llama_memory_seq_rm for a partial rollback, which it refuses with
+            // n_rs_seq 0; this one llama.cpp accepts, and only the logits show it.
             for (int o = 0; o < n_seq; ++o) {
-                if (o != s && ckpt[o].valid) {
+                if (o != s && ckpt[o].valid && ckpt[o].pos <= c.pos && ckpt[o].state != c.state) {
                     from = &ckpt[o];
                     break;
                 }

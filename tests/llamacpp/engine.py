@@ -29,8 +29,10 @@ __all__ = [
     "Description",
     "Engine",
     "Fault",
+    "OwnTest",
     "Way",
     "build",
+    "build_own_test",
 ]
 
 BUILD_SCRIPT: Final = ROOT / "adapters" / "llama-cpp" / "build.py"
@@ -84,6 +86,15 @@ class Built(TypedDict):
     qwen3next_model: str
 
 
+class OwnTest(TypedDict):
+    """``build.py --own-test``'s output: llama.cpp's own rollback test, in the release's tree."""
+
+    version: str
+    commit: str
+    binary: str
+    cmake_flags: list[str]
+
+
 class Description(TypedDict):
     """The adapter's ``describe`` reply."""
 
@@ -116,6 +127,29 @@ def build(version: str | None = None, /) -> Built:
     if done.returncode != 0:
         raise AdapterError(done.stderr.strip() or f"build.py exited {done.returncode}")
     return cast("Built", json.loads(done.stdout))
+
+
+def build_own_test(version: str | None = None, /) -> OwnTest:
+    """Run ``build.py --own-test`` (the libraries first, then the common library and the test).
+
+    Raises:
+        AdapterError: the build failed; the message is build.py's one line.
+    """
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(BUILD_SCRIPT),
+            "--own-test",
+            *(["--version", version] if version else []),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=_BUILD_SECONDS,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise AdapterError(done.stderr.strip() or f"build.py --own-test exited {done.returncode}")
+    return cast("OwnTest", json.loads(done.stdout))
 
 
 Logits = list[list[float]]
