@@ -13,14 +13,22 @@ built (``build.py`` cold: ggml and llama, then the two adapters and the two
 models); then the adapters and models alone again (their outputs removed, the
 libraries kept); then ``build.py`` warm (everything found); then ``python -m
 pytest -m llamacpp tests/llamacpp`` on that cache. Every step runs under
-``nice -n 10``, as build.py's own. Prints one Markdown table with the load
-average before and after: on a shared host the seconds are an upper bound.
-BENCHMARKS.md ("The llamacpp tier") keeps a run of it.
+``nice -n 10``, as build.py's own. Before the tier, ``build.py --own-test``
+builds llama.cpp's own rollback test (the common library and the test, in the
+same tree) cold, then again warm, and the test is run once on the tier's
+Qwen3.5 model. Prints one Markdown table with the load average before and
+after: on a shared host the seconds are an upper bound. BENCHMARKS.md ("The
+llamacpp tier") keeps a run of it.
+
+``--own-test-only`` times only those own-test steps, on a cache where
+``build.py`` has already built the libraries (``--work``, or the default
+cache); the first such run there is the cold one.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import shutil
@@ -49,6 +57,36 @@ def _timed(command: list[str], env: dict[str, str], /) -> float:
     return seconds
 
 
+def _own_test(env: dict[str, str], /) -> list[str]:
+    """Time build.py --own-test (cold on a new tree), again (warm), and one run of the test."""
+    cold = _timed([sys.executable, str(BUILD), "--own-test"], env)
+    start = time.perf_counter()
+    found = subprocess.run(
+        [*_NICE, sys.executable, str(BUILD), "--own-test"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    warm = time.perf_counter() - start
+    binary = json.loads(found.stdout)["binary"]
+    model = json.loads(
+        subprocess.run(
+            [sys.executable, str(BUILD)], env=env, capture_output=True, text=True, check=True
+        ).stdout
+    )["model"]
+    run = _timed([binary, "-m", model, "-t", "1"], env)
+    return [
+        (
+            "| build.py --own-test with the libraries built: llama.cpp's common library and "
+            f"test-recurrent-state-rollback (cold the first time in this tree) | {cold:.0f} |"
+        ),
+        f"| build.py --own-test warm: everything cached | {warm:.1f} |",
+        f"| test-recurrent-state-rollback on the tier's Qwen3.5 model, one thread | {run:.1f} |",
+    ]
+
+
 def _load() -> str:
     return " ".join(f"{value:.1f}" for value in os.getloadavg())
 
@@ -58,7 +96,26 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--work", type=Path, help="an empty folder for the cache")
     parser.add_argument("--sdist", type=Path, help="a downloaded sdist to copy in (no download)")
+    parser.add_argument(
+        "--own-test-only",
+        action="store_true",
+        help="time only build.py --own-test and its run, on a cache with the libraries built",
+    )
     arguments = parser.parse_args()
+    if arguments.own_test_only:
+        env = dict(os.environ)
+        if arguments.work:
+            env["SSM_ROLLBACK_LLAMA_CPP_CACHE"] = str(arguments.work)
+        before = _load()
+        rows = _own_test(env)
+        print(
+            f"machine: {platform.machine()}, {os.cpu_count()} cores, "
+            f"Python {platform.python_version()}"
+        )
+        print(f"load average before: {before}; after: {_load()}\n")
+        print("| step | seconds |\n| --- | ---: |")
+        print("\n".join(rows))
+        return 0
     work = arguments.work or Path(tempfile.mkdtemp(prefix="llamacpp-tier-"))
     folder = work / PINNED
     folder.mkdir(parents=True, exist_ok=True)
@@ -72,6 +129,7 @@ def main() -> int:
     (folder / "built.json").unlink()
     adapters = _timed([sys.executable, str(BUILD)], env)
     warm = _timed([sys.executable, str(BUILD)], env)
+    own_test = _own_test(env)
     tier = _timed(
         [sys.executable, "-m", "pytest", "-m", "llamacpp", "tests/llamacpp", "-n", "0", "-q"],
         env,
@@ -92,6 +150,7 @@ def main() -> int:
         f"| {adapters:.1f} |"
     )
     print(f"| build.py warm: everything cached | {warm:.1f} |")
+    print("\n".join(own_test))
     print(f"| `python -m pytest -m llamacpp tests/llamacpp -n 0` | {tier:.0f} |")
     return 0
 
