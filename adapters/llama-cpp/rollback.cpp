@@ -16,9 +16,9 @@
 //       spec_ckpt does; tools/server/server-context.cpp).
 //       FAULT is a deliberately wrong runtime for the self-test: `ahead`
 //       rolls back one token too few and carries on one position later;
-//       `other-seq` restores another sequence's checkpoint (one that starts
-//       no later than the sequence's own, so that llama.cpp accepts the trim
-//       after it; with none such, its own).
+//       `other-seq` restores another sequence's checkpoint taken at the same
+//       position (with none such, its own): at any other position llama.cpp
+//       itself refuses the trim or the next decode.
 //
 // Requests, one JSON object a line; every reply is one JSON object a line:
 //   {"op":"describe"}
@@ -437,14 +437,17 @@ struct Runtime {
         const Checkpoint * from = &c;
         if (fault == Fault::OtherSeq) {
             // A runtime that mixes up its slots: it restores another sequence's
-            // checkpoint, one with another state that starts no later than this
-            // one. The restore gives the sequence's recurrent cell the saved
-            // position (llama-memory-recurrent.cpp state_read_meta), so after a
-            // checkpoint that starts later, the trim below would ask
-            // llama_memory_seq_rm for a partial rollback, which it refuses with
-            // n_rs_seq 0; this one llama.cpp accepts, and only the logits show it.
+            // checkpoint, one taken at the same position with another state
+            // (sequences decoded in step). That is the mix-up llama.cpp cannot
+            // notice: the restore gives the sequence's recurrent cell the saved
+            // position (src/llama-memory-recurrent.cpp 1000-1027), so a later
+            // checkpoint makes the trim below a partial rollback, refused with
+            // n_rs_seq 0 (193-203), and an earlier one leaves the memory's last
+            // position (the hybrid's is the smaller of its two,
+            // src/llama-memory-hybrid.cpp 177-179) behind the next decode's,
+            // which llama_decode refuses (src/llama-batch.cpp 327-341).
             for (int o = 0; o < n_seq; ++o) {
-                if (o != s && ckpt[o].valid && ckpt[o].pos <= c.pos && ckpt[o].state != c.state) {
+                if (o != s && ckpt[o].valid && ckpt[o].pos == c.pos && ckpt[o].state != c.state) {
                     from = &ckpt[o];
                     break;
                 }

@@ -34,14 +34,15 @@ DEVIATION_ROUNDS: tuple[tuple[dict[int, list[int]], dict[int, int]], ...] = (
 #: Where llama.cpp's tracker would take the finding (the closest open report).
 DEVIATION_LINK = "https://github.com/ggml-org/llama.cpp/issues/28019"
 #: The shrunk case of the snapshot way's failure past the window (#26695's
-#: case; docs/engines.md): sequence 0 decodes 2 tokens, then a window of 1,
-#: rolls that whole window back (llama_memory_seq_rm says yes), and decodes one
-#: more token. The rollback asks for a snapshot plane the last decode did not
-#: write (src/models/delta-net-base.cpp 587-590).
+#: case; docs/engines.md), as the machine shrank it with ``whole_window=True``
+#: on one slot: sequence 0 decodes a token, then a window of one more, rolls
+#: that whole window back (llama_memory_seq_rm says yes) and decodes a token.
+#: The rollback asks for a snapshot plane the last decode did not write
+#: (src/models/delta-net-base.cpp 587-603).
 WHOLE_WINDOW_ROUNDS: tuple[tuple[dict[int, list[int]], dict[int, int]], ...] = (
-    ({0: [1, 2]}, {}),
-    ({0: [3]}, {0: 1}),
-    ({0: [4]}, {}),
+    ({0: [0]}, {}),
+    ({0: [0]}, {0: 1}),
+    ({0: [0]}, {}),
 )
 #: llama.cpp's report of it (closed; the fix it points to, #25004, is not merged at 0c1e57098).
 WHOLE_WINDOW_LINK = "https://github.com/ggml-org/llama.cpp/issues/26695"
