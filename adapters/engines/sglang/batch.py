@@ -109,9 +109,9 @@ import zipfile
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-import kernels
-import serve
-import wheels
+from .. import serve, wheels
+from ..kernels import load_file
+from .load import WHEEL, load
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -125,7 +125,7 @@ __all__ = ["RING_LENGTH", "SMALLEST_KEY_HEAD", "BatchPath", "Shapes", "replay_ba
 RING_LENGTH: Final = 16
 #: The smallest key head size SGLang's ReplaySSM kernels take.
 SMALLEST_KEY_HEAD: Final = 32
-#: The wheel's files the batch reads, beyond the kernel modules kernels.py loads.
+#: The wheel's files the batch reads, beyond the kernel modules load.py loads.
 _FILES: Final = (
     "sglang/srt/mem_cache/allocator/mamba.py",
     "sglang/srt/mem_cache/memory_pool.py",
@@ -151,7 +151,7 @@ class BatchPath(enum.Enum):
 
 def _sources() -> Path:
     """The folder holding the wheel's bookkeeping files, unpacked once beside its kernels."""
-    engine = wheels.ENGINES["sglang"]
+    engine = WHEEL
     wheels.fetch(engine)  # the wheel, downloaded and its licence checked
     root = wheels.cache_root()
     folder = root / "unpacked" / f"{engine.distribution}-{engine.version}-bookkeeping"
@@ -288,7 +288,7 @@ def _engine() -> _Engine:
     """SGLang's bookkeeping, verify and commit code, loaded once (after kernels.prepare)."""
     import torch  # noqa: PLC0415
 
-    conv, replayssm = kernels.load_sglang()
+    conv, replayssm = load()
     root = _sources() / "sglang"
     srt = root / "srt"
     utils = sys.modules["sglang.srt.utils"]
@@ -298,7 +298,7 @@ def _engine() -> _Engine:
         is_hip=lambda: False,
         is_sm90_supported=lambda: False,
     )
-    recurrent = kernels.load_file(
+    recurrent = load_file(
         "sglang.kernels.ops.attention.linear.fused_sigmoid_gating_recurrent",
         root / "kernels/ops/attention/linear/fused_sigmoid_gating_recurrent.py",
     )
