@@ -16,9 +16,9 @@ from typing import Final
 
 import pytest
 
+from adapters.engines.registry import ENGINES
 from tests.child import ROOT
 
-ENGINES: Final = ROOT / "adapters" / "engines"
 PROTOCOL_PAGE: Final = ROOT / "docs" / "protocol.md"
 _OFFERS: Final = {
     "vllm": ("vllm-bf16", "snapshot"),
@@ -54,7 +54,7 @@ _ENV: Final = {**os.environ, "PYTHONPATH": str(ROOT)}
 def _exchange(engine: str, *requests: object, arguments: tuple[str, ...] = ()) -> list[object]:
     lines = "".join(json.dumps(request) + "\n" for request in requests)
     finished = subprocess.run(
-        [sys.executable, str(ENGINES / f"{engine}_adapter.py"), *arguments],
+        [sys.executable, "-m", f"adapters.engines.{engine}", *arguments],
         input=lines,
         capture_output=True,
         text=True,
@@ -82,6 +82,20 @@ def test_each_engine_adapter_describes_the_one_pipeline_and_design_it_computes(
             "replay": {"pipelines": [pipeline], "layouts": ["pre-conv"], "designs": [design]},
         }
     }
+
+
+def test_every_registered_engine_runs_by_its_name_and_describes_its_row() -> None:
+    # A new engine is a module and a row in adapters/engines/registry.py: it
+    # runs as python -m adapters.engines.NAME and its describe states its row.
+    assert sorted(ENGINES) == sorted(_OFFERS)
+    for name, row in ENGINES.items():
+        [reply] = _exchange(name, {"op": "describe"})
+        assert reply["ok"]["release"] == row.wheel.requirement  # type: ignore[index]
+        assert reply["ok"]["replay"] == {  # type: ignore[index]
+            "pipelines": [row.pipeline],
+            "layouts": ["pre-conv"],
+            "designs": [row.design],
+        }
 
 
 def test_the_control_build_says_so_in_its_name() -> None:

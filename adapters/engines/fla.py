@@ -59,7 +59,7 @@ def load() -> tuple[Any, Any, Any]:
     fla = wheels.selected(WHEEL)
     root = wheels.fetch(fla) / "fla"
     kernels.package("fla", root)
-    sys.modules["fla"].__version__ = fla.version
+    kernels.stub("fla", __version__=fla.version)
     for name in ("ops", "ops/gated_delta_rule", "modules", "modules/causal_conv1d"):
         kernels.package("fla." + name.replace("/", "."), root / name)
     conv = importlib.import_module("fla.modules.causal_conv1d.ops")

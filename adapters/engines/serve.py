@@ -58,6 +58,7 @@ if TYPE_CHECKING:
 
     from ssm_rollback_spec.harness.replay_wire import (
         ReplayBatchRequest,
+        ReplayDims,
         ReplayRequest,
         ReplayState,
     )
@@ -167,7 +168,7 @@ class Arrays:
     rounds: list[tuple[Any, Any, Any, int]]
 
 
-def layer_dims(dims: Mapping[str, int], /) -> tuple[int, int, int, int, int]:
+def layer_dims(dims: ReplayDims, /) -> tuple[int, int, int, int, int]:
     """A request's layer shape: key heads and size, value heads and size, conv kernel."""
     return (
         dims["num_key_heads"],

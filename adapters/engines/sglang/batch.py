@@ -168,7 +168,7 @@ def _sources() -> Path:
 
 def _extract(
     name: str, path: Path, wanted: Mapping[str, tuple[str, ...] | None], names: dict[str, Any], /
-) -> types.ModuleType:
+) -> Any:
     """The definitions ``wanted`` from ``path``, compiled with its name and lines, run in ``names``.
 
     A class named with a tuple keeps only those methods (and no bases);

@@ -168,7 +168,7 @@ def replay_batch(
         tensor(request.get("a_log", [])),
         tensor(request.get("dt_bias", [])),
     )
-    inputs = vllm_batch.BatchInputs(
+    batch = vllm_batch.BatchInputs(
         dims=shape,
         weights=weights,
         steps=steps,
@@ -180,7 +180,7 @@ def replay_batch(
     from triton.runtime.errors import InterpreterError  # noqa: PLC0415
 
     try:
-        return vllm_batch.run_batch(engine, inputs)
+        return vllm_batch.run_batch(engine, batch)
     except InterpreterError as error:
         # Before 0.32.0 vLLM's FLA chunk rule (its prefill, which a decode with
         # no drafts beside drafted windows is sent to) uses tl.make_block_ptr.

@@ -166,16 +166,15 @@ def load_package() -> types.SimpleNamespace:
             library.define(f"{op}(int cuda_device_capability) -> bool")
             library.impl(op, lambda capability: capability == 80, "CompositeExplicitAutograd")
         _KEPT.append(library)
-    platforms = importlib.import_module("vllm.platforms")
+    platforms: Any = importlib.import_module("vllm.platforms")
     platforms._current_platform = _vllm_platform()  # noqa: SLF001
     gdn = importlib.import_module("vllm.v1.attention.backends.gdn_attn")
     # Read once, when vllm.utils.torch_utils was first imported (before the platform was set).
-    for module in ("vllm.utils.torch_utils", "vllm.v1.attention.backends.utils"):
-        importlib.import_module(
-            module
-        ).PIN_MEMORY = platforms.current_platform.is_pin_memory_available()
+    for name in ("vllm.utils.torch_utils", "vllm.v1.attention.backends.utils"):
+        module: Any = importlib.import_module(name)
+        module.PIN_MEMORY = platforms.current_platform.is_pin_memory_available()
     layer = importlib.import_module("vllm.model_executor.layers.mamba.gdn.qwen_gdn_linear_attn")
-    context = importlib.import_module("vllm.forward_context")
+    context: Any = importlib.import_module("vllm.forward_context")
 
     def set_context(value: object, /) -> None:
         context._forward_context = value  # noqa: SLF001
