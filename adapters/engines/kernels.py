@@ -4,20 +4,9 @@
 Only kernel modules are imported, never an engine's package ``__init__`` (which
 would pull in the whole server). Each engine's kernel modules import a few
 names from elsewhere in their package; each engine's own loader (``load`` in
-its module) gives those names with small stand-in modules made here
-(:func:`stub`, :func:`package`), the fewest that let the kernel modules import:
-
-- vLLM: ``vllm.triton_utils`` (Triton itself), ``vllm.platforms.current_platform``
-  (``is_cpu()`` False, so the Triton kernels are used and not the torch CPU
-  path; ``is_arch_support_pdl()`` False), and ``NULL_BLOCK_ID``/``PAD_SLOT_ID``,
-  read from the wheel's own ``vllm/v1/attention/backends/utils.py``.
-- SGLang: ``is_arch_support_pdl`` (False), ``is_tf32_supported`` (False on a
-  CPU; on CUDA as SGLang computes it, compute capability 8 or more) and
-  ``is_gfx95_supported`` (False).
-- FLA: none. Its own ``fla.utils`` and ``fla.ops`` helpers import as they are;
-  only the package ``__init__`` files of ``fla``, ``fla.ops``,
-  ``fla.ops.gated_delta_rule``, ``fla.modules`` and ``fla.modules.causal_conv1d``
-  are skipped (they import every layer and model).
+``vllm/load.py``, ``sglang/load.py``, ``fla.py``) gives those names as small
+stand-in modules made here (:func:`stub`, :func:`package`), the fewest that
+let the kernel modules import, and says which.
 
 ``--device cpu`` (the default) runs under ``TRITON_INTERPRET=1`` with
 :mod:`interpreter_patches` applied; ``--device cuda`` runs the same kernels
