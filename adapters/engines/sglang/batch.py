@@ -88,7 +88,7 @@ with the names above; nothing of SGLang's is copied into this repository.
 The pipeline is ``sglang-bf16`` (BF16 activations and conv state, FP32
 ``temporal``). A window shorter than ``draft_token_num`` (the request's
 longest) is padded with zero rows, which no accepted count reaches. The key
-heads are padded to 32 channels as for ``replay`` (sglang_adapter.py).
+heads are padded to 32 channels as for ``replay`` (adapter.py).
 """
 
 from __future__ import annotations
