@@ -2,12 +2,13 @@
 """Measure the kernels tier's cost: the wheels' download, the venv's install, the run.
 
 Run from the repository root, with the Python of a venv that has the package
-installed (``wheels.py`` reads the engines' releases from it)::
+installed (``python -m adapters.engines.wheels`` reads the engines' releases
+from it)::
 
     python benchmarks/kernels_tier.py [--work DIR]
 
 Everything starts cold, in ``--work`` (a new temporary folder by default): the
-three engine wheels downloaded into an empty cache, the tier's venv made from
+registered engines' wheels downloaded into an empty cache, the tier's venv made from
 nothing (torch 2.13.0 CPU, triton 3.9.0, numpy, einops, packaging, the
 package), then made again warm (what every later run pays: the package
 reinstalled), then ``python -m pytest -m kernels tests/kernels`` on that venv
@@ -28,7 +29,6 @@ from pathlib import Path
 from typing import Final
 
 ROOT: Final = Path(__file__).resolve().parents[1]
-ENGINES: Final = ROOT / "adapters" / "engines"
 
 
 def _timed(command: list[str], env: dict[str, str], /) -> tuple[float, str]:
@@ -57,11 +57,11 @@ def main() -> int:
         "SSM_ROLLBACK_ENGINE_CACHE": str(cache),
         "SSM_ROLLBACK_KERNELS_VENV": str(venv),
     }
-    download, _ = _timed([sys.executable, str(ENGINES / "wheels.py")], env)
+    download, _ = _timed([sys.executable, "-m", "adapters.engines.wheels"], env)
     wheels_mb = _megabytes(cache / "wheels")
-    cold, _ = _timed([sys.executable, str(ENGINES / "environment.py")], env)
+    cold, _ = _timed([sys.executable, "-m", "adapters.engines.environment"], env)
     venv_mb = _megabytes(venv)
-    warm, _ = _timed([sys.executable, str(ENGINES / "environment.py")], env)
+    warm, _ = _timed([sys.executable, "-m", "adapters.engines.environment"], env)
     tier, outcome = _timed([sys.executable, "-m", "pytest", "-m", "kernels", "tests/kernels"], env)
     print(
         f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"

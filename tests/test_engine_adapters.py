@@ -16,9 +16,9 @@ from typing import Final
 
 import pytest
 
+from adapters.engines.registry import ENGINES
 from tests.child import ROOT
 
-ENGINES: Final = ROOT / "adapters" / "engines"
 PROTOCOL_PAGE: Final = ROOT / "docs" / "protocol.md"
 _OFFERS: Final = {
     "vllm": ("vllm-bf16", "snapshot"),
@@ -54,7 +54,7 @@ _ENV: Final = {**os.environ, "PYTHONPATH": str(ROOT)}
 def _exchange(engine: str, *requests: object, arguments: tuple[str, ...] = ()) -> list[object]:
     lines = "".join(json.dumps(request) + "\n" for request in requests)
     finished = subprocess.run(
-        [sys.executable, str(ENGINES / f"{engine}_adapter.py"), *arguments],
+        [sys.executable, "-m", f"adapters.engines.{engine}", *arguments],
         input=lines,
         capture_output=True,
         text=True,
@@ -82,6 +82,15 @@ def test_each_engine_adapter_describes_the_one_pipeline_and_design_it_computes(
             "replay": {"pipelines": [pipeline], "layouts": ["pre-conv"], "designs": [design]},
         }
     }
+
+
+def test_the_registry_lists_each_engine_with_the_pipeline_design_and_release_it_describes() -> None:
+    # A new engine is a module and a row in adapters/engines/registry.py; the
+    # describe test above runs each row's adapter by its name and pins its reply.
+    rows = {
+        name: (row.pipeline, row.design, row.wheel.requirement) for name, row in ENGINES.items()
+    }
+    assert rows == {name: (*_OFFERS[name], RELEASES[name]) for name in _OFFERS}
 
 
 def test_the_control_build_says_so_in_its_name() -> None:

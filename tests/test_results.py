@@ -3,15 +3,14 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
-import sys
 from pathlib import Path
 from typing import Any, Final
 
 import pytest
 
+from adapters.engines.registry import ENGINES
 from ssm_rollback_spec.harness import check_report
 from ssm_rollback_spec.harness.clauses import CLAUSES
 from ssm_rollback_spec.harness.files import MAX_FILE_BYTES
@@ -329,26 +328,15 @@ def test_the_html_page_runs_no_script_and_fetches_nothing(
     assert set(re.findall(r'href="(https?://[^"]*)"', page)) == {LINK}
 
 
-def test_the_committed_engines_page_has_every_clause_and_each_engines_pinned_release(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_the_committed_engines_page_has_every_clause_and_each_engines_pinned_release() -> None:
     # The kernels tier checks the page against a fresh run; this says at once
     # when an engine's pinned release moved and the page was not regenerated.
-    spec = importlib.util.spec_from_file_location(
-        "engine_wheels", ROOT / "adapters" / "engines" / "wheels.py"
-    )
-    assert spec is not None
-    assert spec.loader is not None
-    wheels = importlib.util.module_from_spec(spec)
-    # Its dataclasses look their module up by name while they are made.
-    monkeypatch.setitem(sys.modules, spec.name, wheels)
-    spec.loader.exec_module(wheels)
     page = (ROOT / "docs" / "results.md").read_text(encoding="utf-8")
     header = next(line for line in page.splitlines() if line.startswith("| Clause |"))
     columns = header.strip("| ").split(" | ")[1:]
     # The engines' kernels columns; the llama.cpp tier checks its own (tests/llamacpp/results.py).
     releases = [cell.split("<br>")[1] for cell in columns if "(adapters/engines)" in cell]
-    assert releases == sorted(engine.requirement for engine in wheels.ENGINES.values())
+    assert releases == sorted(engine.wheel.requirement for engine in ENGINES.values())
     assert list(_cells(page)) == list(CLAUSES)
 
 

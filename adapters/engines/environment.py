@@ -1,12 +1,13 @@
 # SPDX-License-Identifier: MIT OR Apache-2.0
 """The kernels tier's own virtual environment: torch 2.13.0 (CPU), triton 3.9.0, numpy, the package.
 
-``python adapters/engines/environment.py`` makes it the first time (under the
-cache folder, or ``$SSM_ROLLBACK_KERNELS_VENV``), installs this clone's
-package into it again every time (so the adapters run the code beside them),
-fetches the three engines' wheels (``wheels.py``), and prints the venv's
-Python, which runs the adapters. Standard library only: the tier's tests and
-``benchmarks/kernels_tier.py`` run it with the suite's own Python.
+``python -m adapters.engines.environment`` (from the repository root) makes
+it the first time (under the cache folder, or ``$SSM_ROLLBACK_KERNELS_VENV``),
+installs this clone's package into it again every time (so the adapters run
+the code beside them), fetches every registered engine's wheel (``wheels.py``),
+and prints the venv's Python, which runs the adapters. Standard library and
+the package only: the tier's tests and ``benchmarks/kernels_tier.py`` run it
+with the suite's own Python.
 
 vLLM's ``replay_batch`` imports vLLM's own metadata builder and GDN layer,
 which import its configuration (pydantic, transformers and the rest): the venv
@@ -30,7 +31,7 @@ import venv
 from pathlib import Path
 from typing import Final
 
-import wheels
+from . import wheels
 
 __all__ = ["REQUIREMENTS", "VENV_ENV", "KernelsVenvError", "main", "venv_path"]
 
@@ -103,13 +104,14 @@ def prepare() -> Path:
     _pip(python, "install", "--no-deps", "--no-build-isolation", "--force-reinstall", str(_ROOT))
     # The wheels are fetched by the venv's pip, for the venv's Python.
     done = subprocess.run(
-        [str(python), str(Path(__file__).with_name("wheels.py"))],
+        [str(python), "-m", "adapters.engines.wheels"],
         capture_output=True,
         text=True,
         check=False,
+        cwd=_ROOT,
     )
     if done.returncode != 0:
-        raise KernelsVenvError(done.stderr.strip() or "wheels.py failed")
+        raise KernelsVenvError(done.stderr.strip() or "adapters.engines.wheels failed")
     return python
 
 
@@ -118,7 +120,7 @@ def main() -> int:
     try:
         python = prepare()
     except KernelsVenvError as error:
-        sys.stderr.write(f"environment.py: {error}\n")
+        sys.stderr.write(f"adapters.engines.environment: {error}\n")
         return 1
     sys.stdout.write(f"{python}\n")
     return 0

@@ -125,7 +125,7 @@ def _patch_autotuner() -> None:
     def first_config(self: Any, kwargs: Any) -> Any:
         return prune(self, kwargs)[:1]
 
-    Autotuner.prune_configs = first_config  # type: ignore[method-assign]
+    Autotuner.prune_configs = first_config
 
 
 def _patch_loop_variables(interp: Any) -> None:

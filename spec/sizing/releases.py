@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: MIT OR Apache-2.0
 """The engine releases the sizing views follow: each distribution, version and licence, once.
 
-The kernel adapters (``adapters/engines/wheels.py``) fetch the same releases,
-so a new version is written here and nowhere else.
+The kernel adapters (each engine's ``WHEEL`` under ``adapters/engines/``)
+fetch the same releases, so a new version is written here and nowhere else.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-__all__ = ["LLAMA_CPP", "LLAMA_CPP_COMMIT", "SGLANG", "VLLM", "Release"]
+__all__ = ["FLA", "LLAMA_CPP", "LLAMA_CPP_COMMIT", "SGLANG", "VLLM", "Release"]
 
 
 @dataclass(frozen=True)
@@ -35,6 +35,9 @@ class Release:
 VLLM: Final = Release("vLLM", "vllm", "0.33.0", "Apache-2.0")
 #: SGLang, as the sglang views and the kernel adapters read it.
 SGLANG: Final = Release("SGLang", "sglang", "0.5.23", "Apache-2.0")
+#: FLA (flash-linear-attention's kernels, the ``fla-core`` wheel), as its kernel
+#: adapter reads it; no sizing view follows it.
+FLA: Final = Release("FLA", "fla-core", "0.6.0", "MIT")
 #: llama.cpp, as the llama.cpp view reads it: the sdist of llama-cpp-python,
 #: which vendors llama.cpp (``vendor/llama.cpp``, its LICENSE the MIT License).
 LLAMA_CPP: Final = Release("llama.cpp", "llama-cpp-python", "0.3.36", "MIT")

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT OR Apache-2.0
-"""The kernels tier's venv, made or refreshed once a session (adapters/engines/environment.py)."""
+"""The kernels tier's venv, made or refreshed once a session (adapters.engines.environment)."""
 
 from __future__ import annotations
 
@@ -31,7 +31,8 @@ def kernels_python(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 def _prepare(folder: Path, /) -> None:
     finished = subprocess.run(
-        [sys.executable, str(ROOT / "adapters" / "engines" / "environment.py")],
+        [sys.executable, "-m", "adapters.engines.environment"],
+        cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=1800,

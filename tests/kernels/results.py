@@ -17,12 +17,12 @@ machines, and the committed page must not.
 
 from __future__ import annotations
 
-import shlex
 import subprocess
 import sys
 from typing import TYPE_CHECKING, Final
 
 from tests.child import ROOT, run_module
+from tests.kernels import engines
 from tests.llamacpp import results as llamacpp_results
 
 if TYPE_CHECKING:
@@ -47,8 +47,8 @@ HEADER: Final = (
     "<!-- SPDX-License-Identifier: MIT OR Apache-2.0 -->\n"
     "<!-- Generated from the kernels tier's reports: python -m tests.kernels.results -->\n"
 )
-#: The engine adapters on the page.
-ENGINES: Final = ("fla", "sglang", "vllm")
+#: The engine adapters on the page: every one the registry lists.
+ENGINES: Final = tuple(sorted(engines.ENGINES))
 #: Each run of an engine: its command's arguments (the adapter command is added).
 KINDS: Final = {
     "vectors": ("vectors", "run", "--clause", "RB-REPLAY"),
@@ -63,7 +63,7 @@ def run_report(python: str, engine: str, kind: str, /) -> tuple[int, Path]:
     REPORTS.mkdir(parents=True, exist_ok=True)
     report = REPORTS / f"{engine}-{kind}.json"
     report.unlink(missing_ok=True)
-    adapter = shlex.join([python, str(ROOT / "adapters" / "engines" / f"{engine}_adapter.py")])
+    adapter = engines.command(python, engine)
     # A first replay imports torch and interprets the kernels: seconds, not the default 10.
     finished = run_module(
         "ssm_rollback_spec.tools.cli",
@@ -120,7 +120,8 @@ def main(argv: list[str] | None = None) -> int:
         PAGE.write_text(with_other_tiers(page(reports)), encoding="utf-8")
         return 0
     made = subprocess.run(
-        [sys.executable, str(ROOT / "adapters" / "engines" / "environment.py")],
+        [sys.executable, "-m", "adapters.engines.environment"],
+        cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=1800,

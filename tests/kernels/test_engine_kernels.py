@@ -2,16 +2,16 @@
 """The engines' own kernels judged by the replay corpus and the replay properties (docs/engines.md).
 
 Each engine adapter (adapters/engines/) runs its engine's released kernels,
-under Triton's CPU interpreter here. For each engine: the corpus's cases of
-its pipeline pass within their stated bound through ``vectors run``; ``check``
-runs the replay properties through it and they pass; and its control build,
-one off in the accepted count, fails.
+under Triton's CPU interpreter here. For each engine the registry lists
+(``adapters/engines/registry.py``): the corpus's cases of its pipeline pass
+within their stated bound through ``vectors run``; ``check`` runs the replay
+properties through it and they pass; and its control build, one off in the
+accepted count, fails.
 """
 
 from __future__ import annotations
 
 import json
-import shlex
 import subprocess
 from typing import TYPE_CHECKING, Any, Final
 
@@ -19,7 +19,7 @@ import pytest
 
 from ssm_rollback_spec import corpus
 from tests.child import ROOT, run_module
-from tests.kernels import results
+from tests.kernels import engines, results
 from tests.once import once_per_run
 
 if TYPE_CHECKING:
@@ -27,23 +27,18 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.kernels
 
-ENGINES_DIR: Final = ROOT / "adapters" / "engines"
 REPLAY: Final = ROOT / "vectors" / "replay"
-#: Each engine adapter's pipeline, as its describe states it.
-PIPELINES: Final = {"vllm": "vllm-bf16", "sglang": "sglang-bf16", "fla": "fla-bf16"}
+#: Each engine adapter's pipeline, as its registry row declares it (the
+#: everyday suite checks that its describe states it: tests/test_engine_adapters.py).
+PIPELINES: Final = {name: adapter.pipeline for name, adapter in engines.ENGINES.items()}
 #: The engine adapters that answer replay_batch with their engine's own bookkeeping.
-BATCH_ENGINES: Final = ("vllm", "sglang")
-#: The licence each engine's wheel states in its own metadata.
+BATCH_ENGINES: Final = tuple(
+    name for name, adapter in engines.ENGINES.items() if adapter.replay_batch is not None
+)
+#: The licence each engine's row expects its wheel's own metadata to state.
 LICENSES: Final = {
-    "vllm==0.33.0": "Apache-2.0",
-    "sglang==0.5.23": "Apache-2.0",
-    "fla-core==0.6.0": "MIT",
+    adapter.wheel.requirement: adapter.wheel.license for adapter in engines.ENGINES.values()
 }
-
-
-def _command(python: str, engine: str, /, *flags: str) -> str:
-    program = ENGINES_DIR / f"{engine}_adapter.py"
-    return shlex.join([python, str(program), *flags])
 
 
 def _cli(tmp_path: Path, /, *arguments: str) -> tuple[int, dict[str, Any]]:
@@ -81,7 +76,8 @@ def _cases(pipeline: str, /) -> list[corpus.ReplayCase]:
 
 def test_the_engine_wheels_state_the_licences_named(kernels_python: str) -> None:
     finished = subprocess.run(
-        [kernels_python, str(ENGINES_DIR / "wheels.py")],
+        [kernels_python, "-m", "adapters.engines.wheels"],
+        cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=1800,
@@ -132,7 +128,7 @@ def test_check_runs_the_replay_properties_through_the_engine_kernels(
 def test_the_engine_adapters_off_by_one_control_fails(
     tmp_path: Path, kernels_python: str, engine: str
 ) -> None:
-    command = _command(kernels_python, engine, "--control", "off-by-one")
+    command = engines.command(kernels_python, engine, "--control", "off-by-one")
     status, report = _cli(
         tmp_path, "vectors", "run", "--impl-cmd", command, "--clause", "RB-REPLAY"
     )
@@ -151,7 +147,7 @@ FLA_CHUNK_BOUND: Final = 1.2e-2
 def test_flas_chunk_rule_is_within_its_measured_distance_of_the_model(
     tmp_path: Path, kernels_python: str
 ) -> None:
-    command = _command(kernels_python, "fla", "--rule", "chunk")
+    command = engines.command(kernels_python, "fla", "--rule", "chunk")
     _, report = _cli(tmp_path, "vectors", "run", "--impl-cmd", command, "--clause", "RB-REPLAY")
     mine = {case.case_id for case in _cases("fla-bf16")}
     errors = {}
@@ -188,7 +184,7 @@ def right():
     product[(1,)](x, y, out, cast, n=1024)
     return bool((out == x * y).all()) and bool((cast == (x.float() * 1.25).bfloat16()).all())
 before = right()
-import interpreter_patches
+from adapters.engines import interpreter_patches
 interpreter_patches.apply()
 print(before, right())
 """
@@ -196,7 +192,7 @@ print(before, right())
 
 def test_the_interpreter_needs_and_gets_its_bf16_change(kernels_python: str) -> None:
     finished = subprocess.run(
-        [kernels_python, "-c", _BF16_PROBE, str(ENGINES_DIR)],
+        [kernels_python, "-c", _BF16_PROBE, str(ROOT)],
         capture_output=True,
         text=True,
         timeout=600,

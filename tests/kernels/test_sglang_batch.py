@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT OR Apache-2.0
-"""SGLang's own batch bookkeeping judged by the batch cases (adapters/engines/sglang_batch.py).
+"""SGLang's own batch bookkeeping judged by the batch cases (adapters/engines/sglang/batch.py).
 
 The SGLang adapter answers ``replay_batch`` with SGLang 0.5.23's Mamba pool,
 verify and commit, on its default path (a state per draft token) and on
@@ -35,6 +35,7 @@ from ssm_rollback_spec.replay.cases import make_case, make_layer
 from ssm_rollback_spec.replay.designs.sglang import SglangGdnReplaySsm
 from ssm_rollback_spec.replay.layer import Pipeline, as_module_holds
 from tests.child import ROOT
+from tests.kernels import engines
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -46,7 +47,6 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.kernels
 
-ADAPTER: Final = ROOT / "adapters" / "engines" / "sglang_adapter.py"
 BATCH: Final = ROOT / "vectors" / "replay" / "batch.json"
 PIPELINE: Final = Pipeline.SGLANG_BF16
 #: The paths of SGLang's the adapter drives, and the flag that chooses one.
@@ -171,8 +171,9 @@ def sglang_cases(path: str, /) -> list[ReplayCase]:
 def _replies(python: str, cases: list[ReplayCase], /, *flags: str) -> list[dict[str, Any]]:
     lines = "".join(json.dumps(case.request) + "\n" for case in cases)
     finished = subprocess.run(
-        [python, str(ADAPTER), *flags],
+        engines.argv(python, "sglang", *flags),
         input=lines,
+        cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=1200,

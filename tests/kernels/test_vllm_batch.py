@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT OR Apache-2.0
-"""vLLM's own GDN bookkeeping over the corpus's batches (adapters/engines/vllm_batch.py).
+"""vLLM's own GDN bookkeeping over the corpus's batches (adapters/engines/vllm/batch.py).
 
 The vLLM adapter answers ``replay_batch`` with vLLM 0.33.0's
 ``GDNAttentionMetadataBuilder.build`` and its GDN layer's ``_forward_core``,
@@ -12,20 +12,19 @@ release ``describe`` reports, and a malformed one is one line.
 from __future__ import annotations
 
 import json
-import shlex
 import subprocess
 from typing import TYPE_CHECKING, Any, Final
 
 import pytest
 
 from tests.child import ROOT, run_module
+from tests.kernels import engines
 
 if TYPE_CHECKING:
     from pathlib import Path
 
 pytestmark = pytest.mark.kernels
 
-ADAPTER: Final = ROOT / "adapters" / "engines" / "vllm_adapter.py"
 BATCHES: Final = ROOT / "vectors" / "replay" / "batch.json"
 
 
@@ -36,7 +35,7 @@ def _vllm_batch_cases() -> set[str]:
 
 def _run(tmp_path: Path, python: str, /, *flags: str) -> tuple[int, dict[str, Any], str]:
     report = tmp_path / "report.json"
-    command = shlex.join([python, str(ADAPTER), *flags])
+    command = engines.command(python, "vllm", *flags)
     finished = run_module(
         "ssm_rollback_spec.tools.cli",
         *("vectors", "run", "--impl-cmd", command, "--clause", "RB-REPLAY-12"),
@@ -110,8 +109,9 @@ def test_the_release_that_shipped_a_real_bug_fails_and_the_fix_passes(
 
 def _describe(python: str, /, *flags: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [python, str(ADAPTER), *flags],
+        engines.argv(python, "vllm", *flags),
         input='{"op":"describe"}\n',
+        cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=120,
@@ -133,5 +133,5 @@ def test_a_malformed_version_is_one_line(kernels_python: str) -> None:
     assert finished.returncode == 2
     assert finished.stdout == ""
     assert finished.stderr == (
-        "vllm_adapter.py: --version 'latest' is not a release number such as 0.33.0\n"
+        "adapters.engines.vllm: --version 'latest' is not a release number such as 0.33.0\n"
     )

@@ -330,7 +330,7 @@ class _Batch:
 def run_batch(engine: Any, inputs: BatchInputs, /) -> list[ReplayState]:
     """Each entry's state after its step, from vLLM's builder and layer core.
 
-    ``engine`` is the names :func:`kernels.load_vllm_package` gives.
+    ``engine`` is the names :func:`load.load_package` gives.
     """
     batch = _Batch(engine, inputs)
     return [state for step in inputs.steps for state in batch.step(step)]

@@ -2,7 +2,7 @@
 """vLLM 0.33.0's speculative GDN path over the protocol's ``replay`` and ``replay_batch``.
 
 ``replay_batch`` runs vLLM's own bookkeeping: its GDN metadata builder and
-its layer's ``_forward_core`` (``vllm_batch.py``, which says what stands in),
+its layer's ``_forward_core`` (``batch.py``, which says what stands in),
 in its cache mode ``--cache-mode align`` (the default, with prefix caching) or
 ``none``. ``replay`` (below) runs the two kernels for one sequence.
 
@@ -36,13 +36,11 @@ weights, and h in a BF16 cache (vLLM's ``mamba_ssm_cache_dtype`` "auto",
 
 from __future__ import annotations
 
-import sys
 from typing import TYPE_CHECKING, Any, Final
 
-import kernels
-import serve
-import vllm_batch
-import wheels
+from .. import kernels, serve, wheels
+from . import batch as vllm_batch
+from .load import WHEEL, load, load_package
 
 if TYPE_CHECKING:
     from ssm_rollback_spec.harness.replay_wire import ReplayBatchRequest, ReplayState
@@ -56,7 +54,7 @@ def replay(
     """The state after each round, from vLLM's kernels."""
     import torch  # noqa: PLC0415
 
-    conv_module, gating = kernels.load_vllm()
+    conv_module, gating = load()
     on = torch.device(device.value)
     bf16 = torch.bfloat16
     nk, dk, nv, dv, width = request.dims
@@ -131,7 +129,7 @@ def replay_batch(
     """Each entry's state after its step, from vLLM's metadata builder and GDN layer core."""
     import torch  # noqa: PLC0415
 
-    engine = kernels.load_vllm_package()
+    engine = load_package()
     on = torch.device(device.value)
     dims = request["dims"]
     shape = serve.layer_dims(dims)
@@ -170,36 +168,35 @@ def replay_batch(
         tensor(request.get("a_log", [])),
         tensor(request.get("dt_bias", [])),
     )
-    inputs = vllm_batch.BatchInputs(
+    batch = vllm_batch.BatchInputs(
         dims=shape,
         weights=weights,
         steps=steps,
         slots=request["slots"],
         mode=vllm_batch.CacheMode(cache_mode),
         on=on,
-        release=tuple(int(part) for part in wheels.selected("vllm").version.split(".")[:3]),
+        release=tuple(int(part) for part in wheels.selected(WHEEL).version.split(".")[:3]),
     )
     from triton.runtime.errors import InterpreterError  # noqa: PLC0415
 
     try:
-        return vllm_batch.run_batch(engine, inputs)
+        return vllm_batch.run_batch(engine, batch)
     except InterpreterError as error:
         # Before 0.32.0 vLLM's FLA chunk rule (its prefill, which a decode with
         # no drafts beside drafted windows is sent to) uses tl.make_block_ptr.
         if "Block pointers" not in str(error):
             raise
         raise serve.EngineLimitError(
-            BLOCK_POINTERS.format(wheels.selected("vllm").version)
+            BLOCK_POINTERS.format(wheels.selected(WHEEL).version)
         ) from None
 
 
-ADAPTER = serve.EngineAdapter(
-    "vllm",
+#: vLLM's row in the registry.
+ADAPTER: Final = serve.EngineAdapter(
+    WHEEL,
     "vllm-bf16",
+    "snapshot",
     replay,
     replay_batch=replay_batch,
     cache_modes=tuple(mode.value for mode in vllm_batch.CacheMode),
 )
-
-if __name__ == "__main__":
-    sys.exit(serve.main(ADAPTER))

@@ -88,7 +88,7 @@ with the names above; nothing of SGLang's is copied into this repository.
 The pipeline is ``sglang-bf16`` (BF16 activations and conv state, FP32
 ``temporal``). A window shorter than ``draft_token_num`` (the request's
 longest) is padded with zero rows, which no accepted count reaches. The key
-heads are padded to 32 channels as for ``replay`` (sglang_adapter.py).
+heads are padded to 32 channels as for ``replay`` (adapter.py).
 """
 
 from __future__ import annotations
@@ -109,9 +109,9 @@ import zipfile
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-import kernels
-import serve
-import wheels
+from .. import serve, wheels
+from ..kernels import load_file
+from .load import WHEEL, load
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -125,7 +125,7 @@ __all__ = ["RING_LENGTH", "SMALLEST_KEY_HEAD", "BatchPath", "Shapes", "replay_ba
 RING_LENGTH: Final = 16
 #: The smallest key head size SGLang's ReplaySSM kernels take.
 SMALLEST_KEY_HEAD: Final = 32
-#: The wheel's files the batch reads, beyond the kernel modules kernels.py loads.
+#: The wheel's files the batch reads, beyond the kernel modules load.py loads.
 _FILES: Final = (
     "sglang/srt/mem_cache/allocator/mamba.py",
     "sglang/srt/mem_cache/memory_pool.py",
@@ -151,7 +151,7 @@ class BatchPath(enum.Enum):
 
 def _sources() -> Path:
     """The folder holding the wheel's bookkeeping files, unpacked once beside its kernels."""
-    engine = wheels.ENGINES["sglang"]
+    engine = WHEEL
     wheels.fetch(engine)  # the wheel, downloaded and its licence checked
     root = wheels.cache_root()
     folder = root / "unpacked" / f"{engine.distribution}-{engine.version}-bookkeeping"
@@ -168,7 +168,7 @@ def _sources() -> Path:
 
 def _extract(
     name: str, path: Path, wanted: Mapping[str, tuple[str, ...] | None], names: dict[str, Any], /
-) -> types.ModuleType:
+) -> Any:
     """The definitions ``wanted`` from ``path``, compiled with its name and lines, run in ``names``.
 
     A class named with a tuple keeps only those methods (and no bases);
@@ -288,7 +288,7 @@ def _engine() -> _Engine:
     """SGLang's bookkeeping, verify and commit code, loaded once (after kernels.prepare)."""
     import torch  # noqa: PLC0415
 
-    conv, replayssm = kernels.load_sglang()
+    conv, replayssm = load()
     root = _sources() / "sglang"
     srt = root / "srt"
     utils = sys.modules["sglang.srt.utils"]
@@ -298,7 +298,7 @@ def _engine() -> _Engine:
         is_hip=lambda: False,
         is_sm90_supported=lambda: False,
     )
-    recurrent = kernels.load_file(
+    recurrent = load_file(
         "sglang.kernels.ops.attention.linear.fused_sigmoid_gating_recurrent",
         root / "kernels/ops/attention/linear/fused_sigmoid_gating_recurrent.py",
     )

@@ -22,22 +22,50 @@ FLA's kernels for every step:
 The pipeline is ``fla-bf16``: BF16 activations and conv state, FP32 state h
 (FLA's final state is always FP32, ``fused_recurrent.py`` about lines
 211-216).
+
+Run from the repository root as ``python -m adapters.engines.fla [--rule
+recurrent|chunk]`` with the flags every engine adapter takes (``serve.py``).
+FLA's kernel modules import nothing of FLA's that must stand in: its own
+``fla.utils`` and ``fla.ops`` helpers import as they are; only the package
+``__init__`` files of ``fla``, ``fla.ops``, ``fla.ops.gated_delta_rule``,
+``fla.modules`` and ``fla.modules.causal_conv1d`` are skipped (they import
+every layer and model).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
-import kernels
-import serve
+from ssm_rollback_spec.sizing.releases import FLA
+
+from . import kernels, serve, wheels
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from ssm_rollback_spec.harness.replay_wire import ReplayState
 
-__all__ = ["main", "replay"]
+__all__ = ["ADAPTER", "WHEEL", "load", "main", "replay"]
+
+#: FLA's release and the files its adapter imports (the whole package's Python).
+WHEEL: Final = wheels.Engine.pinned("fla", FLA, ("fla/",))
+
+
+def load() -> tuple[Any, Any, Any]:
+    """The selected FLA release's conv update, fused recurrent rule and chunk rule modules."""
+    fla = wheels.selected(WHEEL)
+    root = wheels.fetch(fla) / "fla"
+    kernels.package("fla", root)
+    kernels.stub("fla", __version__=fla.version)
+    for name in ("ops", "ops/gated_delta_rule", "modules", "modules/causal_conv1d"):
+        kernels.package("fla." + name.replace("/", "."), root / name)
+    conv = importlib.import_module("fla.modules.causal_conv1d.ops")
+    recurrent = importlib.import_module("fla.ops.gated_delta_rule.fused_recurrent")
+    chunk = importlib.import_module("fla.ops.gated_delta_rule.chunk")
+    return conv, recurrent, chunk
 
 
 def replay(
@@ -47,7 +75,7 @@ def replay(
     import numpy as np  # noqa: PLC0415
     import torch  # noqa: PLC0415
 
-    conv_module, recurrent, chunk = kernels.load_fla()
+    conv_module, recurrent, chunk = load()
     on = torch.device(device.value)
     bf16, f32 = torch.bfloat16, torch.float32
     nk, dk, nv, dv, width = request.dims
@@ -116,6 +144,18 @@ def replay(
     return states
 
 
+def _recurrent(
+    request: serve.Arrays, device: kernels.Device, build: serve.Build, /
+) -> list[ReplayState]:
+    return replay(request, device, build)
+
+
+#: FLA's row in the registry: its fused recurrent rule (``--rule recurrent``, the default).
+ADAPTER: Final = serve.EngineAdapter(
+    WHEEL, "fla-bf16", "minimal-pre-conv", _recurrent, "rule recurrent"
+)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Serve FLA's kernels; ``--rule chunk`` replays through the chunk rule."""
     arguments = list(sys.argv[1:] if argv is None else argv)
@@ -124,7 +164,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         at = arguments.index("--rule")
         rule = arguments[at + 1] if at + 1 < len(arguments) else ""
         if rule not in {"recurrent", "chunk"}:
-            sys.stderr.write("fla_adapter.py: error: --rule must be recurrent or chunk\n")
+            sys.stderr.write("adapters.engines.fla: error: --rule must be recurrent or chunk\n")
             return 2
         del arguments[at : at + 2]
 
@@ -133,7 +173,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ) -> list[ReplayState]:
         return replay(request, device, build, rule)
 
-    return serve.main(serve.EngineAdapter("fla", "fla-bf16", run, f"rule {rule}"), arguments)
+    chosen = dataclasses.replace(ADAPTER, replay=run, variant=f"rule {rule}")
+    return serve.main(chosen, arguments)
 
 
 if __name__ == "__main__":

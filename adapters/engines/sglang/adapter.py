@@ -41,12 +41,11 @@ dropped from the state reported.
 
 from __future__ import annotations
 
-import sys
 from typing import TYPE_CHECKING, Any, Final
 
-import kernels
-import serve
-import sglang_batch
+from .. import kernels, serve
+from . import batch as sglang_batch
+from .load import WHEEL, load
 
 if TYPE_CHECKING:
     from ssm_rollback_spec.harness.replay_wire import ReplayBatchRequest, ReplayState
@@ -64,7 +63,7 @@ def replay(  # noqa: PLR0915 - one round of the engine, step by step
     import numpy as np  # noqa: PLC0415
     import torch  # noqa: PLC0415
 
-    conv_module, replayssm = kernels.load_sglang()
+    conv_module, replayssm = load()
     on = torch.device(device.value)
     bf16, f32 = torch.bfloat16, torch.float32
     shapes = sglang_batch.Shapes(*request.dims)
@@ -207,13 +206,12 @@ def replay_batch(
     return sglang_batch.replay_batch(request, sglang_batch.BatchPath(path), build.accepted)
 
 
-ADAPTER = serve.EngineAdapter(
-    "sglang",
+#: SGLang's row in the registry.
+ADAPTER: Final = serve.EngineAdapter(
+    WHEEL,
     "sglang-bf16",
+    "sglang-gdn-replayssm",
     replay,
     replay_batch=replay_batch,
     cache_modes=tuple(path.value for path in sglang_batch.BatchPath),
 )
-
-if __name__ == "__main__":
-    sys.exit(serve.main(ADAPTER))

@@ -1,0 +1,16 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
+"""vLLM's engine adapter: ``python -m adapters.engines.vllm`` (docs/engines.md).
+
+- ``load.py``: the wheel (``WHEEL``: vLLM's release and the files the adapter
+  imports) and the loaders of its kernels and of its whole package;
+- ``adapter.py``: ``replay`` with the two kernels, ``replay_batch`` through
+  ``batch.py``, and ``ADAPTER``, the engine's row in ``registry.py``;
+- ``batch.py``: vLLM's own GDN bookkeeping over a batch;
+- ``__main__.py``: the command.
+"""
+
+from __future__ import annotations
+
+from .adapter import ADAPTER
+
+__all__ = ["ADAPTER"]
