@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 import pytest
 
@@ -27,6 +27,20 @@ pytest_plugins = ("ssm_rollback_spec.harness.pytest_plugin",)
 # the source tree, where no build or copy of the tree can pick it up.
 if os.environ.pop("PYTHONDONTWRITEBYTECODE", None) is not None:
     os.environ["PYTHONPYCACHEPREFIX"] = str(ROOT / ".pytest_cache" / "pycache")
+
+
+#: The longest tests, by name, wherever their files move: run first, so that
+#: under ``-n`` they overlap the many short ones instead of ending the run on
+#: one worker while the others wait (each runs a document's commands, a
+#: minute or so).
+_LONGEST_FIRST: Final = ("test_every_command_a_document_shows_works_as_pasted",)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Move the longest tests to the front, in the order they were collected."""
+    first = [item for item in items if getattr(item, "originalname", None) in _LONGEST_FIRST]
+    items[:] = first + [item for item in items if item not in first]
 
 
 @pytest.fixture(scope="session")

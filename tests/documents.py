@@ -348,6 +348,7 @@ class Runner:
             "PIP_DISABLE_PIP_VERSION_CHECK": "1",
             "PYTHONPATH": str(plugins),
             "PYTEST_ADDOPTS": "-p documents_speed",
+            **installed.hypothesis_storage,
         }
         self._folders = 0
         probe = "import ssm_rollback_spec; print(ssm_rollback_spec.__file__)"

@@ -9,8 +9,10 @@ the pipeline (docs/replay.md, "Judging a runtime's replay").
 from __future__ import annotations
 
 import copy
+import functools
 import random
 import re
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 import pytest
@@ -38,18 +40,38 @@ if TYPE_CHECKING:
 
     from ssm_rollback_spec.harness.driver import Implementation
 
-_ALL_CASES: Final = load_replay_cases(replay_corpus_directory())
-_CASES: Final = [case for case in _ALL_CASES if case.request["op"] == "replay"]
-#: The batch cases (``replay_batch``, opt-in apart from ``replay``).
-_BATCH_CASES: Final = [case for case in _ALL_CASES if case.request["op"] == "replay_batch"]
-#: The bound per pipeline for an implementation compared with itself, as the
-#: corpus states it ("self", or else "kernel").
-_BOUND: Final = {case.pipeline: case.self_tolerance or case.tolerance for case in _CASES}
+
 _NOT_OFFERED: Final = "replay is opt-in, and this implementation does not offer it"
 _BATCH_NOT_OFFERED: Final = "replay_batch is opt-in, and this implementation does not offer it"
 _NONE_OFFERED: Final = (
     "the implementation's describe offers no pipeline of the replay corpus for pre-conv rows"
 )
+
+
+@dataclass(frozen=True)
+class _Corpus:
+    """The shipped replay corpus, split by operation, with the bound of each pipeline."""
+
+    #: The cases of ``replay``.
+    cases: list[ReplayCase]
+    #: The batch cases (``replay_batch``, opt-in apart from ``replay``).
+    batch_cases: list[ReplayCase]
+    #: The bound per pipeline for an implementation compared with itself, as the
+    #: corpus states it ("self", or else "kernel").
+    bound: dict[str, float]
+
+
+@functools.cache
+def _corpus() -> _Corpus:
+    # Read when a replay property first runs, not when the suite is collected:
+    # a run that selects none of them (``check --clause RB-PARSE``) never reads it.
+    every = load_replay_cases(replay_corpus_directory())
+    cases = [case for case in every if case.request["op"] == "replay"]
+    return _Corpus(
+        cases,
+        [case for case in every if case.request["op"] == "replay_batch"],
+        {case.pipeline: case.self_tolerance or case.tolerance for case in cases},
+    )
 
 
 def _offer(impl: Implementation, /) -> ReplayOffer | None:
@@ -60,10 +82,10 @@ def _offer(impl: Implementation, /) -> ReplayOffer | None:
 def _pipelines(impl: Implementation, /) -> list[str]:
     offer = _offer(impl)
     if offer is None:
-        return sorted(_BOUND)
+        return sorted(_corpus().bound)
     if "pre-conv" not in offer.layouts:
         return []
-    return sorted(set(_BOUND) & offer.pipelines)
+    return sorted(set(_corpus().bound) & offer.pipelines)
 
 
 def _replay(
@@ -109,7 +131,7 @@ def _judged(
     measured goes into ``check``'s report.
     """
     pipeline = str(request["pipeline"])
-    bound = _BOUND[pipeline] if bound is None else bound
+    bound = _corpus().bound[pipeline] if bound is None else bound
     case = ReplayCase("property", list(clauses), pipeline, request, expected, bound)
     value = reply.get("ok")
     assert isinstance(value, dict)
@@ -148,7 +170,7 @@ def test_every_shipped_replay_case_is_rebuilt_within_its_bound(impl: Implementat
     # Every case the implementation offers runs; the run is blamed on the
     # failing cases' own clauses alone. The first failure is shown whole, the
     # others named in one line.
-    _shipped_cases_pass(impl, _CASES, "replay")
+    _shipped_cases_pass(impl, _corpus().cases, "replay")
 
 
 @pytest.mark.clause("RB-REPLAY-12")
@@ -157,7 +179,7 @@ def test_every_shipped_batch_gives_each_sequence_its_own_replay(
 ) -> None:
     # The same over replay_batch: each entry's state after its step is its
     # sequence's replay alone; skipped when replay_batch is not offered.
-    _shipped_cases_pass(impl, _BATCH_CASES, "batch")
+    _shipped_cases_pass(impl, _corpus().batch_cases, "batch")
 
 
 def _shipped_cases_pass(impl: Implementation, cases: Sequence[ReplayCase], kind: str, /) -> None:
