@@ -118,9 +118,21 @@ SUPPORTED: Final = {
 }
 
 #: Files the adapters read that an older release keeps at another path, per
-#: engine: (newest release that keeps the old path, path now, path then). None
-#: yet: the releases in :data:`SUPPORTED` keep every member where the pinned one does.
-MOVED: Final[dict[str, tuple[tuple[str, str, str], ...]]] = {"vllm": (), "sglang": (), "fla": ()}
+#: engine: (newest release that keeps the old path, path now, path then). vLLM
+#: moved FLA's gating kernel under ``third_party/`` in 0.26.0; 0.25.1 keeps it
+#: in ``model_executor/layers/fla/ops/`` (read in both wheels). The releases in
+#: :data:`SUPPORTED` keep every member where the pinned one does.
+MOVED: Final[dict[str, tuple[tuple[str, str, str], ...]]] = {
+    "vllm": (
+        (
+            "0.25.1",
+            "vllm/third_party/flash_linear_attention/ops/fused_sigmoid_gating.py",
+            "vllm/model_executor/layers/fla/ops/fused_sigmoid_gating.py",
+        ),
+    ),
+    "sglang": (),
+    "fla": (),
+}
 
 #: A release as the package index spells one (PEP 440's public versions, simply).
 _VERSION: Final = re.compile(r"[0-9]+(\.[0-9]+){0,3}((a|b|rc|\.post|\.dev)[0-9]+)*")
