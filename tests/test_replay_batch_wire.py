@@ -50,9 +50,9 @@ def _joins(sequence: str, slot: int, /, **more: object) -> dict[str, object]:
 
 
 def test_every_batch_case_becomes_one_request_with_a_state_per_entry() -> None:
-    # Five batches (four named shapes and a drawn one) in each of the model's two
+    # Six batches (five named shapes and a drawn one) in each of the model's two
     # pipelines and each engine's whose adapter offers replay_batch (vLLM, SGLang).
-    assert len(BATCHES) == 20
+    assert len(BATCHES) == 24
     for case in BATCHES:
         decoded = decode_replay_batch(case.request)
         assert len(case.expected) == sum(len(batch) for batch in decoded["steps"])

@@ -27,7 +27,9 @@ release driven.
 An adapter whose engine has a batch form (vLLM's, SGLang's) also answers
 ``replay_batch`` with the engine's own bookkeeping, in the engine's cache mode
 ``--cache-mode`` (vLLM: ``align``, the default, or ``none``; SGLang:
-``snapshot``, the default, or ``replayssm``); the others answer
+``snapshot``, the default, or ``replayssm``) and, for vLLM, with the model
+runner ``--runner`` whose accepted counts it takes (``v1``, the default, or
+``v2``: vllm/batch.py); the others answer
 ``unknown-op``, as the reference adapter does, and the batch cases are
 reported as not offered.
 """
@@ -95,19 +97,21 @@ class Build(enum.Enum):
 
 
 if TYPE_CHECKING:
-    #: An engine's batch form: (request, device, build, cache mode) -> each entry's state.
+    #: An engine's batch form: (request, device, build, cache mode, runner) -> each entry's state.
     BatchReplay: TypeAlias = Callable[
-        [ReplayBatchRequest, kernels.Device, Build, str], list[ReplayState]
+        [ReplayBatchRequest, kernels.Device, Build, str, str], list[ReplayState]
     ]
 
 
 @dataclass(frozen=True)
 class Serving:
-    """How this process serves: the device, the build, and the engine's cache mode for batches."""
+    """How this process serves: the device, the build, the cache mode and runner for batches."""
 
     device: kernels.Device
     build: Build
     cache_mode: str
+    #: The engine's model runner for batches ("" where it has one).
+    runner: str = ""
 
 
 @dataclass(frozen=True)
@@ -129,6 +133,8 @@ class EngineAdapter:
     replay_batch: BatchReplay | None = None
     #: The engine's cache modes for a batch (``--cache-mode``), its default first.
     cache_modes: tuple[str, ...] = ()
+    #: The engine's model runners for a batch (``--runner``), its default first.
+    runners: tuple[str, ...] = ()
 
     @property
     def engine(self) -> str:
@@ -262,7 +268,9 @@ def _replay_batch(
         )
     kernels.prepare(serving.device)
     try:
-        states = engine.replay_batch(decoded, serving.device, serving.build, serving.cache_mode)
+        states = engine.replay_batch(
+            decoded, serving.device, serving.build, serving.cache_mode, serving.runner
+        )
         return encode_replay_states(states)
     except EngineLimitError as error:
         raise protocol.ProtocolError(ErrorKind.BAD_REQUEST, str(error)) from None
@@ -311,6 +319,14 @@ def _parser(engine: EngineAdapter, /) -> argparse.ArgumentParser:
             default=engine.cache_modes[0],
             help=f"the engine's cache mode for replay_batch (default: {engine.cache_modes[0]})",
         )
+    if engine.runners:
+        parser.add_argument(
+            "--runner",
+            choices=engine.runners,
+            default=engine.runners[0],
+            help=f"the model runner whose accepted counts replay_batch takes "
+            f"(default: {engine.runners[0]})",
+        )
     pinned = engine.wheel.version
     parser.add_argument(
         "--version",
@@ -332,7 +348,12 @@ def main(engine: EngineAdapter, argv: Sequence[str] | None = None, /) -> int:
         return 2
     build = Build(arguments.control or Build.REAL.value)
     device = kernels.Device(arguments.device)
-    serving = Serving(device, build, str(getattr(arguments, "cache_mode", "")))
+    serving = Serving(
+        device,
+        build,
+        str(getattr(arguments, "cache_mode", "")),
+        str(getattr(arguments, "runner", "")),
+    )
     api = load_python_implementation(REFERENCE).api
     try:
         adapter.serve_lines(

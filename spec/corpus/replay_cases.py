@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Final
 from .. import SPEC_VERSION
 from ..replay.layer import Pipeline
 from .files import SCHEMA_FILE, render_corpus_files, schema_text
-from .replay_decodes import batch_cases, engine_rounds_cases, ggml_cases, rounds_cases
-from .replay_draws import ENGINE_SHAPE
+from .replay_decodes import BATCH_SHAPE, batch_cases, engine_rounds_cases, ggml_cases, rounds_cases
+from .replay_draws import ENGINE_SHAPE, MODEL_PIPELINES
 from .replay_format import (
     BATCH_FILE,
     POST_CONV_FILE,
@@ -78,6 +78,8 @@ _GGML_SEED: Final = 20261203
 #: with the seed of its own stream, so that adding one keeps the others' draws:
 #: their batches are the same plans, in the engine cases' layer.
 _ENGINE_BATCHES: Final = ((Pipeline.VLLM_BF16, 20261203), (Pipeline.SGLANG_BF16, 20261204))
+#: The stream of the batch plans added since (``LATER_BATCH_PLANS``), every pipeline's.
+_LATER_BATCH_SEED: Final = 20261205
 
 
 def _document(
@@ -116,6 +118,11 @@ def generate_replay_vectors() -> dict[str, str]:
     # The engine pipelines' batches draw from their own streams, after the model's.
     for pipeline, seed in _ENGINE_BATCHES:
         batches += batch_cases(random.Random(seed), (pipeline,), ENGINE_SHAPE, len(batches))  # noqa: S311
+    # Shapes added since, from a stream of their own, after every case above.
+    later = random.Random(_LATER_BATCH_SEED)  # noqa: S311
+    batches += batch_cases(later, MODEL_PIPELINES, BATCH_SHAPE, len(batches), later=True)
+    for pipeline, _ in _ENGINE_BATCHES:
+        batches += batch_cases(later, (pipeline,), ENGINE_SHAPE, len(batches), later=True)
     files: dict[str, Mapping[str, object]] = {
         REBUILD_FILE: _document(
             "Replay rebuilds: restore the checkpoint, run the first `accepted` ring rows "

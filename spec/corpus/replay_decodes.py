@@ -44,7 +44,14 @@ if TYPE_CHECKING:
     from ..replay.layer import Array, LayerState
     from ..replay.paths import SeedRow
 
-__all__ = ["batch_cases", "engine_rounds_cases", "ggml_cases", "rounds_cases"]
+__all__ = [
+    "BATCH_SHAPE",
+    "LATER_BATCH_PLANS",
+    "batch_cases",
+    "engine_rounds_cases",
+    "ggml_cases",
+    "rounds_cases",
+]
 
 # The decodes' rounds: (drafts, accepted, reuse the slot after it). Drafts
 # vary (adaptive drafting), short rounds follow long ones so that a ring's
@@ -306,7 +313,26 @@ _BATCH_PLANS_SINCE_ENGINES: Final[Mapping[str, tuple[int, tuple[tuple[_Planned, 
         ),
     ),
 }
-_BATCH_SHAPE: Final = SHAPES[1]
+#: Shapes added for the second real bug (docs/engines.md, "Real bugs"), drawn
+#: after every batch case above so that those keep their bytes
+#: (``replay_cases.py``): a slot taken, right after its holder accepted several,
+#: by a sequence whose first step is a verify, every window with drafts (vLLM
+#: #48132: Model Runner V2 before 0.26.0 leaves the last holder's accepted count
+#: in the batch row outside mode "align"; with no decode without drafts, the
+#: releases before 0.32.0 run it without their prefill kernels).
+LATER_BATCH_PLANS: Final[Mapping[str, tuple[int, tuple[tuple[_Planned, ...], ...]]]] = {
+    "slot-taken-by-a-verify-after-drafts-accepted": (
+        2,
+        (
+            (("s0", 0, 4, 3, 0, True, False), ("s1", 1, 3, 2, 0, True, False)),
+            (("s0", 0, 3, 3, 0, False, True), ("s1", 1, 2, 2, 0, False, False)),
+            (("s2", 0, 3, 2, 0, True, False), ("s1", 1, 4, 2, 0, False, True)),
+            (("s2", 0, 2, 1, 0, False, False), ("s3", 1, 3, 3, 0, True, False)),
+            (("s3", 1, 2, 2, 0, False, True), ("s2", 0, 3, 1, 0, False, True)),
+        ),
+    ),
+}
+BATCH_SHAPE: Final = SHAPES[1]
 _BATCH_DRAWN_STEPS: Final = 10
 _BATCH_DRAWN_SLOTS: Final = 3
 
@@ -342,19 +368,28 @@ def _drawn_plan(rng: random.Random, /) -> tuple[tuple[_Planned, ...], ...]:
 def batch_cases(
     rng: random.Random,
     pipelines: tuple[Pipeline, ...] = MODEL_PIPELINES,
-    shape: rows.GdnShape = _BATCH_SHAPE,
+    shape: rows.GdnShape = BATCH_SHAPE,
     first: int = 0,
     /,
+    *,
+    later: bool = False,
 ) -> list[BatchCase]:
-    """The batch cases: each plan, then a drawn one, in each of ``pipelines``."""
+    """The batch cases: each plan, then a drawn one, in each of ``pipelines``.
+
+    With ``later``, only :data:`LATER_BATCH_PLANS`' cases.
+    """
     draw = drawer(rng)
     layer = make_layer(shape, draw)
-    plans = {
-        **_BATCH_PLANS,
-        "drawn": (_BATCH_DRAWN_SLOTS, _drawn_plan(rng)),
-        # After the drawn plan, so the cases before it keep their draws.
-        **_BATCH_PLANS_SINCE_ENGINES,
-    }
+    plans = (
+        dict(LATER_BATCH_PLANS)
+        if later
+        else {
+            **_BATCH_PLANS,
+            "drawn": (_BATCH_DRAWN_SLOTS, _drawn_plan(rng)),
+            # After the drawn plan, so the cases before it keep their draws.
+            **_BATCH_PLANS_SINCE_ENGINES,
+        }
+    )
     out: list[BatchCase] = []
     for planned_name, (slots, plan) in plans.items():
         for pipeline in pipelines:

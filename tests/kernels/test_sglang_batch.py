@@ -192,7 +192,7 @@ def test_sglangs_own_pool_verify_and_commit_pass_every_batch_case(
     cases = sglang_cases(path)
     replies = _replies(kernels_python, cases, PATH_FLAG, path)
     results = [judge_replay(case, reply) for case, reply in zip(cases, replies, strict=True)]
-    assert len(results) == 5  # the corpus's five plans: four named shapes and a drawn one
+    assert len(results) == 6  # the corpus's six plans: five named shapes and a drawn one
     assert {result.outcome for result in results} == {"passed"}, [r.detail for r in results]
 
 

@@ -190,7 +190,12 @@ def replay(  # noqa: PLR0915 - one round of the engine, step by step
 
 
 def replay_batch(
-    request: ReplayBatchRequest, device: kernels.Device, build: serve.Build, path: str, /
+    request: ReplayBatchRequest,
+    device: kernels.Device,
+    build: serve.Build,
+    path: str,
+    _runner: str,
+    /,
 ) -> list[ReplayState]:
     """Each entry's state after its step, from SGLang's own pool, verify and commit on ``path``.
 

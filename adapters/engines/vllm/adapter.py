@@ -4,7 +4,8 @@
 ``replay_batch`` runs vLLM's own bookkeeping: its GDN metadata builder and
 its layer's ``_forward_core`` (``batch.py``, which says what stands in),
 in its cache mode ``--cache-mode align`` (the default, with prefix caching) or
-``none``. ``replay`` (below) runs the two kernels for one sequence.
+``none``, with the accepted counts of its model runner ``--runner v1`` (the
+default) or ``v2``. ``replay`` (below) runs the two kernels for one sequence.
 
 vLLM keeps no replay ring: a verify writes the state after every window token
 to its own slot, and rolls back when the NEXT verify reads the slot of the
@@ -124,7 +125,12 @@ BLOCK_POINTERS: Final = (
 
 
 def replay_batch(
-    request: ReplayBatchRequest, device: kernels.Device, build: serve.Build, cache_mode: str, /
+    request: ReplayBatchRequest,
+    device: kernels.Device,
+    build: serve.Build,
+    cache_mode: str,
+    runner: str,
+    /,
 ) -> list[ReplayState]:
     """Each entry's state after its step, from vLLM's metadata builder and GDN layer core."""
     import torch  # noqa: PLC0415
@@ -174,6 +180,7 @@ def replay_batch(
         steps=steps,
         slots=request["slots"],
         mode=vllm_batch.CacheMode(cache_mode),
+        runner=vllm_batch.Runner(runner),
         on=on,
         release=tuple(int(part) for part in wheels.selected(WHEEL).version.split(".")[:3]),
     )
@@ -199,4 +206,5 @@ ADAPTER: Final = serve.EngineAdapter(
     replay,
     replay_batch=replay_batch,
     cache_modes=tuple(mode.value for mode in vllm_batch.CacheMode),
+    runners=tuple(runner.value for runner in vllm_batch.Runner),
 )

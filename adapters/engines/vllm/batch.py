@@ -22,6 +22,19 @@ Per step of the batch, as vLLM's runner hands a verify to its GDN layers:
    own conv and gated-delta-rule calls, its gathers of ``a`` and ``b`` and its
    state reads and writes.
 
+With ``--runner v2`` the accepted counts handed to the builder are Model
+Runner V2's own: the release's ``MambaHybridModelState`` (``v1/worker/gpu/
+model_states/mamba_hybrid.py``; vLLM 0.33.0 lines 113-126 and 351-381)
+keeps one count per batch row, which ``add_request`` resets when a request
+takes the row and ``postprocess_state`` sets from the tokens each step
+sampled; the builder is handed the rows' counts, as its ``prepare_attn``
+gathers them. The adapter takes the protocol's slot as the batch row. Its
+object is built without ``__init__`` (which needs the model and encoder
+cache), with the fields those two methods read: no rope state, the counts,
+the cache mode, and no align copy context (no request crosses a block here).
+The rest of the runner's inputs are built as above, V1's; they are V2's too
+for windows with drafts (a decode with no drafts is V1's count, -1 or 0).
+
 A request's state after its step is what its next verify would read: the
 conv window at the offset its accepted count gives, and the block of its
 last accepted token (block-table column ``accepted - 1`` of its spec columns).
@@ -70,6 +83,7 @@ __all__ = [
     "Layer",
     "Pool",
     "Request",
+    "Runner",
     "draft_count",
     "run_batch",
 ]
@@ -86,6 +100,13 @@ class CacheMode(enum.Enum):
 
     ALIGN = "align"
     NONE = "none"
+
+
+class Runner(enum.Enum):
+    """vLLM's model runner whose accepted counts the batch takes: V1's, or V2's own."""
+
+    V1 = "v1"
+    V2 = "v2"
 
 
 class Layer(types.SimpleNamespace):
@@ -119,6 +140,8 @@ class BatchInputs:
     on: Any
     #: The vLLM release's version as numbers, for its runner's step (:func:`draft_count`).
     release: tuple[int, ...]
+    #: Whose accepted counts the builder is handed (the module docstring).
+    runner: Runner = Runner.V1
 
 
 def _config(vllm: Any, mode: CacheMode, num_spec: int, slots: int, /) -> Any:
@@ -238,6 +261,7 @@ class _Batch:
         self.core = functools.partial(engine.GDNLayer._forward_core, layer)  # noqa: SLF001
         self.width, self.heads = width, (nv, dv)
         self.running: dict[str, Request] = {}
+        self.rows = _rows_state(inputs) if inputs.runner is Runner.V2 else None
 
     def conv(self, block: int, /) -> Any:
         """Block ``block``'s conv state as (conv_dim, width - 1 + num_spec), whatever the layout."""
@@ -276,6 +300,10 @@ class _Batch:
             seq_lens_cpu_upper_bound=torch.tensor(seq_lens, dtype=torch.int32),
         )
         accepted = [request.accepted for request, _, _ in rows]
+        if self.rows is not None:
+            # V2's prepare_attn: the counts of the batch rows, as its model state keeps them.
+            slots = torch.tensor([request.slot for request, _, _ in rows], dtype=torch.int64)
+            accepted = self.rows.num_accepted_tokens_gpu[slots].tolist()
         metadata = self.builder.build(
             0,
             common,
@@ -290,6 +318,15 @@ class _Batch:
         finally:
             self.engine.set_context(None)
 
+    def _sampled(self, counts: list[tuple[Request, int]], /) -> None:
+        """V2's ``postprocess_state``: each row's count, the tokens its request sampled."""
+        if self.rows is None:
+            return
+        torch = self.torch
+        rows = torch.tensor([request.slot for request, _ in counts], dtype=torch.int32)
+        sampled = torch.tensor([count for _, count in counts], dtype=torch.int32)
+        self.rows.postprocess_state(rows.to(self.inputs.on), sampled.to(self.inputs.on))
+
     def join(self, step: Sequence[dict[str, Any]], /) -> None:
         """Seat the step's new requests: checkpoint in their first block, then their prompts."""
         width = self.width
@@ -298,6 +335,11 @@ class _Batch:
             if entry["sequence"] in self.running:
                 continue
             request = self.running[entry["sequence"]] = Request(entry["slot"])
+            if self.rows is not None:
+                added = types.SimpleNamespace(
+                    num_computed_tokens=request.computed, prefill_token_ids=None, mm_features=[]
+                )
+                self.rows.add_request(request.slot, added)
             first = self.pool.row(request.slot)[0]
             self.conv(first)[:, : width - 1] = entry["conv"]
             self.ssm_cache[first] = entry["h"].transpose(-1, -2)
@@ -307,12 +349,15 @@ class _Batch:
             self.forward(prompts)
             for request, inputs, _ in prompts:
                 request.computed += len(inputs["qkv"])
+            # A prompt's last chunk samples one token.
+            self._sampled([(request, 1) for request, _, _ in prompts])
 
     def step(self, step: Sequence[dict[str, Any]], /) -> list[ReplayState]:
         """Run one verify of the batch; each entry's state, as its next verify would read it."""
         self.join(step)
         batch = [(self.running[entry["sequence"]], entry, True) for entry in step]
         self.forward(batch)
+        self._sampled([(request, entry["accepted"]) for request, entry, _ in batch])
         states: list[ReplayState] = []
         for request, entry, _ in batch:
             request.computed += entry["accepted"]
@@ -325,6 +370,25 @@ class _Batch:
             if entry["finish"]:
                 del self.running[entry["sequence"]]
         return states
+
+
+def _rows_state(inputs: BatchInputs, /) -> Any:
+    """The release's ``MambaHybridModelState``, as its two count methods read it."""
+    import importlib  # noqa: PLC0415
+
+    import torch  # noqa: PLC0415
+
+    module = importlib.import_module("vllm.v1.worker.gpu.model_states.mamba_hybrid")
+    state = object.__new__(module.MambaHybridModelState)
+    rows = max(inputs.slots, 1)
+    state.rope_state = None
+    state.recoverssm = None
+    state.num_accepted_tokens_gpu = torch.ones(rows, dtype=torch.int32, device=inputs.on)
+    state._align_mode = inputs.mode is CacheMode.ALIGN
+    state._mamba_state_idx_gpu = torch.zeros(rows, dtype=torch.int32, device=inputs.on)
+    state._mamba_ctx = None
+    state.cache_config = types.SimpleNamespace(block_size=BLOCK_SIZE, mamba_block_size=BLOCK_SIZE)
+    return state
 
 
 def run_batch(engine: Any, inputs: BatchInputs, /) -> list[ReplayState]:

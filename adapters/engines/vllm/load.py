@@ -44,6 +44,15 @@ WHEEL: Final = wheels.Engine.pinned(
         "vllm/v1/attention/backends/utils.py",
         "vllm/v1/attention/backends/gdn_attn.py",
     ),
+    # vLLM moved FLA's gating kernel under ``third_party/`` in 0.26.0; 0.25.1
+    # keeps it in ``model_executor/layers/fla/ops/`` (read in both wheels).
+    moved=(
+        (
+            "0.25.1",
+            "vllm/third_party/flash_linear_attention/ops/fused_sigmoid_gating.py",
+            "vllm/model_executor/layers/fla/ops/fused_sigmoid_gating.py",
+        ),
+    ),
 )
 
 
