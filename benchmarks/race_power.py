@@ -8,7 +8,7 @@ Run from the repository root, with cargo and a C compiler::
 It builds four adapters: the Rust reference; the Rust racy build without
 ``race_cells`` (``--features racy-cell,no-race-cells``: a newcomer's
 check-then-set, no lock, no sleep, and only the mandatory ``race``);
-``adapters/c-racy`` (the same mistake in C, also ``race`` only); and the
+``tests/fakes/c-racy`` (the same mistake in C, also ``race`` only); and the
 Rust racy build with ``race_cells``. It runs the
 default ``check`` against each racy one ``--runs`` times and reports how many
 runs failed, on which properties, and what the race budget costs against
