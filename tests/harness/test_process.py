@@ -97,9 +97,11 @@ def test_only_the_tail_of_stderr_is_kept() -> None:
 
 
 def test_unread_output_is_what_arrived_without_waiting_for_more() -> None:
-    adapter = _python(ECHO)
+    # Both lines in one write: the read that brings the first brings the second.
+    adapter = _python(
+        "import sys, time; sys.stdout.write('a\\nb\\n'); sys.stdout.flush(); time.sleep(600)"
+    )
     try:
-        adapter.write(b"a\nb\n")
         assert adapter.read_line(_soon()) == b"a\n"
         assert adapter.unread_output() == b"b\n"
         assert adapter.unread_output() == b""
