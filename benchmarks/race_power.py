@@ -44,8 +44,8 @@ CRATE: Final = ROOT / "adapters" / "rust"
 REFERENCE: Final = CRATE / "target" / "release" / "ssm-rollback-adapter"
 RACE_ONLY: Final = CRATE / "target" / "racy-race-only" / "release" / "ssm-rollback-adapter"
 WITH_CELLS: Final = CRATE / "target" / "racy" / "release" / "ssm-rollback-adapter"
-C_SOURCE: Final = ROOT / "adapters" / "c-racy" / "adapter.c"
-C_RACY: Final = ROOT / "adapters" / "c-racy" / "target" / "c-racy-adapter"
+C_SOURCE: Final = ROOT / "tests" / "fakes" / "c-racy" / "adapter.c"
+C_RACY: Final = ROOT / "tests" / "fakes" / "c-racy" / "target" / "c-racy-adapter"
 
 
 def _build() -> None:

@@ -278,7 +278,7 @@ def c_racy_adapter(tmp_path_factory: pytest.TempPathFactory) -> str:
     if compiler is None:
         pytest.skip("no C compiler (cc) to build tests/fakes/c-racy")
     built = tmp_path_factory.mktemp("c-racy") / "c-racy-adapter"
-    source = ROOT / "adapters" / "c-racy" / "adapter.c"
+    source = FAKES / "c-racy" / "adapter.c"
     compiled = subprocess.run(
         [compiler, "-O2", "-Wall", "-Werror", "-pthread", "-o", str(built), str(source)],
         capture_output=True,
@@ -340,7 +340,7 @@ def test_what_an_adapter_wrote_shows_as_written_or_as_a_json_string() -> None:
 
 
 def test_an_adapter_that_breaks_the_protocol_gets_actionable_output() -> None:
-    broken = f"{sys.executable} -S {ROOT / 'tests' / 'broken_adapter.py'} non-json parse"
+    broken = f"{sys.executable} -S {FAKES / 'broken_adapter.py'} non-json parse"
     finished = _cli("check", "--impl-cmd", broken, "--clause", "RB-MODE-1", "--race-budget", "0")
     assert finished.returncode == 1, finished.stdout[-3000:]
     assert python_text_in(finished.stdout) == [], finished.stdout[-3000:]
