@@ -8,7 +8,7 @@ Run from the repository root, with cargo and a C compiler::
 It builds four adapters: the Rust reference; the Rust racy build without
 ``race_cells`` (``--features racy-cell,no-race-cells``: a newcomer's
 check-then-set, no lock, no sleep, and only the mandatory ``race``);
-``adapters/c-racy`` (the same mistake in C, also ``race`` only); and the
+``tests/fakes/c-racy`` (the same mistake in C, also ``race`` only); and the
 Rust racy build with ``race_cells``. It runs the
 default ``check`` against each racy one ``--runs`` times and reports how many
 runs failed, on which properties, and what the race budget costs against
@@ -44,8 +44,8 @@ CRATE: Final = ROOT / "adapters" / "rust"
 REFERENCE: Final = CRATE / "target" / "release" / "ssm-rollback-adapter"
 RACE_ONLY: Final = CRATE / "target" / "racy-race-only" / "release" / "ssm-rollback-adapter"
 WITH_CELLS: Final = CRATE / "target" / "racy" / "release" / "ssm-rollback-adapter"
-C_SOURCE: Final = ROOT / "adapters" / "c-racy" / "adapter.c"
-C_RACY: Final = ROOT / "adapters" / "c-racy" / "target" / "c-racy-adapter"
+C_SOURCE: Final = ROOT / "tests" / "fakes" / "c-racy" / "adapter.c"
+C_RACY: Final = ROOT / "tests" / "fakes" / "c-racy" / "target" / "c-racy-adapter"
 
 
 def _build() -> None:

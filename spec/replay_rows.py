@@ -27,7 +27,7 @@ from __future__ import annotations
 import enum
 from typing import Final, TypedDict
 
-# Relative, as the contract beside it (tests/test_layers.py): it keeps
+# Relative, as the contract beside it (tests/project/test_layers.py): it keeps
 # working wherever the package is copied.
 from .rollback import (
     USIZE_MAX,

@@ -2,7 +2,7 @@
 """Which properties and vectors check which SPEC.md clause.
 
 ``python -m tests.traceability`` rewrites the Traceability section of SPEC.md;
-``tests/test_spec_document.py`` fails when that section is stale.
+``tests/project/test_spec_document.py`` fails when that section is stale.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT OR Apache-2.0
 """The clause IDs of SPEC.md, and selection by ID or family.
 
-``tests/test_spec_document.py`` requires this table to list exactly SPEC.md's
+``tests/project/test_spec_document.py`` requires this table to list exactly SPEC.md's
 clauses, in order, so the installed suite knows them without the document.
 """
 

@@ -7,7 +7,7 @@ operation decodes a request with :func:`decode_replay` and answers with
 (:data:`.protocol.Op.REPLAY` is known to every decoder, so the reply is the
 adapter's own). Apart from :mod:`.protocol`, so that the mutation gate, whose
 tests run in-process against the reference that offers no replay, leaves it
-to ``tests/test_replay_protocol.py`` (docs/mutation.md).
+to ``tests/replay/test_replay_protocol.py`` (docs/mutation.md).
 """
 
 from __future__ import annotations

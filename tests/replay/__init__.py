@@ -1,2 +1,2 @@
 # SPDX-License-Identifier: MIT OR Apache-2.0
-"""The replay model's properties (repository-only; RB-REPLAY-*, draft)."""
+"""Every replay test (repository only; RB-REPLAY-*, draft): model, self-test, operations."""

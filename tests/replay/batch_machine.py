@@ -3,7 +3,7 @@
 
 :func:`batch_machine` builds a Hypothesis ``RuleBasedStateMachine`` over a
 batch runtime factory (:class:`ssm_rollback_spec.replay.batch.SlotPool`, or a
-deliberately wrong one of ``tests/selftest/wrong_batch.py``). Its one rule
+deliberately wrong one of ``tests/fakes/wrong_batch.py``). Its one rule
 verifies a batch: sequences join free slots (from a drawn checkpoint, after a
 prefill of 0 to 3 rows or not), running ones are scheduled or left out,
 each entry draws its window (1 token, no drafts, up to the K ceiling) and its

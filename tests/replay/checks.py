@@ -3,7 +3,7 @@
 
 Each factory returns a Hypothesis property for one replay rollback (or one
 row-size function). ``test_replay_model.py`` runs them on the reference;
-``tests/selftest/test_wrong_replays.py`` runs the same ones on deliberately
+``tests/replay/test_wrong_replays.py`` runs the same ones on deliberately
 wrong replays and requires each to fail.
 """
 

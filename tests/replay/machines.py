@@ -3,7 +3,7 @@
 
 :func:`decode_machine` builds a Hypothesis ``RuleBasedStateMachine`` over a
 decoder factory (a design of ``spec/replay/rounds.py``, or a deliberately
-wrong one of ``tests/selftest/wrong_replay.py``). Its rules run a verify
+wrong one of ``tests/fakes/wrong_replay.py``). Its rules run a verify
 round (a drawn draft count, so adaptive drafting; an accepted count from 1 to
 K; the bonus token opening the next window) and reuse the slot by copy; its
 invariant says the state the design yields equals plain decoding's over the

@@ -3,7 +3,7 @@
 
 The stateful property draws batches on a pool of slots (``batch_machine.py``);
 the unit tests pin the oracle, the reference pool and the batch vectors'
-shapes. The self-test's wrong bookkeeping (``tests/selftest/wrong_batch.py``)
+shapes. The self-test's wrong bookkeeping (``tests/fakes/wrong_batch.py``)
 fails the property and the vectors.
 """
 

@@ -2,7 +2,7 @@
 """The replay model's properties (SPEC.md RB-REPLAY-*, draft; informative).
 
 Repository-only: the wheel does not ship them. They judge the reference
-paths of ``spec/replay/paths.py``; ``tests/selftest/test_wrong_replays.py``
+paths of ``spec/replay/paths.py``; ``tests/replay/test_wrong_replays.py``
 runs the same factories (``checks.py``) on deliberately wrong replays.
 """
 

@@ -3,7 +3,7 @@
 
 The stateful properties run ``tests/replay/machines.py``'s decode machine on
 each reference design of ``spec/replay/rounds.py``;
-``tests/selftest/test_wrong_replays.py`` runs it on the wrong lifecycles.
+``tests/replay/test_wrong_replays.py`` runs it on the wrong lifecycles.
 """
 
 from __future__ import annotations

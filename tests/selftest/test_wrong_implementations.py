@@ -8,7 +8,7 @@ breaking, not the implementation losing). The
 sessions of one family share one child process (``tests/selftest/batch.py``).
 
 Its control, that the reference passes every property these families hold, is
-``tests/test_cli.py``'s run of ``check`` against the reference.
+``tests/tools/test_cli.py``'s run of ``check`` against the reference.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 from tests.child import run_module
-from tests.selftest import wrong
-from tests.selftest.wrong import WRONG, Family, WrongImplementation, import_path
+from tests.fakes import wrong
+from tests.fakes.wrong import WRONG, Family, WrongImplementation, import_path
 
 if TYPE_CHECKING:
     from tests.selftest.batch import Outcome, Request

@@ -1,0 +1,150 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
+"""Offers float64 ``replay_batch``: ``python -m tests.fakes.replay_batch_adapter [WRONG]``.
+
+It answers ``replay`` as ``tests/fakes/replay_adapter.py`` does, and ``replay_batch``
+with a slot pool of its own, written from docs/protocol.md as a runtime's
+team would: the batch's gates gathered flat, every verify reading its slot
+before any commit. Its ``describe`` offers float64 pre-conv rows only.
+WRONG makes one bookkeeping mistake such a team could make (the model's own
+are ``tests/fakes/wrong_batch.py``):
+
+- ``slot-0``: a decode with no drafts reads slot 0's state, not its own;
+- ``neighbour-accepted``: each entry takes the next entry's accepted count;
+- ``full-accept-uncommitted``: a window with drafts accepted whole is never committed;
+- ``gates-by-window-index``: the gates are gathered at the token's index in
+  its own window, not in the flat batch.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any, Final
+
+from ssm_rollback_spec.harness import protocol
+from ssm_rollback_spec.harness.protocol import ErrorKind
+from ssm_rollback_spec.harness.replay_wire import decode_replay_batch
+from tests.fakes import replay_adapter
+
+WRONG: Final = ("slot-0", "neighbour-accepted", "full-accept-uncommitted", "gates-by-window-index")
+
+_DESCRIBE: Final = {
+    "name": "float64 replay_batch (tests/fakes/replay_batch_adapter.py)",
+    "usize_bits": 64,
+    "replay": {"pipelines": ["float64"], "layouts": ["pre-conv"], "designs": []},
+}
+
+_Held = tuple[list[list[float]], list[list[list[float]]]]
+_Row = dict[str, list[str]]
+
+
+class _Slot:
+    """A slot's state, the checkpoint its last verify started from, and its ring."""
+
+    def __init__(self, state: _Held, /) -> None:
+        self.state = self.checkpoint = state
+        self.ring: list[tuple[_Row, tuple[list[float], list[float]]]] = []
+
+
+def _admit(
+    request: dict[str, object], batch: list[dict[str, Any]], slots: dict[int, _Slot]
+) -> None:
+    """A joining sequence's checkpoint, then its prefill, into its slot."""
+    for entry in batch:
+        if "checkpoint" in entry:
+            held = replay_adapter.state_of(entry["checkpoint"])
+            for row in entry.get("prefill", []):
+                held = replay_adapter.step(request, *held, row, replay_adapter.gates_of(row), None)
+            slots[entry["slot"]] = _Slot(held)
+
+
+def _verify(
+    request: dict[str, object],
+    batch: list[dict[str, Any]],
+    slots: dict[int, _Slot],
+    how: str | None,
+) -> list[_Held]:
+    """Every entry's window from the state its slot holds (or, wrongly, another's)."""
+    gates = [replay_adapter.gates_of(row) for entry in batch for row in entry["rows"]]
+    starts = [sum(len(e["rows"]) for e in batch[:index]) for index in range(len(batch))]
+    lives = []
+    for index, entry in enumerate(batch):
+        window, slot = entry["rows"], slots[entry["slot"]]
+        read = slots[0] if how == "slot-0" and len(window) == 1 and 0 in slots else slot
+        live = slot.checkpoint = read.state
+        slot.ring = []
+        for token, row in enumerate(window):
+            at = token if how == "gates-by-window-index" else starts[index] + token
+            live = replay_adapter.step(request, *live, row, gates[at], None)
+            if token < len(window) - 1:
+                slot.ring.append((row, gates[at]))
+        lives.append(live)
+    return lives
+
+
+def _commit(
+    request: dict[str, object],
+    batch: list[dict[str, Any]],
+    slots: dict[int, _Slot],
+    lives: list[_Held],
+    how: str | None,
+    /,
+) -> None:
+    """A full accept keeps the live state; a partial one replays the ring from the checkpoint."""
+    for index, (entry, live) in enumerate(zip(batch, lives, strict=True)):
+        slot, window = slots[entry["slot"]], len(entry["rows"])
+        accepted = entry["accepted"]
+        if how == "neighbour-accepted":
+            accepted = min(batch[(index + 1) % len(batch)]["accepted"], window)
+        if accepted < window:
+            held = slot.checkpoint
+            for row, gate in slot.ring[:accepted]:
+                held = replay_adapter.step(request, *held, row, gate, None)
+            slot.state = held
+        elif not (how == "full-accept-uncommitted" and window > 1):
+            slot.state = live
+
+
+def _batch(request: dict[str, object], how: str | None, /) -> dict[str, object]:
+    slots: dict[int, _Slot] = {}
+    states = []
+    for step in request["steps"]:  # type: ignore[attr-defined]
+        batch = step["batch"]
+        _admit(request, batch, slots)
+        _commit(request, batch, slots, _verify(request, batch, slots, how), how)
+        states += [replay_adapter.hexed(*slots[entry["slot"]].state) for entry in batch]
+    return {"states": states}
+
+
+def _reply(line: str, how: str | None, /) -> dict[str, object]:
+    try:
+        request = protocol.decode_request(line)
+    except protocol.ProtocolError as error:
+        return protocol.error_reply(error.kind, str(error))
+    if request.get("op") == "describe":
+        return protocol.ok_reply(_DESCRIBE)
+    if request.get("op") != "replay_batch":
+        return replay_adapter.reply(line, None)
+    request = json.loads(line)
+    try:
+        decode_replay_batch(request)
+    except protocol.ProtocolError as error:
+        return protocol.error_reply(error.kind, str(error))
+    if request.get("pipeline") != "float64":
+        return protocol.error_reply(ErrorKind.BAD_REQUEST, "only float64 batches")
+    return protocol.ok_reply(_batch(request, how))
+
+
+def main() -> int:
+    how = sys.argv[1] if len(sys.argv) > 1 else None
+    if how is not None and how not in WRONG:
+        sys.stderr.write(f"usage: replay_batch_adapter.py [{'|'.join(WRONG)}]\n")
+        return 2
+    for line in sys.stdin:
+        sys.stdout.write(protocol.encode(_reply(line, how)) + "\n")
+        sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

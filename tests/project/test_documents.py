@@ -1,0 +1,248 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
+"""Every command the documents show works as pasted, from a folder outside the clone."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+import pytest
+
+from tests.child import ROOT, RUST_CRATE
+from tests.project.documents import BLOCK_UNTESTED, UNTESTED, Command, Job, Kind, Runner, jobs
+
+if TYPE_CHECKING:
+    from tests.installed import Installed
+
+DOCUMENTS: Final = (
+    "README.md",
+    "docs/ci.md",
+    "docs/protocol.md",
+    "docs/replay.md",
+    "docs/sizing.md",
+)
+
+
+def _text(document: str, /) -> str:
+    return (ROOT / document).read_text(encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def runner(
+    installed: Installed, rust_adapter: str, tmp_path_factory: pytest.TempPathFactory
+) -> Runner:
+    return Runner(installed, tmp_path_factory.mktemp("documents"), rust_adapter, RUST_CRATE)
+
+
+@pytest.mark.parametrize("document", DOCUMENTS)
+def test_every_command_a_document_shows_works_as_pasted(runner: Runner, document: str) -> None:
+    found = jobs(document, _text(document))
+    assert found, f"{document} shows no command"
+    problems = [problem for job in found for problem in runner.run(job)]
+    assert problems == []
+
+
+def test_both_ci_jobs_keep_both_reports() -> None:
+    github, gitlab = [
+        job for job in jobs("docs/ci.md", _text("docs/ci.md")) if job.kind is not Kind.SHELL
+    ]
+    assert github.kind is Kind.GITHUB
+    assert gitlab.kind is Kind.GITLAB
+    for job in (github, gitlab):
+        assert set(job.outputs) >= {"reports/"}
+        assert (
+            sum(
+                "--junit-xml reports/" in c.text and "--json reports/" in c.text
+                for c in job.commands
+            )
+            == 2
+        )
+
+
+def test_what_is_not_run_is_marked_for_readers_with_its_reason() -> None:
+    untested = {
+        (command.where, command.untested)
+        for document in DOCUMENTS
+        for job in jobs(document, _text(document))
+        for command in job.commands
+        if command.untested is not None
+    }
+    shown = {
+        (document, line.strip().removeprefix(UNTESTED))
+        for document in DOCUMENTS
+        for line in _text(document).splitlines()
+        if line.strip().startswith(UNTESTED)
+    } | {
+        (document, found["reason"])
+        for document in DOCUMENTS
+        for line in _text(document).splitlines()
+        if (found := BLOCK_UNTESTED.match(line.strip())) is not None
+    }
+    assert {reason for _, reason in untested} == {reason for _, reason in shown}
+    # Only what cannot run here: a clone's own commands, a root install, a big extra.
+    assert {reason for _, reason in untested} == {
+        "in a clone of this repository (.ci/run runs these lines)",
+        "needs root and the network (the job's image)",
+        "needs the plot extra, matplotlib (tests/sizing/test_views.py draws the plot)",
+    }
+
+
+_MARKDOWN: Final = """\
+Text.
+
+```sh
+one --flag "$ADAPTER"   # a comment
+# a comment line
+two \\
+  --continued
+```
+
+1. In a list:
+
+   ```sh
+   # untested: a reason
+   three
+   ```
+
+```text
+not a command
+```
+
+```yaml
+jobs:
+  j:
+    steps:
+      - uses: actions/checkout@v4
+      - run: >
+          four
+          --folded
+      - uses: actions/upload-artifact@v4
+        with:
+          path: out/
+```
+
+```yaml
+job:
+  before_script:
+    # untested: another reason
+    - five
+  script:
+    - six
+  artifacts:
+    paths:
+      - out/
+```
+"""
+
+
+def test_commands_are_extracted_as_a_reader_pastes_them() -> None:
+    found = jobs("doc.md", _MARKDOWN)
+    assert found == [
+        Job(
+            "doc.md (its sh blocks)",
+            Kind.SHELL,
+            (
+                Command("doc.md", 4, 'one --flag "$ADAPTER"   # a comment'),
+                Command("doc.md", 6, "two    --continued"),
+                Command("doc.md", 14, "three", "a reason"),
+            ),
+        ),
+        Job("doc.md:21 j", Kind.GITHUB, (Command("doc.md", 27, "four --folded"),), ("out/",)),
+        Job(
+            "doc.md:34 job",
+            Kind.GITLAB,
+            (Command("doc.md", 38, "five", "another reason"), Command("doc.md", 40, "six")),
+            ("out/",),
+        ),
+    ]
+
+
+def _broken(document: str, old: str, new: str, /) -> tuple[str, list[Command]]:
+    """``document`` with ``old`` replaced, and the commands that changed."""
+    text = _text(document)
+    assert text.count(old) == 1, old
+    broken = text.replace(old, new)
+    before = {command.text for job in jobs(document, text) for command in job.commands}
+    changed = [
+        command
+        for job in jobs(document, broken)
+        for command in job.commands
+        if command.text not in before
+    ]
+    assert changed
+    return broken, changed
+
+
+def test_a_broken_readme_command_fails_the_documents_test(runner: Runner) -> None:
+    _, [command] = _broken("README.md", "--clause RB-PUB ", "--clause RB-PUBX ")
+    problems = runner.run(Job("README.md", Kind.SHELL, (command,)))
+    assert problems == [
+        f"{command.where}: exited 2: {command.text}",
+        (
+            f"{command.where}: ssm-rollback-spec: error: --clause: unknown clause 'RB-PUBX': "
+            "give an ID such as RB-SIZE-3 or a family (RB-MODE, RB-PARSE, RB-PUB, RB-CELL, "
+            "RB-SIZE, RB-VERIFY, RB-PY, RB-PROTO, RB-REPLAY)"
+        ),
+    ]
+
+
+def test_a_broken_ci_job_fails_the_documents_test(runner: Runner) -> None:
+    broken, _ = _broken(
+        "docs/ci.md",
+        "--junit-xml reports/check.xml --json reports/check.json\n      - name",
+        "--junit-xml reports/check.xml --jsn reports/check.json\n      - name",
+    )
+    [github] = [job for job in jobs("docs/ci.md", broken) if job.kind is Kind.GITHUB]
+    [check] = [command for command in github.commands if "--jsn" in command.text]
+    # The results page's step runs after a failure too, and misses check's report.
+    [page] = [command for command in github.commands if " report " in command.text]
+    problems = runner.run(github)
+    assert problems == [
+        f"{check.where}: exited 2: {check.text}",
+        f"{page.where}: exited 2: {page.text.splitlines()[0]}",
+        (
+            f"{check.where}: ssm-rollback-spec: error: unrecognized arguments: "
+            "--jsn reports/check.json"
+        ),
+        f"{page.where}: ssm-rollback-spec: error: reports/check.json: No such file or directory",
+    ]
+
+
+def test_a_broken_replay_page_command_fails_the_documents_test(runner: Runner) -> None:
+    _, changed = _broken(
+        "docs/replay.md",
+        "vectors run --impl-cmd ./my-adapter --clause RB-REPLAY",
+        "vectors run --impl-cmd my-adapter --clause RB-REPLAY",
+    )
+    [command] = changed
+    problems = runner.run(Job("docs/replay.md", Kind.SHELL, (command,)))
+    assert problems == [
+        f"{command.where}: exited 2: {command.text}",
+        (
+            f"{command.where}: ssm-rollback-spec: error: --impl-cmd my-adapter: the adapter "
+            "cannot be started: [Errno 2] No such file or directory: 'my-adapter' "
+            "(to run the file my-adapter in this folder, write ./my-adapter)"
+        ),
+    ]
+
+
+def test_a_folder_is_what_a_reader_has(runner: Runner) -> None:
+    problems = runner.run(
+        Job(
+            "probe",
+            Kind.SHELL,
+            (
+                Command(
+                    "probe",
+                    1,
+                    "test -x ./my-adapter && test -f host_runtime/_vendor/rollback_spec/model.py",
+                ),
+                Command(
+                    "probe",
+                    2,
+                    "test -f adapters/rust/Cargo.toml && ssm-rollback-spec vectors where",
+                ),
+                Command("probe", 3, "false"),
+            ),
+        )
+    )
+    assert problems == ["probe:3: exited 1: false"]

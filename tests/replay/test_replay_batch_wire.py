@@ -1,0 +1,157 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
+"""The replay_batch operation: the batch vectors' requests, their decoding, and the verdict."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Final
+
+import pytest
+
+from ssm_rollback_spec import rollback
+from ssm_rollback_spec.corpus.replay_run import BATCH_NOT_OFFERED, judge_replay, load_replay_cases
+from ssm_rollback_spec.harness import protocol
+from ssm_rollback_spec.harness.adapter import REPLAY_BATCH_NOT_OFFERED, respond
+from ssm_rollback_spec.harness.protocol import ErrorKind
+from ssm_rollback_spec.harness.replay_wire import decode_replay_batch
+
+REPLAY: Final = Path(__file__).resolve().parents[2] / "vectors" / "replay"
+BATCHES: Final = [c for c in load_replay_cases(REPLAY) if c.request["op"] == "replay_batch"]
+
+_ZERO: Final = "0x0p+0"
+_ROW: Final = {"qkv": ["0x1p-2", "0x1p-1", "0x1p+0"], "g": ["-0x1p-3"], "beta": ["0x1p-1"]}
+_STATE: Final = {"conv": [[_ZERO], [_ZERO], [_ZERO]], "h": [[[_ZERO]]]}
+
+
+def _entry(sequence: str, slot: int, /, **more: object) -> dict[str, object]:
+    return {"sequence": sequence, "slot": slot, "rows": [_ROW, _ROW], "accepted": 1} | more
+
+
+def _request(*steps: list[dict[str, object]], slots: int = 2) -> dict[str, object]:
+    return {
+        "op": "replay_batch",
+        "pipeline": "float64",
+        "dims": {
+            "num_key_heads": 1,
+            "key_head_dim": 1,
+            "num_value_heads": 1,
+            "value_head_dim": 1,
+            "conv_kernel": 2,
+        },
+        "conv_weight": [["0x1p-1", "0x1p+0"]] * 3,
+        "slots": slots,
+        "steps": [{"batch": batch} for batch in steps],
+    }
+
+
+def _joins(sequence: str, slot: int, /, **more: object) -> dict[str, object]:
+    return _entry(sequence, slot, checkpoint=_STATE, **more)
+
+
+def test_every_batch_case_becomes_one_request_with_a_state_per_entry() -> None:
+    # Six batches (five named shapes and a drawn one) in each of the model's two
+    # pipelines and each engine's whose adapter offers replay_batch (vLLM, SGLang).
+    assert len(BATCHES) == 24
+    for case in BATCHES:
+        decoded = decode_replay_batch(case.request)
+        assert len(case.expected) == sum(len(batch) for batch in decoded["steps"])
+        assert case.layout == "pre-conv"
+        assert case.clauses == ["RB-REPLAY-12"]
+        assert len(protocol.encode_line(case.request)) < protocol.MAX_LINE_BYTES
+
+
+def test_a_slot_freed_by_a_finish_is_taken_by_a_new_sequence_the_next_step() -> None:
+    request = _request(
+        [_joins("a", 0, finish=True), _joins("b", 1, prefill=[_ROW])],
+        [_joins("c", 0), _entry("b", 1, finish=True)],
+    )
+    decoded = decode_replay_batch(request)
+    assert [[e["sequence"] for e in batch] for batch in decoded["steps"]] == [
+        ["a", "b"],
+        ["c", "b"],
+    ]
+    assert [e["finish"] for e in decoded["steps"][0]] == [True, False]
+    assert decoded["steps"][0][1]["prefill"][0]["values"] == [0.25, 0.5, 1.0]
+    assert "checkpoint" not in decoded["steps"][1][1]
+
+
+def test_the_python_reference_adapter_does_not_offer_replay_batch() -> None:
+    reply = respond(rollback, protocol.encode(BATCHES[0].request))
+    assert reply == protocol.error_reply(ErrorKind.UNKNOWN_OP, REPLAY_BATCH_NOT_OFFERED)
+    result = judge_replay(BATCHES[0], reply)
+    assert (result.outcome, result.detail) == ("skipped", BATCH_NOT_OFFERED)
+
+
+_BAD: Final = {
+    "a slot two sequences join": (
+        _request([_joins("a", 0), _joins("b", 0)]),
+        'steps[0].batch[1].slot: slot 0 is held by sequence "a"',
+    ),
+    "a slot still held": (
+        _request([_joins("a", 0)], [_joins("b", 0)]),
+        'steps[1].batch[0].slot: slot 0 is held by sequence "a"',
+    ),
+    "a first entry without a checkpoint": (
+        _request([_entry("a", 0)]),
+        'steps[0].batch[0].checkpoint is required: sequence "a" joins here',
+    ),
+    "a sequence that joins twice": (
+        _request([_joins("a", 0)], [_joins("a", 1)]),
+        'steps[1].batch[0].checkpoint: sequence "a" has already joined',
+    ),
+    "a sequence back after it finished": (
+        _request([_joins("a", 0, finish=True)], [_entry("a", 0)]),
+        'steps[1].batch[0]: sequence "a" has finished',
+    ),
+    "a sequence that moves slot": (
+        _request([_joins("a", 0)], [_entry("a", 1)]),
+        'steps[1].batch[0].slot must be 0, the slot sequence "a" holds, got 1',
+    ),
+    "a sequence twice in a step": (
+        _request([_joins("a", 0), _entry("a", 0)]),
+        'steps[0].batch[1]: sequence "a" is already in this step',
+    ),
+    "a prefill after the first entry": (
+        _request([_joins("a", 0)], [_entry("a", 0, prefill=[_ROW])]),
+        "steps[1].batch[0].prefill is only for a sequence's first entry",
+    ),
+    "a slot past the pool": (
+        _request([_joins("a", 2)]),
+        "steps[0].batch[0].slot must be an integer in [0, 1], got 2",
+    ),
+    "no slots": (
+        _request([_joins("a", 0)], slots=0),
+        "field 'slots' must be an integer in [1, 4096], got 0",
+    ),
+    "an empty name": (
+        _request([_joins("", 0)]),
+        'steps[0].batch[0].sequence must be a string of 1 to 64 characters, got ""',
+    ),
+    "finish as a string": (
+        _request([_joins("a", 0, finish="yes")]),
+        'steps[0].batch[0].finish must be true or false, got "yes"',
+    ),
+    "an empty batch": (
+        _request([]),
+        'steps[0] must be an object whose batch is a non-empty list, got {"batch": []}',
+    ),
+    "no steps": (_request(), "field 'steps' must be a non-empty list, got []"),
+    "an empty prefill": (
+        _request([_joins("a", 0, prefill=[])]),
+        "steps[0].batch[0].prefill must be a non-empty list, got []",
+    ),
+    "accepted past the window": (
+        _request([_joins("a", 0, accepted=3)]),
+        "steps[0].batch[0].accepted must be an integer in [1, 2], got 3",
+    ),
+}
+
+
+@pytest.mark.parametrize(("request_", "message"), list(_BAD.values()), ids=list(_BAD))
+def test_a_batch_that_breaks_the_pool_s_bookkeeping_is_a_bad_request(
+    request_: dict[str, object], message: str
+) -> None:
+    with pytest.raises(protocol.ProtocolError) as raised:
+        decode_replay_batch(copy.deepcopy(request_))
+    assert (raised.value.kind, str(raised.value)) == (ErrorKind.BAD_REQUEST, message)

@@ -1,0 +1,433 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
+"""``report``: the reports of check and vectors run side by side, byte-stable, with badges."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import TYPE_CHECKING, Any, Final
+
+import pytest
+
+from adapters.engines.registry import ENGINES
+from ssm_rollback_spec.harness import check_report
+from ssm_rollback_spec.harness.clauses import CLAUSES
+from ssm_rollback_spec.harness.files import MAX_FILE_BYTES
+from ssm_rollback_spec.harness.pytest_plugin import MEASURED
+from ssm_rollback_spec.results.matrix import SECTIONS
+from ssm_rollback_spec.tools.cli import main
+from tests.child import ROOT, run_module
+from tests.fakes import FAKES
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+REPLAY_ADAPTER: Final = str(FAKES / "replay_adapter.py")
+LINK: Final = "https://github.com/example/runtime/issues/7"
+
+
+def _check_report(
+    name: str, release: str | None, properties: list[dict[str, Any]]
+) -> dict[str, Any]:
+    described: dict[str, Any] = {"name": name, "usize_bits": 64}
+    if release is not None:
+        described["release"] = release
+    return {
+        "implementation": f"/home/someone/{name} --serve",
+        "profile": "ci",
+        "spec_version": "1.0.0",
+        "describe": described,
+        "properties": properties,
+        "conforming": [],
+    }
+
+
+def _property(name: str, clauses: list[str], outcome: str, detail: str = "") -> dict[str, Any]:
+    return {
+        "property": name,
+        "clauses": clauses,
+        "outcome": outcome,
+        "detail": detail,
+        "seconds": 17.25,
+    }
+
+
+def _write(folder: Path, name: str, document: object) -> str:
+    path = folder / name
+    path.write_text(json.dumps(document), encoding="utf-8")
+    return str(path)
+
+
+def _cells(page: str, /) -> dict[str, list[str]]:
+    """Each clause row's cells, by clause, from the markdown table."""
+    found = {}
+    for row in page.splitlines():
+        if match := re.match(r"\| \[(RB-[A-Z]+-\d+)\]", row):
+            found[match[1]] = row.removesuffix(" |").split(" | ")[1:]
+    return found
+
+
+def _run(capsys: pytest.CaptureFixture[str], *arguments: str) -> tuple[int, str, str]:
+    status = main(["report", *arguments])
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+@pytest.fixture
+def reports(tmp_path: Path) -> list[str]:
+    """Two implementations: one with every kind of known failure, one plain."""
+    failing = 'reproduce: printf \'%s\\n\' \'{"op":"parse","text":"x|y"}\' | ./adapter'
+    first = _check_report(
+        "my-runtime <rollback>",
+        "1.4.2",
+        [
+            _property("test_parse.py::a", ["RB-PARSE-1"], "failed", f"wrong\n{failing}"),
+            _property("test_parse.py::b", ["RB-PARSE-2"], "deviation", "deviates knowingly")
+            | {"known": {"entry": "clause RB-PARSE-2", "reason": "folds case", "link": LINK}},
+            _property("test_sizes.py::c", ["RB-SIZE-1"], "deviation", "deviates knowingly")
+            | {"known": {"entry": "clause RB-SIZE-1", "reason": "wraps", "link": ""}},
+            _property("test_sizes.py::d", ["RB-SIZE-2"], "passed"),
+            _property("test_races.py::e", ["RB-PUB-4"], "timed-out", "no verdict in time"),
+        ],
+    )
+    first["conforming"] = [
+        {"entry": "property test_sizes.py::d", "reason": "was off", "link": LINK}
+    ]
+    second = _check_report("other-runtime", None, [_property("t::f", ["RB-MODE-1"], "passed")])
+    vectors = {
+        "implementation": "other",
+        "spec_version": "1.0.0",
+        "describe": {"name": "other-runtime", "usize_bits": 64},
+        "cases": [
+            {"id": "replay-1", "clauses": ["RB-REPLAY-1"], "outcome": "passed", "detail": "",
+             "distance": 0.00305, "bound": 0.01},
+            {"id": "replay-2", "clauses": ["RB-REPLAY-1"], "outcome": "passed", "detail": "",
+             "distance": 0.0001, "bound": 0.01},
+        ],
+    }  # fmt: skip
+    return [_write(tmp_path, f"{n}.json", d) for n, d in enumerate((first, second, vectors))]
+
+
+def test_the_page_has_every_clause_as_a_row_and_every_implementation_as_a_column(
+    capsys: pytest.CaptureFixture[str], reports: list[str]
+) -> None:
+    status, page, _ = _run(capsys, *reports, "--spec-url", "../SPEC.md")
+    assert status == 0
+    rows = [line for line in page.splitlines() if line.startswith("| [RB-")]
+    assert list(_cells(page)) == list(CLAUSES)
+    assert len(rows) == len(CLAUSES)
+    assert rows[0].startswith("| [RB-MODE-1](../SPEC.md#rb-mode-1)<br>Modes | ")
+    header = next(line for line in page.splitlines() if line.startswith("| Clause |"))
+    assert header == (
+        "| Clause | my-runtime &lt;rollback&gt;<br>1.4.2 | other-runtime<br>release not stated |"
+    )
+    assert all(row.count(" | ") == 2 for row in rows)
+
+
+def test_a_cell_gives_the_outcome_the_distance_against_the_bound_and_the_reproduce_line(
+    capsys: pytest.CaptureFixture[str], reports: list[str]
+) -> None:
+    _, page, _ = _run(capsys, *reports)
+    cells = _cells(page)
+    assert cells["RB-REPLAY-1"][1] == "**PASS**<br>largest relative error 0.00305 (bound 0.01)"
+    assert cells["RB-PARSE-1"][0] == (
+        "**FAIL**<br>*fails, not listed*<br>"
+        '`reproduce: printf \'%s\\n\' \'{"op":"parse","text":"x\\|y"}\' \\| ./adapter`'
+    )
+    assert cells["RB-MODE-1"][0] == "—"
+    _, bounded, _ = _run(capsys, *reports, "--bounds-only")
+    assert _cells(bounded)["RB-REPLAY-1"][1] == "**PASS**<br>within bound 0.01"
+    assert "0.00305" not in bounded
+
+
+def test_known_failures_are_told_apart_and_a_link_is_shown(
+    capsys: pytest.CaptureFixture[str], reports: list[str]
+) -> None:
+    _, page, _ = _run(capsys, *reports)
+    lines = {clause: " | ".join(cells) for clause, cells in _cells(page).items()}
+    assert (
+        f"**DEVIATION**<br>*fails, known, linked*<br>[clause RB-PARSE-2]({LINK}): folds case"
+        in lines["RB-PARSE-2"]
+    )
+    assert (
+        "**DEVIATION**<br>*fails, known, not linked*<br>clause RB-SIZE-1: wraps"
+        in lines["RB-SIZE-1"]
+    )
+    assert "*fails, not listed*" in lines["RB-PARSE-1"]
+    assert (
+        f"**PASS**<br>*listed, but now passes*<br>[property test\\_sizes.py::d]({LINK}): was off"
+        in lines["RB-SIZE-2"]
+    )
+    assert f"- listed, but now passes: [property test\\_sizes.py::d]({LINK}): was off" in page
+
+
+def test_an_outcome_the_page_does_not_know_is_shown_as_it_is(
+    capsys: pytest.CaptureFixture[str], reports: list[str], tmp_path: Path
+) -> None:
+    html_page = tmp_path / "page.html"
+    _, page, _ = _run(capsys, *reports, "--markdown", "-", "--html", str(html_page))
+    assert "| [RB-PUB-4](SPEC.md#rb-pub-4)<br>The published mode | **timed-out** | — |" in page
+    assert '<td class="other"><span class="outcome">timed-out</span></td>' in (
+        html_page.read_text(encoding="utf-8")
+    )
+
+
+def test_the_same_reports_give_the_same_bytes_in_any_order_and_folder(
+    capsys: pytest.CaptureFixture[str], reports: list[str], tmp_path: Path
+) -> None:
+    outputs = []
+    for order, folder in ((reports, "a"), (reports[::-1], "b/c")):
+        out = tmp_path / folder
+        _run(capsys, *order, "--markdown", str(out / "page.md"), "--html", str(out / "page.html"),
+             "--badges", str(out / "badges"))  # fmt: skip
+        outputs.append({p.relative_to(out): p.read_bytes() for p in sorted(out.rglob("*.*"))})
+    assert outputs[0] == outputs[1]
+    assert sorted(map(str, outputs[0])) == [
+        "badges/my-runtime-rollback-1-4-2.json",
+        "badges/other-runtime.json",
+        "page.html",
+        "page.md",
+    ]
+    text = b"".join(outputs[0].values()).decode()
+    assert "someone" not in text
+    assert "17.25" not in text  # a property's seconds
+
+
+def test_each_implementation_gets_an_endpoint_badge(
+    capsys: pytest.CaptureFixture[str], reports: list[str], tmp_path: Path
+) -> None:
+    status, _, _ = _run(capsys, *reports, "--badges", str(tmp_path / "badges"), "--html", "-")
+    badges = {p.name: json.loads(p.read_text()) for p in (tmp_path / "badges").iterdir()}
+    assert status == 0
+    assert badges == {
+        "my-runtime-rollback-1-4-2.json": {
+            "schemaVersion": 1,
+            "label": "ssm-rollback-spec",
+            "message": "1/5 clauses pass, 1 fail, 2 deviation, 1 timed-out, "
+            "1 listed, but now passes",
+            "color": "red",
+        },
+        "other-runtime.json": {
+            "schemaVersion": 1,
+            "label": "ssm-rollback-spec",
+            "message": "2/2 clauses pass",
+            "color": "brightgreen",
+        },
+    }
+
+
+def test_every_sections_title_is_spec_mds_heading() -> None:
+    text = (ROOT / "SPEC.md").read_text(encoding="utf-8")
+    found: dict[str, str] = {}
+    section = ""
+    for line in text.splitlines():
+        if line.startswith("## "):
+            section = line[3:]
+        elif match := re.fullmatch(r"### (RB-[A-Z]+)-\d+", line):
+            found.setdefault(match[1], section)
+    assert found == SECTIONS
+
+
+NOT_A_REPORT: Final = "{path}: not a report of check or vectors run: "
+CASE: Final = '{"id": "c", "clauses": [], "outcome": "passed"'
+JAVASCRIPT: Final = '{"entry": "clause RB-MODE-1", "reason": "r", "link": "javascript:alert(1)"}'
+BAD_FILES: Final = [
+    (None, "{path}: No such file or directory"),
+    ("{", ("{path}: not JSON: Expecting property name enclosed in double quotes: "
+     "line 1 column 2 (char 1)")),
+    ("[]", f"{NOT_A_REPORT}the document must be an object"),
+    ('{"implementation": "x"}',
+     f'{NOT_A_REPORT}it must hold "properties" (check) or "cases" (vectors run)'),
+    ('{"implementation": "x", "cases": [{"id": "c", "clauses": "RB-MODE-1"}]}',
+     f"{NOT_A_REPORT}cases[0].clauses must be a list of strings"),
+    ('{"implementation": "x", "cases": [], "describe": {"name": 3}}',
+     f"{NOT_A_REPORT}describe.name must be a string"),
+    (f'{{"implementation": "x", "cases": [{CASE}, "distance": "far"}}]}}',
+     f"{NOT_A_REPORT}cases[0].distance must be a number"),
+    (f'{{"implementation": "x", "cases": [{CASE}, "known": {JAVASCRIPT}}}]}}',
+     f"{NOT_A_REPORT}cases[0].known.link must be an http(s) URL"),
+    ("too big", f"{{path}}: larger than {MAX_FILE_BYTES} bytes"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("content", "line"), BAD_FILES)
+def test_a_file_that_is_not_a_report_gets_one_clear_line_and_status_2(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, content: str | None, line: str
+) -> None:
+    path = tmp_path / "report.json"
+    if content == "too big":
+        with path.open("wb") as file:
+            file.truncate(MAX_FILE_BYTES + 1)
+    elif content is not None:
+        path.write_text(content, encoding="utf-8")
+    status, out, err = _run(capsys, str(path))
+    assert status == 2
+    assert out == ""
+    assert err == f"ssm-rollback-spec: error: {line.format(path=path)}\n"
+
+
+def test_a_deviation_link_must_be_a_web_address(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    entry = {"clause": "RB-MODE-1", "reason": "r", "link": "javascript:alert(1)"}
+    path = _write(tmp_path, "deviations.json", {"deviations": [entry]})
+    status = main(["vectors", "run", "--deviations", path])
+    assert status == 2
+    assert capsys.readouterr().err == (
+        f"ssm-rollback-spec: error: --deviations {path}: deviations[0] (clause RB-MODE-1): "
+        "the link must be an http(s) URL\n"
+    )
+
+
+@pytest.mark.slow
+def test_the_reports_of_vectors_run_and_check_name_the_implementation_its_link_and_distance(
+    tmp_path: Path,
+) -> None:
+    deviations = _write(tmp_path, "deviations.json", {"deviations": [
+        {"clause": "RB-REPLAY-4", "reason": "post-conv not yet", "link": LINK},
+        {"clause": "RB-SIZE-1", "reason": "was off once"},
+    ]})  # fmt: skip
+    adapter = f"python {REPLAY_ADAPTER}"
+    vectors = tmp_path / "vectors.json"
+    run_module("ssm_rollback_spec.tools.cli", "vectors", "run", "--impl-cmd", adapter,
+               "--clause", "RB-REPLAY", "--clause", "RB-SIZE-1", "--deviations", deviations,
+               "--json", str(vectors), timeout=300)  # fmt: skip
+    check = tmp_path / "check.json"
+    finished = run_module("ssm_rollback_spec.tools.cli", "check", "--clause", "RB-MODE-1",
+                          "--json", str(check), timeout=300)  # fmt: skip
+    assert finished.returncode == 0, finished.stderr
+    document = json.loads(vectors.read_text(encoding="utf-8"))
+    reference = {"name": "ssm_rollback_spec.rollback (Python reference)", "usize_bits": 64}
+    assert document["describe"] == reference | {"release": "0.1.0"}
+    assert json.loads(check.read_text(encoding="utf-8"))["describe"] == document["describe"]
+    assert document["conforming"] == [
+        {"entry": "clause RB-SIZE-1", "reason": "was off once", "link": ""}
+    ]
+    known = [case["known"] for case in document["cases"] if case["outcome"] == "deviation"]
+    assert known
+    assert {json.dumps(k) for k in known} == {
+        json.dumps({"entry": "clause RB-REPLAY-4", "reason": "post-conv not yet", "link": LINK})
+    }
+    exact = [c for c in document["cases"] if c["id"].startswith("replay-rebuild-000-float64")]
+    assert [(c["outcome"], c["distance"], c["bound"]) for c in exact] == [("passed", 0.0, 1e-12)]
+    page = run_module("ssm_rollback_spec.tools.cli", "report", str(vectors), str(check)).stdout
+    assert "| [RB-REPLAY-4](SPEC.md#rb-replay-4)<br>" in page
+    assert f"*fails, known, linked*<br>[clause RB-REPLAY-4]({LINK}): post-conv not yet" in page
+    assert "ssm\\_rollback\\_spec.rollback (Python reference)<br>0.1.0" in page
+
+
+def test_the_html_page_runs_no_script_and_fetches_nothing(
+    capsys: pytest.CaptureFixture[str], reports: list[str]
+) -> None:
+    status, page, _ = _run(capsys, *reports, "--html", "-")
+    assert status == 0
+    assert page.startswith("<!DOCTYPE html>\n")
+    lowered = page.lower()
+    assert "<script" not in lowered
+    assert " src=" not in lowered
+    assert "url(" not in lowered
+    assert "@import" not in lowered
+    # The only address off the page is the runtime's issue a deviation entry names.
+    assert set(re.findall(r'href="(https?://[^"]*)"', page)) == {LINK}
+
+
+def test_the_committed_engines_page_has_every_clause_and_each_engines_pinned_release() -> None:
+    # The kernels tier checks the page against a fresh run; this says at once
+    # when an engine's pinned release moved and the page was not regenerated.
+    page = (ROOT / "docs" / "results.md").read_text(encoding="utf-8")
+    header = next(line for line in page.splitlines() if line.startswith("| Clause |"))
+    columns = header.strip("| ").split(" | ")[1:]
+    # The engines' kernels columns; the llama.cpp tier checks its own (tests/llamacpp/results.py).
+    releases = [cell.split("<br>")[1] for cell in columns if "(adapters/engines)" in cell]
+    assert releases == sorted(engine.wheel.requirement for engine in ENGINES.values())
+    assert list(_cells(page)) == list(CLAUSES)
+
+
+def test_the_committed_engines_page_holds_no_verdict_the_hosts_scheduler_decides() -> None:
+    # A race is seen or not as the host schedules it (docs/protocol.md,
+    # "Evidence of a race"): the page a drift test compares byte for byte
+    # must hold none, so its runs send no race.
+    page = (ROOT / "docs" / "results.md").read_text(encoding="utf-8")
+    assert set(_cells(page)["RB-PUB-4"]) == {"—"}
+    assert "NOT OBSERVED**" not in page
+
+
+def test_names_that_differ_only_in_case_get_a_badge_and_an_anchor_each(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    same = [_property("t::a", ["RB-MODE-1"], "passed")]
+    paths = [
+        _write(tmp_path, f"{name}.json", _check_report(name, "1.0", same))
+        for name in ("My Runtime", "my-runtime")
+    ]
+    status, page, _ = _run(capsys, *paths, "--html", "-", "--badges", str(tmp_path / "badges"))
+    assert status == 0
+    assert sorted(p.name for p in (tmp_path / "badges").iterdir()) == [
+        "my-runtime-1-0-2.json",
+        "my-runtime-1-0.json",
+    ]
+    assert re.findall(r'<section id="([^"]+)"', page) == [
+        "impl-my-runtime-1-0",
+        "impl-my-runtime-1-0-2",
+    ]
+
+
+_ROWS_PAST: Final = "test_replay.py::test_the_rows_past_the_accepted_ones_change_nothing"
+
+
+def test_a_check_report_gives_a_replay_propertys_distance_and_one_without_still_reads(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    passed = _property(_ROWS_PAST, ["RB-REPLAY-2"], "passed")
+    measured = passed | {"distance": 0.00125, "bound": 0.002}
+    past = _property(_ROWS_PAST, ["RB-REPLAY-2"], "failed") | {"distance": 0.03, "bound": 0.02}
+    paths = [
+        _write(tmp_path, "new.json", _check_report("new-runtime", "2.0", [measured])),
+        # A report written before check kept distances.
+        _write(tmp_path, "old.json", _check_report("old-runtime", "1.0", [passed])),
+        _write(tmp_path, "past.json", _check_report("past-runtime", "0.9", [past])),
+    ]
+    status, page, _ = _run(capsys, *paths)
+    assert status == 0
+    assert _cells(page)["RB-REPLAY-2"] == [
+        "**PASS**<br>largest relative error 0.00125 (bound 0.002)",
+        "**PASS**",
+        "**FAIL**<br>largest relative error 0.03 (bound 0.02)<br>*fails, not listed*",
+    ]
+    status, page, _ = _run(capsys, *paths, "--bounds-only")
+    assert status == 0
+    assert _cells(page)["RB-REPLAY-2"] == [
+        "**PASS**<br>within bound 0.002",
+        "**PASS**",
+        "**FAIL**<br>*fails, not listed*",
+    ]
+
+
+def _logged(*measured: list[float]) -> dict[str, Any]:
+    """What check's plugin records of a passing property that measured ``measured``."""
+    report = pytest.TestReport(
+        _ROWS_PAST,
+        ("test_replay.py", 1, _ROWS_PAST),
+        {},
+        "passed",
+        None,
+        "call",
+        user_properties=[("clause", "RB-REPLAY-2"), *((MEASURED, pair) for pair in measured)],
+    )
+    check_report.pytest_runtest_logreport(report)
+    result: dict[str, Any] = dict(check_report._results.pop())  # noqa: SLF001 - the plugin's record
+    return result
+
+
+def test_check_keeps_the_distance_nearest_its_bound_of_all_a_property_measured() -> None:
+    assert "distance" not in _logged()
+    # Judged by its bound, not by its size: 0.001 is far past 1e-06, 0.003 well within 0.02.
+    nearest = _logged([0.0, 1e-12], [0.003, 0.02], [0.001, 1e-06], [0.0, 0.02])
+    assert (nearest["distance"], nearest["bound"]) == (0.001, 1e-06)
+    within = _logged([0.0, 1e-12], [0.003, 0.02], [0.0015, 0.002])
+    assert (within["distance"], within["bound"]) == (0.0015, 0.002)
+    # Every reply exact: the loosest bound, the most the property allowed.
+    exact = _logged([0.0, 1e-12], [0.0, 1e-06])
+    assert (exact["distance"], exact["bound"]) == (0.0, 1e-06)
+    assert exact["outcome"] == "passed"
+    assert exact["clauses"] == ["RB-REPLAY-2"]

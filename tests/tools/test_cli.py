@@ -1,0 +1,269 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
+"""The command line: its report, its exit codes, and one clear line for every bad input."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from typing import TYPE_CHECKING, Final
+
+import junitparser
+import pytest
+
+from ssm_rollback_spec import SPEC_VERSION, __version__
+from ssm_rollback_spec.harness.clauses import DRAFT_CLAUSES
+from ssm_rollback_spec.tools.report import Row, clause_summary
+from ssm_rollback_spec.tools.shipped import corpus_directory
+from tests.child import ROOT, run_module
+from tests.fakes import FAKES
+from tests.traceability import spec_clauses
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+WRONG_ADAPTER: Final = str(FAKES / "wrong_adapter.py")
+CORPUS = corpus_directory()
+
+
+def test_check_against_the_reference_reports_every_property_and_clause(tmp_path: Path) -> None:
+    report = tmp_path / "report.json"
+    finished = run_module("ssm_rollback_spec.tools.cli", "check", "--json", str(report))
+    assert finished.returncode == 0, finished.stdout[-3000:] + finished.stderr
+    assert finished.stdout.startswith(
+        "ssm-rollback-spec check: ssm_rollback_spec.rollback (in-process), "
+        f"profile ci, spec {SPEC_VERSION}"
+    )
+    document = json.loads(report.read_text(encoding="utf-8"))
+    assert document["counts"]["failed"] == 0
+    # The reference has no replay kernel: the opt-in replay properties skip, saying so.
+    skipped = [p for p in document["properties"] if p["outcome"] == "skipped"]
+    assert {p["property"].split("::")[0] for p in skipped} == {"test_replay.py"}
+    assert {p["detail"] for p in skipped} == {
+        "replay is opt-in, and this implementation does not offer it",
+        "replay_batch is opt-in, and this implementation does not offer it",
+    }
+    assert document["counts"]["passed"] == len(document["properties"]) - len(skipped)
+    normative = [clause for clause in spec_clauses() if clause not in DRAFT_CLAUSES]
+    # The malformed replay requests cite RB-PROTO-4, which other properties pass.
+    replay = {clause for p in skipped for clause in p["clauses"]} - set(normative)
+    assert replay <= set(DRAFT_CLAUSES)
+    assert sorted(document["clauses"]) == sorted([*normative, *replay])
+    assert {document["clauses"][clause] for clause in normative} == {"passed"}
+    assert {document["clauses"][clause] for clause in replay} == {"skipped"}
+    for clause in normative:
+        assert f"PASS  {clause}\n" in finished.stdout
+
+
+def test_the_version_names_the_spec_version() -> None:
+    finished = run_module("ssm_rollback_spec.tools.cli", "--version")
+    assert finished.stdout.strip() == f"ssm-rollback-spec {__version__} (spec {SPEC_VERSION})"
+
+
+@pytest.mark.parametrize(
+    ("arguments", "line"),
+    [
+        ([], "the following arguments are required: COMMAND"),
+        (
+            ["check", "--impl-timeout", "0"],
+            (
+                "argument --impl-timeout: must be a number of seconds above 0 and at most 86400, "
+                "got '0'"
+            ),
+        ),
+        (
+            ["vectors", "run", "--impl-timeout", "nan"],
+            (
+                "argument --impl-timeout: must be a number of seconds above 0 and at most 86400, "
+                "got 'nan'"
+            ),
+        ),
+        (
+            ["check", "--impl-timeout", "inf"],
+            (
+                "argument --impl-timeout: must be a number of seconds above 0 and at most 86400, "
+                "got 'inf'"
+            ),
+        ),
+        (
+            ["check", "--impl-timeout", "1e308"],
+            (
+                "argument --impl-timeout: must be a number of seconds above 0 and at most 86400, "
+                "got '1e308'"
+            ),
+        ),
+        (
+            ["check", "--race-budget", "-1"],
+            "argument --race-budget: must be a number of seconds from 0 to 86400, got '-1'",
+        ),
+        (
+            ["check", "--profile", "fast"],
+            (
+                "argument --profile: invalid choice: 'fast' "
+                "(choose from 'dev', 'ci', 'thorough', 'crosshair', 'interpreter')"
+            ),
+        ),
+        (["check", "--impl-cmd", ""], "--impl-cmd: the adapter command is empty"),
+        (
+            ["check", "--impl-cmd", "x", "--impl-module", "y"],
+            "argument --impl-module: not allowed with argument --impl-cmd",
+        ),
+        (
+            ["check", "--impl-module", "no_such_module_here"],
+            (
+                "--impl-module: cannot import no_such_module_here: "
+                "ModuleNotFoundError: No module named 'no_such_module_here' "
+                f"(searched the current folder, {ROOT}, then this Python's installed packages)"
+            ),
+        ),
+        (
+            ["check", "--impl-module", "json"],
+            (
+                "--impl-module: json lacks USIZE_MAX, SsmReplayBytesOverflowError, "
+                "SsmRollbackMode, SsmRollbackModeTypeError, UnknownSsmRollbackModeError, "
+                "UsizeRangeError, "
+                "UsizeTypeError, VerifyRollbackUnsupportedError, parse_ssm_rollback_mode, "
+                "require_verify_rollback_supported, set_ssm_rollback_mode, ssm_replay_ring_bytes, "
+                "ssm_replay_row_bytes, ssm_rollback_mode "
+                "(the public names of ssm_rollback_spec.rollback)"
+            ),
+        ),
+        (
+            ["check", "--clause", "RB-NOPE-1"],
+            (
+                "--clause: unknown clause 'RB-NOPE-1': give an ID such as RB-SIZE-3 or a family "
+                "(RB-MODE, RB-PARSE, RB-PUB, RB-CELL, RB-SIZE, RB-VERIFY, RB-PY, RB-PROTO, "
+                "RB-REPLAY)"
+            ),
+        ),
+        (
+            ["check", "-k", "fresh_cells and"],
+            (
+                "-k: cannot read 'fresh_cells and': at column 16: expected not OR left "
+                "parenthesis OR identifier; got end of input"
+            ),
+        ),
+        (["check", "-k", " "], "-k: the expression is empty"),
+        (
+            ["check", "-k", "fresh_cells", "--clause", "RB-SIZE"],
+            "-k: 'fresh_cells' matches no property among those citing RB-SIZE",
+        ),
+        (
+            ["vectors", "run", "--deviations", "/nonexistent.json"],
+            "--deviations /nonexistent.json: No such file or directory",
+        ),
+        (
+            ["vectors", "run", "--clause", "RB-NOPE"],
+            (
+                "--clause: unknown clause 'RB-NOPE': give an ID such as RB-SIZE-3 or a family "
+                "(RB-MODE, RB-PARSE, RB-PUB, RB-CELL, RB-SIZE, RB-VERIFY, RB-PY, RB-PROTO, "
+                "RB-REPLAY)"
+            ),
+        ),
+        (
+            ["check", "--clause", "RB-REPLAY-5", "--clause", "RB-REPLAY-9"],
+            (
+                "--clause: RB-REPLAY-5, RB-REPLAY-9 is "
+                "draft, checked by the replay model in the repository (tests/replay), not by check"
+            ),
+        ),
+        (
+            ["vectors", "run", "--clause", "RB-PY-1"],
+            f"--clause: no case of {CORPUS} cites RB-PY-1",
+        ),
+        (
+            ["vectors", "run", "--vectors", "/nonexistent"],
+            "--vectors /nonexistent: /nonexistent/manifest.json: No such file or directory",
+        ),
+        (
+            ["vectors", "run", "--impl-cmd", "'open"],
+            '--impl-cmd: cannot split adapter command "\'open": No closing quotation',
+        ),
+    ],
+)
+def test_bad_input_gets_one_clear_line_and_status_2(arguments: list[str], line: str) -> None:
+    finished = run_module("ssm_rollback_spec.tools.cli", *arguments, timeout=120)
+    assert finished.returncode == 2, finished.stdout + finished.stderr
+    # argparse names the subcommand before "error:"; the rest is the whole message.
+    last = finished.stderr.splitlines()[-1]
+    assert last.startswith("ssm-rollback-spec")
+    assert last.partition(": error: ")[2] == line
+    assert "Traceback" not in finished.stdout + finished.stderr
+
+
+@pytest.mark.parametrize(("command", "item"), [("check", "property"), ("vectors run", "case")])
+def test_the_junit_option_is_worded_for_each_commands_items(command: str, item: str) -> None:
+    finished = run_module("ssm_rollback_spec.tools.cli", *command.split(), "--help")
+    assert finished.returncode == 0
+    flat = " ".join(finished.stdout.split())
+    assert f"one testcase per {item}, skips and deviations" in flat
+    assert "propertie," not in flat
+
+
+def test_clauses_sort_by_family_then_number() -> None:
+    rows = [Row(f"p{number}", [clause], "passed") for number, clause in enumerate(_SHUFFLED)]
+    assert list(clause_summary(rows)) == [
+        "RB-PUB-1",
+        "RB-REPLAY-1",
+        "RB-REPLAY-2",
+        "RB-REPLAY-10",
+        "RB-SIZE-3",
+    ]
+
+
+_SHUFFLED: Final = ("RB-REPLAY-10", "RB-SIZE-3", "RB-REPLAY-2", "RB-PUB-1", "RB-REPLAY-1")
+
+
+def test_a_vectors_failure_in_junit_has_a_reproduce_line_and_no_made_up_times(
+    tmp_path: Path,
+) -> None:
+    report = tmp_path / "reports" / "vectors.xml"
+    command = f"{sys.executable} {WRONG_ADAPTER} lenient-integers"
+    finished = run_module(
+        "ssm_rollback_spec.tools.cli", "vectors", "run", "--impl-cmd", command,
+        "--clause", "RB-PROTO-4", "--junit-xml", str(report),
+    )  # fmt: skip
+    assert finished.returncode == 1, finished.stdout[-3000:] + finished.stderr
+    [suite] = list(junitparser.JUnitXml.fromfile(str(report)))
+    assert suite.time > 0
+    # A case of a pipelined batch has no time of its own, so none is written.
+    text = report.read_text(encoding="utf-8")
+    assert text.count(" time=") == 1
+    assert '<testsuite name="ssm-rollback-spec vectors run"' in text
+    failures = [result for case in suite for result in case.result]
+    assert failures
+    for failure in failures:
+        assert isinstance(failure, junitparser.Failure)
+        last = (failure.text or "").splitlines()[-1]
+        assert last.startswith("reproduce: printf '%s\\n' ")
+        assert last.endswith(f" | {command}")
+
+
+def test_check_runs_the_adapter_argv_its_preflight_split_once(tmp_path: Path) -> None:
+    # A wrapper that records the arguments of each start, then runs the reference.
+    starts = tmp_path / "starts.jsonl"
+    wrapper = tmp_path / "wrapper.py"
+    wrapper.write_text(
+        "import json, runpy, sys\n"
+        f"with open({str(starts)!r}, 'a', encoding='utf-8') as log:\n"
+        "    log.write(json.dumps(sys.argv[1:]) + '\\n')\n"
+        "sys.argv = sys.argv[:1]\n"
+        "runpy.run_module('ssm_rollback_spec.harness.adapter', run_name='__main__')\n",
+        encoding="utf-8",
+    )
+    command = f"{shlex.quote(sys.executable)} {shlex.quote(str(wrapper))} 'two words' \"it's\" ''"
+    finished = run_module(
+        "ssm_rollback_spec.tools.cli", "check", "--impl-cmd", command, "--clause", "RB-SIZE-1"
+    )
+    assert finished.returncode == 0, finished.stdout[-3000:] + finished.stderr
+    recorded = [json.loads(line) for line in starts.read_text(encoding="utf-8").splitlines()]
+    # The preflight's describe, then the suite's adapter: the same argument vector.
+    assert len(recorded) >= 2
+    assert all(arguments == ["two words", "it's", ""] for arguments in recorded), recorded
+
+
+def test_the_suite_takes_an_adapter_argv_or_a_command_not_both() -> None:
+    both = ("--impl-argv=adapter", "--impl-cmd=adapter")
+    finished = run_module("pytest", "tests/properties", "-p", "no:cacheprovider", *both)
+    assert finished.returncode == pytest.ExitCode.USAGE_ERROR
+    assert "ERROR: --impl-argv excludes --impl-cmd and --impl-module" in finished.stderr
