@@ -11,9 +11,10 @@ Everything starts cold, in ``--work`` (a new temporary folder by default): the
 registered engines' wheels downloaded into an empty cache, the tier's venv made from
 nothing (torch 2.13.0 CPU, triton 3.9.0, numpy, einops, packaging, the
 package), then made again warm (what every later run pays: the package
-reinstalled), then ``python -m pytest -m kernels tests/kernels`` on that venv
-and cache. Prints one Markdown table; BENCHMARKS.md ("The kernels tier")
-keeps a run of it.
+reinstalled), then ``python -m pytest -m kernels -n auto tests/kernels`` on
+that venv and cache, as ``.ci/run`` runs it (the older releases the real-bugs
+tests drive are downloaded by those tests, into the same empty cache). Prints
+one Markdown table; BENCHMARKS.md ("The kernels tier") keeps a run of it.
 """
 
 from __future__ import annotations
@@ -62,7 +63,9 @@ def main() -> int:
     cold, _ = _timed([sys.executable, "-m", "adapters.engines.environment"], env)
     venv_mb = _megabytes(venv)
     warm, _ = _timed([sys.executable, "-m", "adapters.engines.environment"], env)
-    tier, outcome = _timed([sys.executable, "-m", "pytest", "-m", "kernels", "tests/kernels"], env)
+    tier, outcome = _timed(
+        [sys.executable, "-m", "pytest", "-m", "kernels", "-n", "auto", "tests/kernels"], env
+    )
     print(
         f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
     )
@@ -71,7 +74,7 @@ def main() -> int:
     print(f"| download the three engine wheels | {download:.0f} | {wheels_mb:.0f} MB |")
     print(f"| make the venv, cold | {cold:.0f} | {venv_mb:.0f} MB |")
     print(f"| refresh the venv, warm (the package reinstalled) | {warm:.0f} | |")
-    print(f"| `python -m pytest -m kernels tests/kernels` | {tier:.0f} | {outcome} |")
+    print(f"| `python -m pytest -m kernels -n auto tests/kernels` | {tier:.0f} | {outcome} |")
     return 0
 
 
