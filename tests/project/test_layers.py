@@ -41,6 +41,7 @@ THIRD_PARTY: Final = {
     # ssm_rollback_spec.replay_rows, are standard library on the contract's
     # floor, so size can report its figures without numpy.
     "ssm_rollback_spec.replay.portable": {"numpy"},
+    "ssm_rollback_spec.replay.activations": {"numpy"},
     "ssm_rollback_spec.replay.layer": {"numpy"},
     "ssm_rollback_spec.replay.paths": {"numpy"},
     "ssm_rollback_spec.replay.rounds": {"numpy"},
