@@ -25,13 +25,13 @@ one (``wheels.py``: fetched and cached by version); ``describe`` names the
 release driven.
 
 An adapter whose engine has a batch form (vLLM's, SGLang's) also answers
-``replay_batch`` with the engine's own bookkeeping, in the engine's cache mode
+``replay_batch`` with the engine's own bookkeeping, chosen by the batch
+options its registry row declares (:class:`BatchOption`): both have
 ``--cache-mode`` (vLLM: ``align``, the default, or ``none``; SGLang:
-``snapshot``, the default, or ``replayssm``) and, for vLLM, with the model
-runner ``--runner`` whose accepted counts it takes (``v1``, the default, or
-``v2``: vllm/batch.py); the others answer
-``unknown-op``, as the reference adapter does, and the batch cases are
-reported as not offered.
+``snapshot``, the default, or ``replayssm``), and vLLM also ``--runner``, the
+model runner whose accepted counts it takes (``v1``, the default, or ``v2``:
+vllm/batch.py). The others answer ``unknown-op``, as the reference adapter
+does, and the batch cases are reported as not offered.
 """
 
 from __future__ import annotations
@@ -68,6 +68,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Arrays",
+    "BatchOption",
     "Build",
     "EngineAdapter",
     "EngineLimitError",
@@ -97,21 +98,33 @@ class Build(enum.Enum):
 
 
 if TYPE_CHECKING:
-    #: An engine's batch form: (request, device, build, cache mode, runner) -> each entry's state.
+    #: An engine's batch form: (request, device, build, batch options by flag) -> each
+    #: entry's state.
     BatchReplay: TypeAlias = Callable[
-        [ReplayBatchRequest, kernels.Device, Build, str, str], list[ReplayState]
+        [ReplayBatchRequest, kernels.Device, Build, Mapping[str, str]], list[ReplayState]
     ]
 
 
 @dataclass(frozen=True)
+class BatchOption:
+    """One flag an engine's batch form takes (``--cache-mode``, ``--runner``), and its values."""
+
+    #: The flag without its dashes: the command line's ``--NAME`` and the options' key.
+    name: str
+    #: The values it takes, the default first.
+    choices: tuple[str, ...]
+    #: What it chooses, for ``--help``.
+    chooses: str
+
+
+@dataclass(frozen=True)
 class Serving:
-    """How this process serves: the device, the build, the cache mode and runner for batches."""
+    """How this process serves: the device, the build, and the batch options given."""
 
     device: kernels.Device
     build: Build
-    cache_mode: str
-    #: The engine's model runner for batches ("" where it has one).
-    runner: str = ""
+    #: Each of the engine's batch options, by name: the value given or its default.
+    batch_options: Mapping[str, str]
 
 
 @dataclass(frozen=True)
@@ -128,13 +141,11 @@ class EngineAdapter:
     replay: Callable[[Arrays, kernels.Device, Build], list[ReplayState]]
     #: Which of the engine's kernels, where it has a choice (FLA's rule).
     variant: str = ""
-    #: (request, device, build, cache mode) -> each entry's state after its step,
+    #: (request, device, build, batch options) -> each entry's state after its step,
     #: where the engine has a batch form; None answers replay_batch ``unknown-op``.
     replay_batch: BatchReplay | None = None
-    #: The engine's cache modes for a batch (``--cache-mode``), its default first.
-    cache_modes: tuple[str, ...] = ()
-    #: The engine's model runners for a batch (``--runner``), its default first.
-    runners: tuple[str, ...] = ()
+    #: The flags its batch form takes, each its own command-line option.
+    batch_options: tuple[BatchOption, ...] = ()
 
     @property
     def engine(self) -> str:
@@ -268,9 +279,7 @@ def _replay_batch(
         )
     kernels.prepare(serving.device)
     try:
-        states = engine.replay_batch(
-            decoded, serving.device, serving.build, serving.cache_mode, serving.runner
-        )
+        states = engine.replay_batch(decoded, serving.device, serving.build, serving.batch_options)
         return encode_replay_states(states)
     except EngineLimitError as error:
         raise protocol.ProtocolError(ErrorKind.BAD_REQUEST, str(error)) from None
@@ -312,20 +321,12 @@ def _parser(engine: EngineAdapter, /) -> argparse.ArgumentParser:
         choices=[Build.OFF_BY_ONE.value],
         help="the wrong build: the accepted count handed to the engine is one off",
     )
-    if engine.cache_modes:
+    for option in engine.batch_options:
         parser.add_argument(
-            "--cache-mode",
-            choices=engine.cache_modes,
-            default=engine.cache_modes[0],
-            help=f"the engine's cache mode for replay_batch (default: {engine.cache_modes[0]})",
-        )
-    if engine.runners:
-        parser.add_argument(
-            "--runner",
-            choices=engine.runners,
-            default=engine.runners[0],
-            help=f"the model runner whose accepted counts replay_batch takes "
-            f"(default: {engine.runners[0]})",
+            f"--{option.name}",
+            choices=option.choices,
+            default=option.choices[0],
+            help=f"{option.chooses} for replay_batch (default: {option.choices[0]})",
         )
     pinned = engine.wheel.version
     parser.add_argument(
@@ -348,11 +349,11 @@ def main(engine: EngineAdapter, argv: Sequence[str] | None = None, /) -> int:
         return 2
     build = Build(arguments.control or Build.REAL.value)
     device = kernels.Device(arguments.device)
+    given = vars(arguments)
     serving = Serving(
         device,
         build,
-        str(getattr(arguments, "cache_mode", "")),
-        str(getattr(arguments, "runner", "")),
+        {option.name: given[option.name.replace("-", "_")] for option in engine.batch_options},
     )
     api = load_python_implementation(REFERENCE).api
     try:

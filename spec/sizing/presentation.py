@@ -50,7 +50,7 @@ RATIO_DEFINITION: Final = "one request's speculative state over one slot's seed 
 def text_sections(sections: Sequence[Section], /) -> str:
     """Sections as aligned text: the first flush left, the others indented under headings."""
     lines: list[str] = []
-    width = max(25, *(len(label) + 3 for _, rows in sections[1:] for label, _ in rows))
+    width = max([25, *(len(label) + 3 for _, rows in sections[1:] for label, _ in rows)])
     for index, (heading, rows) in enumerate(sections):
         indent = "" if index == 0 else "  "
         if index:

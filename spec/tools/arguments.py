@@ -10,6 +10,7 @@ from .preflight import first_reply, prepare_directory, prepare_file
 
 __all__ = [
     "add_impl_arguments",
+    "add_selection_arguments",
     "before_the_run",
     "prepare_outputs",
     "race_budget",

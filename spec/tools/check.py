@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 
     from ..harness.check_report import PropertyResult, SuiteReport
 
-__all__ = ["REPLAY_PROPERTY_CLAUSES", "add_check_command"]
+__all__ = ["REPLAY_PROPERTY_CLAUSES", "add_arguments"]
 
 #: The draft clauses the suite's replay properties cite (over the opt-in
 #: replay operation); every other draft clause is the replay model's alone.
@@ -69,16 +69,14 @@ filterwarnings =
 """
 
 
-def add_check_command(commands: argparse._SubParsersAction[argparse.ArgumentParser], /) -> None:
-    """Add ``check`` and its options."""
-    check = commands.add_parser(
-        "check",
-        help="run the property suite against an implementation",
-        description="Run the property suite against an implementation: the Python reference "
+def add_arguments(check: argparse.ArgumentParser, /) -> None:
+    """Give ``check`` its description and options."""
+    check.description = (
+        "Run the property suite against an implementation: the Python reference "
         "by default, a Python module with --impl-module, or an adapter with --impl-cmd. "
         "Exits 0 when no property failed (skips, listed deviations and races not observed are "
         "reported), 1 when one did, when a listed deviation conforms, or when the adapter broke "
-        "on its first request (the report is still written), 2 on a usage error.",
+        "on its first request (the report is still written), 2 on a usage error."
     )
     add_impl_arguments(check, python=True)
     check.add_argument(

@@ -8,23 +8,29 @@ exit status (:class:`~ssm_rollback_spec.tools.errors.ExitStatus`), never a trace
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from .. import SPEC_VERSION, __version__
-from .check import add_check_command
 from .errors import CliError, ExitStatus
-from .results import add_report_command
-from .size import add_size_command
-from .vectors import add_vectors_command
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
 __all__ = ["main"]
 
+#: Each command: its module in this package (whose ``add_arguments`` gives it its
+#: options) and the line ``--help`` lists it by.
+_COMMANDS: Final = {
+    "check": ("check", "run the property suite against an implementation"),
+    "vectors": ("vectors", "generate, locate or run the vector corpus"),
+    "size": ("size", "size the replay ring (and the engines' snapshot state) for a design review"),
+    "report": ("results", "put the JSON reports of check and vectors run side by side on one page"),
+}
 
-def _parser() -> argparse.ArgumentParser:
+
+def _parser(argv: list[str], /) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ssm-rollback-spec",
         description="Executable specification of the SSM verify-rollback mode.",
@@ -33,16 +39,21 @@ def _parser() -> argparse.ArgumentParser:
         "--version", action="version", version=f"%(prog)s {__version__} (spec {SPEC_VERSION})"
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    add_check_command(commands)
-    add_vectors_command(commands)
-    add_size_command(commands)
-    add_report_command(commands)
+    for name, (module, summary) in _COMMANDS.items():
+        command = commands.add_parser(name, help=summary)
+        # Only the command asked for is imported and given its options: each
+        # pulls in its own floors (the sizing, the suite), which a run of
+        # another would pay for at every start. The root takes no option
+        # before the command but --help and --version, so it is argv's first.
+        if argv[:1] == [name]:
+            importlib.import_module(f".{module}", __package__).add_arguments(command)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit status."""
-    arguments = _parser().parse_args(argv)
+    given = sys.argv[1:] if argv is None else list(argv)
+    arguments = _parser(given).parse_args(given)
     try:
         status: int = arguments.run(arguments)
     except CliError as error:

@@ -21,18 +21,16 @@ from .report import LABELS, OUTCOMES, write_text
 if TYPE_CHECKING:
     import argparse
 
-__all__ = ["add_report_command"]
+__all__ = ["add_arguments"]
 
 
-def add_report_command(commands: argparse._SubParsersAction[argparse.ArgumentParser], /) -> None:
-    """Add ``report`` and its options."""
-    report = commands.add_parser(
-        "report",
-        help="put the JSON reports of check and vectors run side by side on one page",
-        description="Read the --json reports of check and vectors run (any implementations "
+def add_arguments(report: argparse.ArgumentParser, /) -> None:
+    """Give ``report`` its description and options."""
+    report.description = (
+        "Read the --json reports of check and vectors run (any implementations "
         "and releases) and write one page: implementations as columns, SPEC.md's clauses as "
         "rows; markdown on stdout unless --html or --markdown names a file. The same reports "
-        "give the same bytes. Exits 0, or 2 on a usage error or a file that is not a report.",
+        "give the same bytes. Exits 0, or 2 on a usage error or a file that is not a report."
     )
     report.add_argument("reports", nargs="+", metavar="REPORT", help="a --json report")
     report.add_argument(

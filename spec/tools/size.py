@@ -42,7 +42,7 @@ from .size_flags import (
 if TYPE_CHECKING:
     import argparse
 
-__all__ = ["MAX_SWEEP_VALUES", "OutputFormat", "add_size_command"]
+__all__ = ["MAX_SWEEP_VALUES", "OutputFormat", "add_arguments"]
 
 # Which flags feed each figure, so an overflow names what the user typed.
 _FLAGS_OF_FIGURE: Final = {
@@ -265,11 +265,8 @@ def _size(arguments: argparse.Namespace, /) -> int:
     return ExitStatus.OK
 
 
-def add_size_command(commands: argparse._SubParsersAction[argparse.ArgumentParser], /) -> None:
-    """Add ``size`` and its options."""
-    size = commands.add_parser(
-        "size", help="size the replay ring (and the engines' snapshot state) for a design review"
-    )
+def add_arguments(size: argparse.ArgumentParser, /) -> None:
+    """Give ``size`` its options, and its one-line errors."""
     # A bad flag is one line, as a bad config is (SizeParser adds no state).
     size.__class__ = SizeParser
     add_size_arguments(size)

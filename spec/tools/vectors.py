@@ -26,12 +26,11 @@ from .shipped import REPLAY_SUBDIRECTORY, corpus_directory, replay_corpus_direct
 if TYPE_CHECKING:
     import argparse
 
-__all__ = ["add_vectors_command"]
+__all__ = ["add_arguments"]
 
 
-def add_vectors_command(commands: argparse._SubParsersAction[argparse.ArgumentParser], /) -> None:
-    """Add ``vectors generate``, ``vectors where`` and ``vectors run``."""
-    group = commands.add_parser("vectors", help="generate, locate or run the vector corpus")
+def add_arguments(group: argparse.ArgumentParser, /) -> None:
+    """Give ``vectors`` its actions: ``generate``, ``where`` and ``run``."""
     actions = group.add_subparsers(dest="action", required=True, metavar="ACTION")
     generate = actions.add_parser(
         "generate",

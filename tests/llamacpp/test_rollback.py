@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import re
+from typing import TypeAlias
 
 import pytest
 
@@ -21,12 +22,15 @@ from tests.llamacpp.machine import (
 
 pytestmark = pytest.mark.llamacpp
 
+#: Rounds of calls: each round's windows by sequence, then its rollback lengths by sequence.
+Calls: TypeAlias = tuple[tuple[dict[int, list[int]], dict[int, int]], ...]
+
 #: The shrunk case of the snapshot way's failure with several sequences
 #: (docs/engines.md, "What the suite finds in released engines"): sequence 0
 #: decodes a token; sequences 2, 0 and 1 decode windows of 2, 1 and 1 tokens in
 #: one llama_decode; sequence 2 rolls back 1 token (llama_memory_seq_rm says
 #: yes); sequence 2 decodes one more token.
-DEVIATION_ROUNDS: tuple[tuple[dict[int, list[int]], dict[int, int]], ...] = (
+DEVIATION_ROUNDS: Calls = (
     ({0: [0]}, {}),
     ({2: [0, 0], 0: [0], 1: [0]}, {2: 1}),
     ({2: [2]}, {}),
@@ -39,7 +43,7 @@ DEVIATION_LINK = "https://github.com/ggml-org/llama.cpp/issues/28019"
 #: that whole window back (llama_memory_seq_rm says yes) and decodes a token.
 #: The rollback asks for a snapshot plane the last decode did not write
 #: (src/models/delta-net-base.cpp 587-603).
-WHOLE_WINDOW_ROUNDS: tuple[tuple[dict[int, list[int]], dict[int, int]], ...] = (
+WHOLE_WINDOW_ROUNDS: Calls = (
     ({0: [0]}, {}),
     ({0: [0]}, {0: 1}),
     ({0: [0]}, {}),
@@ -107,32 +111,28 @@ def test_snapshot_rollback_of_one_sequence_keeps_the_logits_of_decoding_only_the
     assert judged.largest <= BOUND
 
 
-def test_snapshot_rollback_beside_other_sequences_is_a_deviation_of_the_released_llama_cpp(
-    llamacpp: Built,
+@pytest.mark.parametrize(
+    ("rounds", "link"),
+    [
+        # Turns red the day llama.cpp restores the right state beside other sequences.
+        pytest.param(DEVIATION_ROUNDS, DEVIATION_LINK, id="beside_other_sequences"),
+        # One sequence alone. Turns red the day llama.cpp restores the state
+        # before the window, or refuses the rollback.
+        pytest.param(WHOLE_WINDOW_ROUNDS, WHOLE_WINDOW_LINK, id="whole_window"),
+    ],
+)
+def test_snapshot_rollback_is_a_deviation_of_the_released_llama_cpp(
+    llamacpp: Built, rounds: Calls, link: str
 ) -> None:
     # reproduce: python -m pytest -m llamacpp tests/llamacpp -k beside_other_sequences
-    # Turns red the day llama.cpp restores the right state here; the
-    # checkpoint way, on the same calls, is exact.
-    differences = {way: _worst_kept_difference(llamacpp, way, DEVIATION_ROUNDS) for way in Way}
-    assert differences[Way.CHECKPOINT] <= BOUND
-    assert differences[Way.SNAPSHOT] > 1e-3, f"fixed upstream? see {DEVIATION_LINK}"
-
-
-def test_snapshot_rollback_of_a_whole_window_is_a_deviation_of_the_released_llama_cpp(
-    llamacpp: Built,
-) -> None:
     # reproduce: python -m pytest -m llamacpp tests/llamacpp -k whole_window
-    # One sequence alone. Turns red the day llama.cpp restores the state
-    # before the window (or refuses the rollback); the checkpoint way, on the
-    # same calls, is exact.
-    differences = {way: _worst_kept_difference(llamacpp, way, WHOLE_WINDOW_ROUNDS) for way in Way}
+    # The checkpoint way, on the same calls, is exact.
+    differences = {way: _worst_kept_difference(llamacpp, way, rounds) for way in Way}
     assert differences[Way.CHECKPOINT] <= BOUND
-    assert differences[Way.SNAPSHOT] > 1e-3, f"fixed upstream? see {WHOLE_WINDOW_LINK}"
+    assert differences[Way.SNAPSHOT] > 1e-3, f"fixed upstream? see {link}"
 
 
-def _worst_kept_difference(
-    built: Built, way: Way, rounds: tuple[tuple[dict[int, list[int]], dict[int, int]], ...], /
-) -> float:
+def _worst_kept_difference(built: Built, way: Way, rounds: Calls, /) -> float:
     """The largest difference of a kept token's logits from the reference's over ``rounds``.
 
     Every rollback must be accepted: the finding is that llama.cpp accepts it.

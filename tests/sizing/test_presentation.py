@@ -54,6 +54,10 @@ def test_a_long_label_below_the_first_section_widens_every_column() -> None:
     assert {line.index(line.split()[-1]) for line in lines if line and " " in line} == {33}
 
 
+def test_a_single_section_is_its_rows_at_the_narrowest_width() -> None:
+    assert text_sections([("Only", [("a", "1")])]) == "a" + " " * 24 + "1"
+
+
 def test_markdown_sections_are_tables_under_bold_headings_with_bars_escaped() -> None:
     assert markdown_sections(SECTIONS).splitlines() == (
         [

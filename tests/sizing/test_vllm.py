@@ -19,7 +19,7 @@ from ssm_rollback_spec.sizing import capacity, vllm
 from ssm_rollback_spec.sizing import dimensions as dims
 from ssm_rollback_spec.sizing.review import model_from_config
 from ssm_rollback_spec.sizing.views import Model, Setup, View, size_view, vllm_plan
-from ssm_rollback_spec.tools.size import add_size_command
+from ssm_rollback_spec.tools.size import add_arguments as add_size_arguments
 from tests.child import run_module
 
 EXAMPLES: Final = Path(__file__).resolve().parents[2] / "examples"
@@ -237,13 +237,8 @@ def test_the_headline_ratio_does_not_change_with_the_batch() -> None:
 
 
 def test_every_size_flag_has_help() -> None:
-    parser = argparse.ArgumentParser()
-    add_size_command(parser.add_subparsers())
-    (size,) = (
-        action.choices["size"]
-        for action in parser._actions  # noqa: SLF001 - argparse keeps its subparsers here
-        if isinstance(action, argparse._SubParsersAction)  # noqa: SLF001
-    )
+    size = argparse.ArgumentParser()
+    add_size_arguments(size)
     missing = [
         action.option_strings[0]
         for action in size._actions  # noqa: SLF001

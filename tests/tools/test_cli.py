@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import subprocess
 import sys
 from typing import TYPE_CHECKING, Final
 
@@ -267,3 +268,32 @@ def test_the_suite_takes_an_adapter_argv_or_a_command_not_both() -> None:
     finished = run_module("pytest", "tests/properties", "-p", "no:cacheprovider", *both)
     assert finished.returncode == pytest.ExitCode.USAGE_ERROR
     assert "ERROR: --impl-argv excludes --impl-cmd and --impl-module" in finished.stderr
+
+
+@pytest.mark.parametrize(
+    ("command", "unloaded"),
+    [
+        (["vectors", "where"], ["check", "size", "results"]),
+        (["size", "--help"], ["check", "vectors", "results"]),
+        (["--help"], ["check", "vectors", "size", "results"]),
+    ],
+    ids=["vectors", "size", "help"],
+)
+def test_a_command_loads_no_other_commands_module(command: list[str], unloaded: list[str]) -> None:
+    # Each command pulls in its own floors (the suite, the sizing), which a
+    # run of another command must not pay for at its start.
+    probe = (
+        "import contextlib, io, json, sys\n"
+        "from ssm_rollback_spec.tools import cli\n"
+        "with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
+        f"    cli.main({command!r})\n"
+        "print(json.dumps([name.rsplit('.', 1)[1] for name in sys.modules\n"
+        "    if name.startswith('ssm_rollback_spec.tools.')]))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    loaded = set(json.loads(done.stdout))
+    assert command[0].lstrip("-") in loaded | {"help"}
+    assert loaded.isdisjoint(unloaded), sorted(loaded)

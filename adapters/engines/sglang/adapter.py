@@ -48,9 +48,11 @@ from . import batch as sglang_batch
 from .load import WHEEL, load
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from ssm_rollback_spec.harness.replay_wire import ReplayBatchRequest, ReplayState
 
-__all__ = ["ADAPTER", "RING_LENGTH", "replay", "replay_batch"]
+__all__ = ["ADAPTER", "BATCH_OPTIONS", "RING_LENGTH", "replay", "replay_batch"]
 
 #: SGLang's default ring length L (``linear_replayssm_cache_len``).
 RING_LENGTH: Final = sglang_batch.RING_LENGTH
@@ -193,11 +195,13 @@ def replay_batch(
     request: ReplayBatchRequest,
     device: kernels.Device,
     build: serve.Build,
-    path: str,
-    _runner: str,
+    options: Mapping[str, str],
     /,
 ) -> list[ReplayState]:
-    """Each entry's state after its step, from SGLang's own pool, verify and commit on ``path``.
+    """Each entry's state after its step, from SGLang's own pool, verify and commit.
+
+    ``options`` are the batch options given (:data:`BATCH_OPTIONS`): the path, snapshots or
+    ReplaySSM.
 
     Raises:
         serve.EngineLimitError: on a device other than the CPU (the scatters
@@ -208,8 +212,18 @@ def replay_batch(
     """
     if device is not kernels.Device.CPU:
         raise serve.EngineLimitError("SGLang's replay_batch runs on --device cpu only")
-    return sglang_batch.replay_batch(request, sglang_batch.BatchPath(path), build.accepted)
+    path = sglang_batch.BatchPath(options["cache-mode"])
+    return sglang_batch.replay_batch(request, path, build.accepted)
 
+
+#: The flag SGLang's batch form takes: its path, snapshots (the default) or ReplaySSM.
+BATCH_OPTIONS: Final = (
+    serve.BatchOption(
+        "cache-mode",
+        tuple(path.value for path in sglang_batch.BatchPath),
+        "SGLang's path, its snapshots or ReplaySSM,",
+    ),
+)
 
 #: SGLang's row in the registry.
 ADAPTER: Final = serve.EngineAdapter(
@@ -218,5 +232,5 @@ ADAPTER: Final = serve.EngineAdapter(
     "sglang-gdn-replayssm",
     replay,
     replay_batch=replay_batch,
-    cache_modes=tuple(path.value for path in sglang_batch.BatchPath),
+    batch_options=BATCH_OPTIONS,
 )

@@ -44,9 +44,11 @@ from . import batch as vllm_batch
 from .load import WHEEL, load, load_package
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from ssm_rollback_spec.harness.replay_wire import ReplayBatchRequest, ReplayState
 
-__all__ = ["ADAPTER", "BLOCK_POINTERS", "replay", "replay_batch"]
+__all__ = ["ADAPTER", "BATCH_OPTIONS", "BLOCK_POINTERS", "replay", "replay_batch"]
 
 
 def replay(
@@ -128,11 +130,14 @@ def replay_batch(
     request: ReplayBatchRequest,
     device: kernels.Device,
     build: serve.Build,
-    cache_mode: str,
-    runner: str,
+    options: Mapping[str, str],
     /,
 ) -> list[ReplayState]:
-    """Each entry's state after its step, from vLLM's metadata builder and GDN layer core."""
+    """Each entry's state after its step, from vLLM's metadata builder and GDN layer core.
+
+    ``options`` are the batch options given (:data:`BATCH_OPTIONS`): the cache mode and the
+    model runner whose accepted counts the builder is handed.
+    """
     import torch  # noqa: PLC0415
 
     engine = load_package()
@@ -179,8 +184,8 @@ def replay_batch(
         weights=weights,
         steps=steps,
         slots=request["slots"],
-        mode=vllm_batch.CacheMode(cache_mode),
-        runner=vllm_batch.Runner(runner),
+        mode=vllm_batch.CacheMode(options["cache-mode"]),
+        runner=vllm_batch.Runner(options["runner"]),
         on=on,
         release=tuple(int(part) for part in wheels.selected(WHEEL).version.split(".")[:3]),
     )
@@ -198,6 +203,18 @@ def replay_batch(
         ) from None
 
 
+#: The flags vLLM's batch form takes: its cache mode, and the runner whose counts it takes.
+BATCH_OPTIONS: Final = (
+    serve.BatchOption(
+        "cache-mode", tuple(mode.value for mode in vllm_batch.CacheMode), "vLLM's cache mode"
+    ),
+    serve.BatchOption(
+        "runner",
+        tuple(runner.value for runner in vllm_batch.Runner),
+        "the model runner whose accepted counts the builder is handed",
+    ),
+)
+
 #: vLLM's row in the registry.
 ADAPTER: Final = serve.EngineAdapter(
     WHEEL,
@@ -205,6 +222,5 @@ ADAPTER: Final = serve.EngineAdapter(
     "snapshot",
     replay,
     replay_batch=replay_batch,
-    cache_modes=tuple(mode.value for mode in vllm_batch.CacheMode),
-    runners=tuple(runner.value for runner in vllm_batch.Runner),
+    batch_options=BATCH_OPTIONS,
 )
