@@ -94,7 +94,10 @@ def prepare() -> Path:
     wanted = "\n".join(REQUIREMENTS) + "\n"
     if not (python.exists() and marker.exists() and marker.read_text(encoding="utf-8") == wanted):
         venv.EnvBuilder(with_pip=True, clear=True).create(home)
-        _pip(python, "install", *REQUIREMENTS)
+        # Not compiled here: the adapters import a small part of torch, and a
+        # tier run with PYTHONPYCACHEPREFIX set (tests/conftest.py) would not
+        # read what pip compiled; Python compiles and keeps what is imported.
+        _pip(python, "install", "--no-compile", *REQUIREMENTS)
         marker.write_text(wanted, encoding="utf-8")
     imports = home / "vllm-imports.txt"
     pins = "\n".join(_vllm_imports()) + "\n"

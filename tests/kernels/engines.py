@@ -4,20 +4,31 @@
 The tier's per-engine checks run over every row of ``adapters/engines/registry.py``,
 so a new engine registered there is checked with no test edited. Each adapter
 runs as ``python -m adapters.engines.NAME`` from the repository root, in the
-kernels venv.
+kernels venv. A run that several tests judge, such as an engine's control
+build over the replay corpus, is made once a run and read by each.
 """
 
 from __future__ import annotations
 
+import json
 import shlex
-from typing import Final
+from typing import TYPE_CHECKING, Any, Final
 
 from adapters.engines.registry import ENGINES
+from tests.child import run_module
+from tests.once import once_per_run
 
-__all__ = ["ENGINES", "argv", "command"]
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    import pytest
+
+__all__ = ["ENGINES", "argv", "command", "control_run", "vectors_run"]
 
 #: The module every engine adapter is run as, by the registry's name.
 _MODULE: Final = "adapters.engines.{}"
+#: The flags of an adapter's control build, one off in the accepted count.
+_CONTROL: Final = ("--control", "off-by-one")
 
 
 def argv(python: str, engine: str, /, *flags: str) -> list[str]:
@@ -28,3 +39,52 @@ def argv(python: str, engine: str, /, *flags: str) -> list[str]:
 def command(python: str, engine: str, /, *flags: str) -> str:
     """:func:`argv` as one ``--impl-cmd`` string."""
     return shlex.join(argv(python, engine, *flags))
+
+
+def vectors_run(
+    report: Path,
+    python: str,
+    engine: str,
+    /,
+    *flags: str,
+    clause: str = "RB-REPLAY",
+    corpus: tuple[str, ...] = (),
+) -> tuple[int, dict[str, Any], str]:
+    """``vectors run --clause CLAUSE`` over ``engine``'s adapter run with ``flags``.
+
+    Returns its exit status, its ``--json`` report (written to ``report``) and
+    its standard output; ``corpus`` are more arguments, such as ``--vectors``.
+    """
+    # A first replay imports torch and interprets the kernels: seconds, not the default 10.
+    finished = run_module(
+        "ssm_rollback_spec.tools.cli",
+        *("vectors", "run", "--impl-cmd", command(python, engine, *flags), *corpus),
+        *("--clause", clause, "--impl-timeout", "900", "--json", str(report)),
+        timeout=1800,
+    )
+    assert "Traceback" not in finished.stdout + finished.stderr, finished.stderr
+    assert report.exists(), finished.stderr
+    return finished.returncode, json.loads(report.read_text(encoding="utf-8")), finished.stdout
+
+
+def control_run(
+    tmp_path_factory: pytest.TempPathFactory, python: str, engine: str, /
+) -> tuple[int, dict[str, Any], str]:
+    """:func:`vectors_run` of ``engine``'s off-by-one control build, made once a run.
+
+    The control's every case is judged by more than one test (its single
+    rounds and, where the engine has one, its batches in the default cache
+    mode), and each run of it costs the interpreter's time.
+    """
+
+    def make(folder: Path, /) -> None:
+        status, _, shown = vectors_run(folder / "report.json", python, engine, *_CONTROL)
+        (folder / "status").write_text(str(status), encoding="utf-8")
+        (folder / "stdout").write_text(shown, encoding="utf-8")
+
+    folder = once_per_run(tmp_path_factory, f"control-{engine}", make)
+    return (
+        int((folder / "status").read_text(encoding="utf-8")),
+        json.loads((folder / "report.json").read_text(encoding="utf-8")),
+        (folder / "stdout").read_text(encoding="utf-8"),
+    )

@@ -17,16 +17,20 @@ machines, and the committed page must not.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from tests.child import ROOT, run_module
 from tests.kernels import engines
 from tests.llamacpp import results as llamacpp_results
+from tests.once import once_per_run
 
 if TYPE_CHECKING:
     from pathlib import Path
+
+    import pytest
 
 __all__ = [
     "ENGINES",
@@ -36,6 +40,7 @@ __all__ = [
     "REPORTS",
     "page",
     "run_report",
+    "shared_report",
     "with_other_tiers",
 ]
 
@@ -80,6 +85,25 @@ def run_report(python: str, engine: str, kind: str, /) -> tuple[int, Path]:
         message = f"{engine} {kind}: no report\n{finished.stderr[-3000:]}"
         raise RuntimeError(message)
     return finished.returncode, report
+
+
+def shared_report(
+    tmp_path_factory: pytest.TempPathFactory, python: str, engine: str, kind: str, /
+) -> tuple[int, dict[str, Any]]:
+    """The page's run of ``kind`` over ``engine``: made once a run, by whichever test asks first.
+
+    Its report is in build/results/kernels/, which the results page is built
+    from; every test that judges the same run reads it, so the tier runs it once.
+    """
+
+    def make(folder: Path, /) -> None:
+        status, _ = run_report(python, engine, kind)
+        (folder / "status").write_text(str(status), encoding="utf-8")
+
+    folder = once_per_run(tmp_path_factory, f"results-{engine}-{kind}", make)
+    report = REPORTS / f"{engine}-{kind}.json"
+    status = int((folder / "status").read_text(encoding="utf-8"))
+    return status, json.loads(report.read_text(encoding="utf-8"))
 
 
 def page(reports: list[Path], /) -> str:

@@ -11,16 +11,14 @@ accepted count, fails.
 
 from __future__ import annotations
 
-import json
 import subprocess
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 
 import pytest
 
 from ssm_rollback_spec import corpus
-from tests.child import ROOT, run_module
+from tests.child import ROOT
 from tests.kernels import engines, results
-from tests.once import once_per_run
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -39,35 +37,6 @@ BATCH_ENGINES: Final = tuple(
 LICENSES: Final = {
     adapter.wheel.requirement: adapter.wheel.license for adapter in engines.ENGINES.values()
 }
-
-
-def _cli(tmp_path: Path, /, *arguments: str) -> tuple[int, dict[str, Any]]:
-    report = tmp_path / "report.json"
-    # A first replay imports torch and interprets the kernels: seconds, not the default 10.
-    waits = ("--impl-timeout", "600", "--json", str(report))
-    finished = run_module("ssm_rollback_spec.tools.cli", *arguments, *waits, timeout=1800)
-    assert "Traceback" not in finished.stdout + finished.stderr, finished.stderr
-    assert report.exists(), finished.stderr
-    return finished.returncode, json.loads(report.read_text(encoding="utf-8"))
-
-
-def _report(
-    tmp_path_factory: pytest.TempPathFactory, python: str, engine: str, kind: str, /
-) -> tuple[int, dict[str, Any]]:
-    """The page's run of ``kind`` over ``engine``: made once a run, by whichever test asks first.
-
-    Its report is in build/results/kernels/ (tests/kernels/results.py), which
-    the results page is built from.
-    """
-
-    def make(folder: Path, /) -> None:
-        status, _ = results.run_report(python, engine, kind)
-        (folder / "status").write_text(str(status), encoding="utf-8")
-
-    folder = once_per_run(tmp_path_factory, f"results-{engine}-{kind}", make)
-    report = results.REPORTS / f"{engine}-{kind}.json"
-    status = int((folder / "status").read_text(encoding="utf-8"))
-    return status, json.loads(report.read_text(encoding="utf-8"))
 
 
 def _cases(pipeline: str, /) -> list[corpus.ReplayCase]:
@@ -91,7 +60,7 @@ def test_the_engine_wheels_state_the_licences_named(kernels_python: str) -> None
 def test_the_engine_kernels_pass_their_pipelines_replay_cases(
     tmp_path_factory: pytest.TempPathFactory, kernels_python: str, engine: str
 ) -> None:
-    status, report = _report(tmp_path_factory, kernels_python, engine, "vectors")
+    status, report = results.shared_report(tmp_path_factory, kernels_python, engine, "vectors")
     mine = {case.case_id for case in _cases(PIPELINES[engine])}
     outcomes = {case["id"]: case["outcome"] for case in report["cases"]}
     assert mine, f"the replay corpus has no case of {PIPELINES[engine]}"
@@ -104,7 +73,7 @@ def test_the_engine_kernels_pass_their_pipelines_replay_cases(
 def test_check_runs_the_replay_properties_through_the_engine_kernels(
     tmp_path_factory: pytest.TempPathFactory, kernels_python: str, engine: str
 ) -> None:
-    status, report = _report(tmp_path_factory, kernels_python, engine, "check")
+    status, report = results.shared_report(tmp_path_factory, kernels_python, engine, "check")
     outcomes = {row["property"]: row["outcome"] for row in report["properties"]}
     assert status == 0, report["properties"]
     # The drawn float64 property is judged by the model's float64 step, which
@@ -126,12 +95,9 @@ def test_check_runs_the_replay_properties_through_the_engine_kernels(
 
 @pytest.mark.parametrize("engine", sorted(PIPELINES))
 def test_the_engine_adapters_off_by_one_control_fails(
-    tmp_path: Path, kernels_python: str, engine: str
+    tmp_path_factory: pytest.TempPathFactory, kernels_python: str, engine: str
 ) -> None:
-    command = engines.command(kernels_python, engine, "--control", "off-by-one")
-    status, report = _cli(
-        tmp_path, "vectors", "run", "--impl-cmd", command, "--clause", "RB-REPLAY"
-    )
+    status, report, _ = engines.control_run(tmp_path_factory, kernels_python, engine)
     mine = {case.case_id for case in _cases(PIPELINES[engine])}
     failed = {case["id"] for case in report["cases"] if case["outcome"] == "failed"}
     assert status == 1
@@ -147,8 +113,9 @@ FLA_CHUNK_BOUND: Final = 1.2e-2
 def test_flas_chunk_rule_is_within_its_measured_distance_of_the_model(
     tmp_path: Path, kernels_python: str
 ) -> None:
-    command = engines.command(kernels_python, "fla", "--rule", "chunk")
-    _, report = _cli(tmp_path, "vectors", "run", "--impl-cmd", command, "--clause", "RB-REPLAY")
+    _, report, _ = engines.vectors_run(
+        tmp_path / "report.json", kernels_python, "fla", "--rule", "chunk"
+    )
     mine = {case.case_id for case in _cases("fla-bf16")}
     errors = {}
     for case in report["cases"]:
@@ -206,7 +173,7 @@ def test_the_committed_results_page_is_what_this_runs_reports_give(
 ) -> None:
     for engine in results.ENGINES:
         for kind in results.KINDS:
-            _report(tmp_path_factory, kernels_python, engine, kind)
+            results.shared_report(tmp_path_factory, kernels_python, engine, kind)
     reports = [results.REPORTS / f"{e}-{k}.json" for e in results.ENGINES for k in results.KINDS]
     fresh = results.with_other_tiers(results.page(reports))
     committed = results.PAGE.read_text(encoding="utf-8")

@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 import pytest
 
-from tests.child import ROOT, run_module
-from tests.kernels import engines
+from tests.child import ROOT
+from tests.kernels import engines, results
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -39,42 +39,48 @@ def _vllm_batch_cases() -> set[str]:
     return {f"replay-batch-{case['id']}" for case in cases if case["pipeline"] == "vllm-bf16"}
 
 
+#: vLLM's default cache mode, the adapter's without ``--cache-mode``: its
+#: batch cases are in the tier's shared runs (the results page's, the control's).
+DEFAULT_MODE: Final = "align"
+
+
 def _run(
     tmp_path: Path, python: str, /, *flags: str, corpus: tuple[str, ...] = ()
 ) -> tuple[int, dict[str, Any], str]:
     report = tmp_path / "report.json"
-    command = engines.command(python, "vllm", *flags)
-    finished = run_module(
-        "ssm_rollback_spec.tools.cli",
-        *("vectors", "run", "--impl-cmd", command, "--clause", "RB-REPLAY-12", *corpus),
-        *("--impl-timeout", "900", "--json", str(report)),
-        timeout=1800,
-    )
-    assert "Traceback" not in finished.stdout + finished.stderr, finished.stderr
-    return finished.returncode, json.loads(report.read_text(encoding="utf-8")), finished.stdout
+    return engines.vectors_run(report, python, "vllm", *flags, clause="RB-REPLAY-12", corpus=corpus)
 
 
-@pytest.mark.parametrize("mode", ["align", "none"])
+def _batch_outcomes(report: dict[str, Any], /) -> dict[str, str]:
+    """Each vllm-bf16 batch case's outcome in ``report``."""
+    return {
+        case["id"]: case["outcome"] for case in report["cases"] if case["id"] in _vllm_batch_cases()
+    }
+
+
+@pytest.mark.parametrize("mode", [DEFAULT_MODE, "none"])
 def test_vllms_own_builder_and_layer_pass_the_batch_cases(
-    tmp_path: Path, kernels_python: str, mode: str
+    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path, kernels_python: str, mode: str
 ) -> None:
-    status, report, _ = _run(tmp_path, kernels_python, "--cache-mode", mode)
-    outcomes = {case["id"]: case["outcome"] for case in report["cases"]}
-    mine = _vllm_batch_cases()
-    assert mine
+    if mode == DEFAULT_MODE:
+        status, report = results.shared_report(tmp_path_factory, kernels_python, "vllm", "vectors")
+    else:
+        status, report, _ = _run(tmp_path, kernels_python, "--cache-mode", mode)
     assert status == 0, report["cases"]
-    assert {outcomes[case_id] for case_id in mine} == {"passed"}
+    assert _batch_outcomes(report) == dict.fromkeys(_vllm_batch_cases(), "passed")
 
 
-@pytest.mark.parametrize("mode", ["align", "none"])
+@pytest.mark.parametrize("mode", [DEFAULT_MODE, "none"])
 def test_the_off_by_one_control_fails_the_batch_cases_naming_the_clause(
-    tmp_path: Path, kernels_python: str, mode: str
+    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path, kernels_python: str, mode: str
 ) -> None:
-    flags = ("--cache-mode", mode, "--control", "off-by-one")
-    status, report, shown = _run(tmp_path, kernels_python, *flags)
-    failed = {case["id"] for case in report["cases"] if case["outcome"] == "failed"}
+    if mode == DEFAULT_MODE:
+        status, report, shown = engines.control_run(tmp_path_factory, kernels_python, "vllm")
+    else:
+        flags = ("--cache-mode", mode, "--control", "off-by-one")
+        status, report, shown = _run(tmp_path, kernels_python, *flags)
     assert status == 1
-    assert failed == _vllm_batch_cases()
+    assert _batch_outcomes(report) == dict.fromkeys(_vllm_batch_cases(), "failed")
     assert "FAIL  RB-REPLAY-12" in shown
     assert "reproduce: " in shown
 
@@ -142,9 +148,13 @@ def test_the_release_that_shipped_a_real_bug_fails_and_the_fix_passes(
     tmp_path: Path, kernels_python: str, name: str
 ) -> None:
     bug = REAL_BUGS[name]
-    corpus = () if bug.every_batch else ("--vectors", str(_corpus_of(tmp_path, bug.smallest)))
+    # The release that shipped the bug is judged on its smallest failing
+    # batch alone: one failure is the finding, and each batch costs the
+    # interpreter's time.
+    smallest = ("--vectors", str(_corpus_of(tmp_path, bug.smallest)))
+    corpus = () if bug.every_batch else smallest
     shipped = ("--version", bug.shipped, *bug.flags)
-    status, report, shown = _run(tmp_path, kernels_python, *shipped, corpus=corpus)
+    status, report, shown = _run(tmp_path, kernels_python, *shipped, corpus=smallest)
     outcomes = {case["id"]: case for case in report["cases"]}
     failing = outcomes[f"replay-batch-{bug.smallest}"]
     assert status == 1
