@@ -34,13 +34,18 @@ if os.environ.pop("PYTHONDONTWRITEBYTECODE", None) is not None:
 #: one worker while the others wait (each runs a document's commands, a
 #: minute or so).
 _LONGEST_FIRST: Final = ("test_every_command_a_document_shows_works_as_pasted",)
+#: Tests that judge what many others make once a run (the kernels tier's
+#: reports): run last, when it is made, so that no worker waits on the other
+#: making the same report in the same order.
+_LAST: Final = ("test_the_committed_results_page_is_what_this_runs_reports_give",)
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Move the longest tests to the front, in the order they were collected."""
+    """Move the longest tests to the front and the gathering ones to the end, else as collected."""
     first = [item for item in items if getattr(item, "originalname", None) in _LONGEST_FIRST]
-    items[:] = first + [item for item in items if item not in first]
+    last = [item for item in items if getattr(item, "originalname", None) in _LAST]
+    items[:] = first + [item for item in items if item not in first and item not in last] + last
 
 
 @pytest.fixture(scope="session")
