@@ -18,6 +18,7 @@ import pytest
 
 from adapters.engines.registry import ENGINES
 from tests.child import ROOT
+from tests.properties.replay_reference import SMALL_REPLAY
 
 PROTOCOL_PAGE: Final = ROOT / "docs" / "protocol.md"
 _OFFERS: Final = {
@@ -27,26 +28,6 @@ _OFFERS: Final = {
 }
 #: The release each adapter's describe states: its engine's pinned wheel.
 RELEASES: Final = {"vllm": "vllm==0.33.0", "sglang": "sglang==0.5.23", "fla": "fla-core==0.6.0"}
-_REQUEST: Final = {
-    "op": "replay",
-    "pipeline": "float64",
-    "layout": "pre-conv",
-    "dims": {
-        "num_key_heads": 1,
-        "key_head_dim": 1,
-        "num_value_heads": 1,
-        "value_head_dim": 1,
-        "conv_kernel": 2,
-    },
-    "conv_weight": [["0x1p-1", "0x1p+0"]] * 3,
-    "checkpoint": {"conv": [["0x0p+0"]] * 3, "h": [[["0x0p+0"]]]},
-    "rounds": [
-        {"rows": [{"qkv": ["0x1p-2", "0x1p-1", "0x1p+0"], "g": ["-0x1p-3"], "beta": ["0x1p-1"]}]}
-        | {"accepted": 1}
-    ],
-}
-
-
 # The adapters import the package beside them, as the kernels tier's venv installs it.
 _ENV: Final = {**os.environ, "PYTHONPATH": str(ROOT)}
 
@@ -111,7 +92,7 @@ def test_an_engine_adapter_refuses_a_pipeline_it_does_not_compute_in_one_line(
     engine: str,
 ) -> None:
     pipeline, _ = _OFFERS[engine]
-    [reply] = _exchange(engine, _REQUEST)
+    [reply] = _exchange(engine, SMALL_REPLAY)
     assert reply == {
         "error": {
             "kind": "bad-request",
@@ -122,7 +103,7 @@ def test_an_engine_adapter_refuses_a_pipeline_it_does_not_compute_in_one_line(
 
 
 def test_an_engine_pipeline_request_without_the_raw_gate_inputs_is_refused() -> None:
-    [reply] = _exchange("vllm", _REQUEST | {"pipeline": "vllm-bf16"})
+    [reply] = _exchange("vllm", SMALL_REPLAY | {"pipeline": "vllm-bf16"})
     assert reply == {
         "error": {
             "kind": "bad-request",

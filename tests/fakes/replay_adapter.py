@@ -17,13 +17,16 @@ from __future__ import annotations
 import json
 import math
 import sys
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from ssm_rollback_spec import rollback
 from ssm_rollback_spec.harness import protocol
-from ssm_rollback_spec.harness.adapter import respond
+from ssm_rollback_spec.harness.adapter import respond, serve_lines
 from ssm_rollback_spec.harness.protocol import ErrorKind
 from ssm_rollback_spec.harness.replay_wire import decode_replay
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 WRONG: Final = ("g-after-delta", "head-modulo")
 
@@ -134,15 +137,23 @@ def reply(line: str, how: str | None, /) -> dict[str, object]:
         return protocol.error_reply(ErrorKind.BAD_REQUEST, f"malformed replay: {error}")
 
 
-def main() -> int:
+def serve_fake(
+    program: str, wrong: tuple[str, ...], answer: Callable[[str, str | None], dict[str, object]], /
+) -> int:
+    """Serve ``answer`` as the wrong implementation named by the first argument, if any.
+
+    The lines are read and written by the harness's own loop, as a real adapter's are.
+    """
     how = sys.argv[1] if len(sys.argv) > 1 else None
-    if how is not None and how not in WRONG:
-        sys.stderr.write(f"usage: replay_adapter.py [{'|'.join(WRONG)}]\n")
+    if how is not None and how not in wrong:
+        sys.stderr.write(f"usage: {program} [{'|'.join(wrong)}]\n")
         return 2
-    for line in sys.stdin:
-        sys.stdout.write(protocol.encode(reply(line, how)) + "\n")
-        sys.stdout.flush()
+    serve_lines(lambda line: answer(line, how), sys.stdin.buffer, sys.stdout.buffer)
     return 0
+
+
+def main() -> int:
+    return serve_fake("replay_adapter.py", WRONG, reply)
 
 
 if __name__ == "__main__":

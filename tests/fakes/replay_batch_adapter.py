@@ -136,14 +136,7 @@ def _reply(line: str, how: str | None, /) -> dict[str, object]:
 
 
 def main() -> int:
-    how = sys.argv[1] if len(sys.argv) > 1 else None
-    if how is not None and how not in WRONG:
-        sys.stderr.write(f"usage: replay_batch_adapter.py [{'|'.join(WRONG)}]\n")
-        return 2
-    for line in sys.stdin:
-        sys.stdout.write(protocol.encode(_reply(line, how)) + "\n")
-        sys.stdout.flush()
-    return 0
+    return replay_adapter.serve_fake("replay_batch_adapter.py", WRONG, _reply)
 
 
 if __name__ == "__main__":

@@ -23,17 +23,43 @@ the ``float64`` pipeline, the one whose every value is a Python float:
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-__all__ = ["L2NORM_EPS", "replay_float64"]
+__all__ = ["L2NORM_EPS", "SMALL_DIMS", "SMALL_REPLAY", "replay_float64"]
 
 #: The L2 norm's eps, added to the sum of squares (a float64 here).
 L2NORM_EPS: Final = 1e-6
 
 _Matrix = list[list[float]]
+
+
+#: The smallest layer: one key head and one value head, each of size 1, and a conv of 2.
+SMALL_DIMS: Final = {
+    "num_key_heads": 1,
+    "key_head_dim": 1,
+    "num_value_heads": 1,
+    "value_head_dim": 1,
+    "conv_kernel": 2,
+}
+#: A float64 replay of one token on :data:`SMALL_DIMS`, which every adapter that
+#: offers the operation answers.
+SMALL_REPLAY: Final[dict[str, Any]] = {
+    "op": "replay",
+    "pipeline": "float64",
+    "layout": "pre-conv",
+    "dims": SMALL_DIMS,
+    "conv_weight": [["0x1p-1", "0x1p+0"]] * 3,
+    "checkpoint": {"conv": [["0x0p+0"]] * 3, "h": [[["0x0p+0"]]]},
+    "rounds": [
+        {
+            "rows": [{"qkv": ["0x1p-2", "0x1p-1", "0x1p+0"], "g": ["-0x1p-3"], "beta": ["0x1p-1"]}],
+            "accepted": 1,
+        }
+    ],
+}
 
 
 def _floats(values: object, /) -> list[float]:

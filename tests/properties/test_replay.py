@@ -33,7 +33,7 @@ from ssm_rollback_spec.harness.replay_wire import ENGINE_PIPELINES
 from ssm_rollback_spec.tools.shipped import replay_corpus_directory
 
 from .conformance import exchange
-from .replay_reference import replay_float64
+from .replay_reference import SMALL_REPLAY, replay_float64
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -495,32 +495,9 @@ def test_a_drawn_float64_replay_gives_the_models_states_within_the_bound(
     _same(request, reply, replay_float64(request), clauses, "the model's float64 step")
 
 
-#: A replay every adapter that offers the operation answers.
-_SMALL: Final[dict[str, Any]] = {
-    "op": "replay",
-    "pipeline": "float64",
-    "layout": "pre-conv",
-    "dims": {
-        "num_key_heads": 1,
-        "key_head_dim": 1,
-        "num_value_heads": 1,
-        "value_head_dim": 1,
-        "conv_kernel": 2,
-    },
-    "conv_weight": [["0x1p-1", "0x1p+0"]] * 3,
-    "checkpoint": {"conv": [["0x0p+0"]] * 3, "h": [[["0x0p+0"]]]},
-    "rounds": [
-        {
-            "rows": [{"qkv": ["0x1p-2", "0x1p-1", "0x1p+0"], "g": ["-0x1p-3"], "beta": ["0x1p-1"]}],
-            "accepted": 1,
-        }
-    ],
-}
-
-
 def _changed(path: tuple[object, ...], value: object, /) -> dict[str, object]:
-    """``_SMALL`` with the field at ``path`` set to ``value`` (removed when it is ``...``)."""
-    request = copy.deepcopy(_SMALL)
+    """``SMALL_REPLAY`` with the field at ``path`` set to ``value`` (removed when it is ``...``)."""
+    request = copy.deepcopy(SMALL_REPLAY)
     parent: Any = request
     for key in path[:-1]:
         parent = parent[key]
@@ -567,5 +544,5 @@ _MALFORMED: Final = {
 @pytest.mark.clause("RB-PROTO-4")
 @pytest.mark.parametrize("malformed", sorted(_MALFORMED))
 def test_a_malformed_replay_request_is_a_bad_request(impl: Implementation, malformed: str) -> None:
-    _replay(impl, dict(_SMALL))
+    _replay(impl, dict(SMALL_REPLAY))
     exchange(impl, _MALFORMED[malformed], allowed=[{"error": {"kind": "bad-request"}}])

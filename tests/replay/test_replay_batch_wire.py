@@ -15,6 +15,7 @@ from ssm_rollback_spec.harness import protocol
 from ssm_rollback_spec.harness.adapter import REPLAY_BATCH_NOT_OFFERED, respond
 from ssm_rollback_spec.harness.protocol import ErrorKind
 from ssm_rollback_spec.harness.replay_wire import decode_replay_batch
+from tests.properties.replay_reference import SMALL_DIMS, SMALL_REPLAY
 
 REPLAY: Final = Path(__file__).resolve().parents[2] / "vectors" / "replay"
 BATCHES: Final = [c for c in load_replay_cases(REPLAY) if c.request["op"] == "replay_batch"]
@@ -32,14 +33,8 @@ def _request(*steps: list[dict[str, object]], slots: int = 2) -> dict[str, objec
     return {
         "op": "replay_batch",
         "pipeline": "float64",
-        "dims": {
-            "num_key_heads": 1,
-            "key_head_dim": 1,
-            "num_value_heads": 1,
-            "value_head_dim": 1,
-            "conv_kernel": 2,
-        },
-        "conv_weight": [["0x1p-1", "0x1p+0"]] * 3,
+        "dims": SMALL_DIMS,
+        "conv_weight": SMALL_REPLAY["conv_weight"],
         "slots": slots,
         "steps": [{"batch": batch} for batch in steps],
     }
