@@ -454,38 +454,53 @@ def test_the_model_allows_one_race_outcome_per_possible_winner() -> None:
     assert model.allowed_race_outcomes(calls) == {("snapshot",) * 3, ("replay",) * 3}
 
 
-def test_the_reference_adapter_does_not_offer_replay_whatever_the_request_holds() -> None:
-    for request in ({"op": "replay"}, {"op": "replay", "pipeline": "float64", "rounds": []}):
+@pytest.mark.parametrize(
+    ("op", "requests"),
+    [
+        pytest.param(
+            protocol.Op.REPLAY,
+            ({"op": "replay"}, {"op": "replay", "pipeline": "float64", "rounds": []}),
+            id="replay",
+        ),
+        pytest.param(
+            protocol.Op.REPLAY_BATCH,
+            ({"op": "replay_batch"}, {"op": "replay_batch", "slots": 1, "steps": []}),
+            id="replay_batch",
+        ),
+    ],
+)
+def test_the_reference_adapter_does_not_offer_a_replay_whatever_the_request_holds(
+    op: protocol.Op, requests: tuple[dict[str, object], ...]
+) -> None:
+    for request in requests:
         assert respond(rollback, json.dumps(request)) == protocol.error_reply(
             ErrorKind.UNKNOWN_OP,
-            "replay is not offered: ssm_rollback_spec.rollback has no replay kernel",
+            f"{op.value} is not offered: ssm_rollback_spec.rollback has no replay kernel",
         )
-    assert protocol.op_named("replay") is protocol.Op.REPLAY
+    assert protocol.op_named(op.value) is op
 
 
-def test_the_oracle_lists_no_reply_for_replay_which_is_judged_within_a_bound() -> None:
-    with pytest.raises(ValueError, match=r"^replay is judged") as raised:
-        allowed_replies({"op": "replay"})
-    assert str(raised.value) == (
-        "replay is judged against the replay corpus with a tolerance, not by a list"
-    )
-
-
-def test_the_reference_adapter_does_not_offer_replay_batch_whatever_the_request_holds() -> None:
-    for request in ({"op": "replay_batch"}, {"op": "replay_batch", "slots": 1, "steps": []}):
-        assert respond(rollback, json.dumps(request)) == protocol.error_reply(
-            ErrorKind.UNKNOWN_OP,
-            "replay_batch is not offered: ssm_rollback_spec.rollback has no replay kernel",
-        )
-    assert protocol.op_named("replay_batch") is protocol.Op.REPLAY_BATCH
-
-
-def test_the_oracle_lists_no_reply_for_replay_batch_which_is_judged_within_a_bound() -> None:
-    with pytest.raises(ValueError, match=r"^replay_batch is judged") as raised:
-        allowed_replies({"op": "replay_batch"})
-    assert str(raised.value) == (
-        "replay_batch is judged against the replay corpus with a tolerance"
-    )
+@pytest.mark.parametrize(
+    ("op", "message"),
+    [
+        pytest.param(
+            "replay",
+            "replay is judged against the replay corpus with a tolerance, not by a list",
+            id="replay",
+        ),
+        pytest.param(
+            "replay_batch",
+            "replay_batch is judged against the replay corpus with a tolerance",
+            id="replay_batch",
+        ),
+    ],
+)
+def test_the_oracle_lists_no_reply_for_a_replay_which_is_judged_within_a_bound(
+    op: str, message: str
+) -> None:
+    with pytest.raises(ValueError, match=f"^{op} is judged") as raised:
+        allowed_replies({"op": op})
+    assert str(raised.value) == message
 
 
 def test_the_in_process_driver_sends_the_exact_line_it_is_given() -> None:

@@ -30,16 +30,23 @@ def _text(config: dict[str, Any]) -> dict[str, Any]:
     return text
 
 
-def _vllm(config: dict[str, Any], tp: int, s: int) -> tuple[int, int, int]:
-    """(base per request, speculative per request, null block): resident blocks of the pool."""
-    t = _text(config)
+def _gdn(t: dict[str, Any], tp: int, /) -> tuple[int, int, int, int, int, int]:
+    """The GDN layers and, per GPU, their key and value heads, head sizes and conv kernel."""
     layers = t["num_hidden_layers"] - t["num_hidden_layers"] // t["full_attention_interval"]
-    nk, nv = t["linear_num_key_heads"] // tp, t["linear_num_value_heads"] // tp
-    dk, dv, kernel = (
+    return (
+        layers,
+        t["linear_num_key_heads"] // tp,
+        t["linear_num_value_heads"] // tp,
         t["linear_key_head_dim"],
         t["linear_value_head_dim"],
         t["linear_conv_kernel_dim"],
     )
+
+
+def _vllm(config: dict[str, Any], tp: int, s: int) -> tuple[int, int, int]:
+    """(base per request, speculative per request, null block): resident blocks of the pool."""
+    t = _text(config)
+    layers, nk, nv, dk, dv, kernel = _gdn(t, tp)
     # vllm/config/model.py:2440-2442: float32 (or none) is downcast to bfloat16.
     model = t.get("dtype", "float32")
     model = "bfloat16" if model == "float32" else model
@@ -80,13 +87,7 @@ def _vllm(config: dict[str, Any], tp: int, s: int) -> tuple[int, int, int]:
 def _sglang(config: dict[str, Any], tp: int, s: int, *, replay: bool) -> tuple[int, int]:
     """(base per request, speculative per request), all GDN layers."""
     t = _text(config)
-    layers = t["num_hidden_layers"] - t["num_hidden_layers"] // t["full_attention_interval"]
-    nk, nv = t["linear_num_key_heads"] // tp, t["linear_num_value_heads"] // tp
-    dk, dv, kernel = (
-        t["linear_key_head_dim"],
-        t["linear_value_head_dim"],
-        t["linear_conv_kernel_dim"],
-    )
+    layers, nk, nv, dk, dv, kernel = _gdn(t, tp)
     # configs/mamba_utils.py:62-106: conv bfloat16, h mamba_ssm_dtype or float32.
     h = nv * dv * dk * BYTES[str(t.get("mamba_ssm_dtype", "float32"))]
     c = (2 * nk * dk + nv * dv) * 2
