@@ -13,13 +13,13 @@ replay"). Standard library only: running needs no numpy.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import TYPE_CHECKING, Final, cast
 
 from ..harness.clauses import CLAUSES
 from ..harness.protocol import encode, encode_line
-from ..harness.replay_wire import HEX_FLOAT, decode_replay, decode_replay_batch
+from ..harness.replay_wire import HEX_FLOAT, current_pipeline, decode_replay, decode_replay_batch
 from .files import VectorError, load_corpus
 from .protocol_run import CaseResult
 
@@ -42,6 +42,7 @@ __all__ = [
     "not_offered",
     "replay_offer",
     "split_offered",
+    "spoken",
 ]
 
 #: A skipped replay case's detail, for an adapter that answers ``unknown-op``.
@@ -62,9 +63,14 @@ class ReplayOffer:
     case names a design, its design is listed.
     """
 
+    #: The pipelines, by their current names (an old name listed counts as its current one).
     pipelines: frozenset[str]
     layouts: frozenset[str]
     designs: frozenset[str]
+    #: The pipelines the describe lists by an old name alone, as (current name,
+    #: old name): requests carry the old name to it (docs/protocol.md, "Changes
+    #: since version 2 began").
+    old_names: frozenset[tuple[str, str]] = frozenset()
 
 
 _OFFER_KEYS: Final = ("pipelines", "layouts", "designs")
@@ -91,14 +97,27 @@ def replay_offer(reply: dict[str, object], /) -> ReplayOffer | None:
                 f"describe's replay.{key} must be a list of strings, got {encode({key: names})}"
             )
         lists.append(frozenset(names))
-    return ReplayOffer(*lists)
+    listed, layouts, designs = lists
+    old_names = frozenset(
+        (current_pipeline(name), name)
+        for name in listed
+        if current_pipeline(name) != name and current_pipeline(name) not in listed
+    )
+    pipelines = frozenset(current_pipeline(name) for name in listed)
+    return ReplayOffer(pipelines, layouts, designs, old_names)
+
+
+def spoken(request: dict[str, object], offer: ReplayOffer | None, /) -> dict[str, object]:
+    """``request`` with its pipeline named as ``offer``'s describe lists it."""
+    old = dict(offer.old_names).get(str(request.get("pipeline"))) if offer else None
+    return request if old is None else request | {"pipeline": old}
 
 
 def not_offered(case: ReplayCase, offer: ReplayOffer | None, /) -> str | None:
     """Why ``case`` is not offered by an adapter whose describe states ``offer``, or None."""
     if offer is None:
         return None
-    if case.pipeline not in offer.pipelines:
+    if current_pipeline(case.pipeline) not in offer.pipelines:
         return f"not offered: the adapter's describe does not list pipeline {case.pipeline}"
     if case.layout not in offer.layouts:
         return f"not offered: the adapter's describe does not list layout {case.layout}"
@@ -396,7 +415,7 @@ def split_offered(
     for case in cases:
         reason = not_offered(case, offer)
         if reason is None:
-            sent.append(case)
+            sent.append(replace(case, request=spoken(case.request, offer)))
         else:
             skipped.append(CaseResult(case.case_id, case.clauses, "skipped", reason))
     return sent, skipped

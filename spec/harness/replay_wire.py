@@ -26,6 +26,7 @@ __all__ = [
     "ENGINE_PIPELINES",
     "HEX_FLOAT",
     "MAX_BATCH_SLOTS",
+    "PIPELINE_ALIASES",
     "REPLAY_BATCH_FIELDS",
     "REPLAY_FIELDS",
     "ReplayBatchEntry",
@@ -36,6 +37,7 @@ __all__ = [
     "ReplayRound",
     "ReplayRow",
     "ReplayState",
+    "current_pipeline",
     "decode_replay",
     "decode_replay_batch",
     "encode_replay_states",
@@ -62,6 +64,17 @@ _MAX_DIM: Final = 4096
 #: per row and ``a_log`` and ``dt_bias`` per layer.
 ENGINE_PIPELINES: Final = ("vllm-bf16", "sglang-bf16", "fla-bf16", "ggml-f32")
 _PIPELINES: Final = ("float64", "transformers-bf16", *ENGINE_PIPELINES)
+
+#: Pipeline names protocol version 2 accepted and later renamed, each with its
+#: current name (docs/protocol.md, "Changes since version 2 began"). Until the
+#: protocol version changes, an old name is the current one wherever the wire
+#: carries a pipeline: in a request, and in a ``describe`` that lists pipelines.
+PIPELINE_ALIASES: Final = {"bf16-rows-fp32-state": "transformers-bf16"}
+
+
+def current_pipeline(name: str, /) -> str:
+    """The pipeline's current name: ``name`` itself, unless it is an old name of one."""
+    return PIPELINE_ALIASES.get(name, name)
 
 
 class ReplayLayout(enum.Enum):
@@ -282,11 +295,11 @@ def _rows(
 
 def _pipeline(request: Mapping[str, object], /) -> str:
     pipeline = required_field(request, "pipeline")
-    if pipeline not in _PIPELINES:
+    if not isinstance(pipeline, str) or current_pipeline(pipeline) not in _PIPELINES:
         raise bad_request(
             f"field 'pipeline' must be one of {list(_PIPELINES)}, got {encode_value(pipeline)}"
         )
-    return str(pipeline)
+    return current_pipeline(pipeline)
 
 
 def _weight(request: Mapping[str, object], dims: ReplayDims, /) -> list[list[float]]:

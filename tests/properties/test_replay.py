@@ -26,6 +26,7 @@ from ssm_rollback_spec.corpus.replay_run import (
     load_replay_cases,
     not_offered,
     replay_offer,
+    spoken,
 )
 from ssm_rollback_spec.harness.failures import NonConformingReply, ReplayMismatch
 from ssm_rollback_spec.harness.pytest_plugin import record_distance
@@ -92,7 +93,8 @@ def _replay(
     impl: Implementation, request: dict[str, object], /
 ) -> tuple[list[dict[str, object]], dict[str, object]]:
     """The states an implementation replies, and its reply; skips when replay is not offered."""
-    reply = impl.request(request)
+    # Its pipeline named as the describe lists it (an old name, for an older adapter).
+    reply = impl.request(spoken(request, _offer(impl)))
     error = reply.get("error")
     batch = request["op"] == "replay_batch"
     if isinstance(error, dict) and error.get("kind") == "unknown-op":
