@@ -21,6 +21,7 @@ from .protocol_cases import Case, exported_case, generate, render_corpus, write_
 from .protocol_run import CaseResult, Judge, is_contested_race, load_cases, run_cases
 from .replay_run import (
     BATCH_NOT_OFFERED,
+    FORM_NOT_LISTED,
     NOT_OFFERED,
     ReplayCase,
     ReplayOffer,
@@ -35,6 +36,7 @@ from .replay_run import (
 
 __all__ = [
     "BATCH_NOT_OFFERED",
+    "FORM_NOT_LISTED",
     "NOT_OFFERED",
     "Case",
     "CaseResult",

@@ -22,14 +22,25 @@ from typing import TYPE_CHECKING, Final
 from .. import SPEC_VERSION
 from ..replay.layer import Pipeline
 from .files import SCHEMA_FILE, render_corpus_files, schema_text
-from .replay_decodes import BATCH_SHAPE, batch_cases, engine_rounds_cases, ggml_cases, rounds_cases
+from .replay_decodes import (
+    BATCH_SHAPE,
+    LATER_BATCH_PLANS,
+    PROMPT_BATCH_PLANS,
+    alone_cases,
+    batch_cases,
+    engine_rounds_cases,
+    ggml_cases,
+    rounds_cases,
+)
 from .replay_draws import ENGINE_SHAPE, MODEL_PIPELINES
 from .replay_format import (
+    BATCH_ALONE_FILE,
     BATCH_FILE,
     POST_CONV_FILE,
     REBUILD_FILE,
     ROUNDS_FILE,
     ROW_BYTES_FILE,
+    AloneCase,
     BatchCase,
     RebuildCase,
     RoundsCase,
@@ -80,11 +91,19 @@ _GGML_SEED: Final = 20261203
 _ENGINE_BATCHES: Final = ((Pipeline.VLLM_BF16, 20261203), (Pipeline.SGLANG_BF16, 20261204))
 #: The stream of the batch plans added since (``LATER_BATCH_PLANS``), every pipeline's.
 _LATER_BATCH_SEED: Final = 20261205
+#: The stream of the prompt plans (``PROMPT_BATCH_PLANS``) the model judges.
+_PROMPT_BATCH_SEED: Final = 20261206
+#: The stream of the batches judged against the runtime itself (``batch_alone.json``).
+_ALONE_SEED: Final = 20261207
 
 
 def _document(
     description: str,
-    cases: list[RebuildCase] | list[RowBytesCase] | list[RoundsCase] | list[BatchCase],
+    cases: list[RebuildCase]
+    | list[RowBytesCase]
+    | list[RoundsCase]
+    | list[BatchCase]
+    | list[AloneCase],
     /,
     *,
     states: bool = True,
@@ -120,9 +139,23 @@ def generate_replay_vectors() -> dict[str, str]:
         batches += batch_cases(random.Random(seed), (pipeline,), ENGINE_SHAPE, len(batches))  # noqa: S311
     # Shapes added since, from a stream of their own, after every case above.
     later = random.Random(_LATER_BATCH_SEED)  # noqa: S311
-    batches += batch_cases(later, MODEL_PIPELINES, BATCH_SHAPE, len(batches), later=True)
+    batches += batch_cases(
+        later, MODEL_PIPELINES, BATCH_SHAPE, len(batches), plans=LATER_BATCH_PLANS
+    )
     for pipeline, _ in _ENGINE_BATCHES:
-        batches += batch_cases(later, (pipeline,), ENGINE_SHAPE, len(batches), later=True)
+        batches += batch_cases(
+            later, (pipeline,), ENGINE_SHAPE, len(batches), plans=LATER_BATCH_PLANS
+        )
+    # Prompts beside verifies, judged by the model in its own pipelines; an engine's
+    # prompt runs its chunked rule, judged against the engine itself (batch_alone.json).
+    prompts = random.Random(_PROMPT_BATCH_SEED)  # noqa: S311
+    batches += batch_cases(
+        prompts, MODEL_PIPELINES, BATCH_SHAPE, len(batches), plans=PROMPT_BATCH_PLANS
+    )
+    alone = random.Random(_ALONE_SEED)  # noqa: S311
+    alones = alone_cases(alone, MODEL_PIPELINES, BATCH_SHAPE)
+    for pipeline, _ in _ENGINE_BATCHES:
+        alones += alone_cases(alone, (pipeline,), ENGINE_SHAPE, len(alones))
     files: dict[str, Mapping[str, object]] = {
         REBUILD_FILE: _document(
             "Replay rebuilds: restore the checkpoint, run the first `accepted` ring rows "
@@ -159,6 +192,16 @@ def generate_replay_vectors() -> dict[str, str]:
             "and `finish` freeing its slot after the step. `expected` is each entry's state "
             "after its step, in order: its sequence's own replay, as if it ran alone.",
             batches,
+        ),
+        BATCH_ALONE_FILE: _document(
+            "Batches judged against the runtime itself: each case's `steps` run a batch "
+            "(prompt chunks alone, with `prefill` rows and no window, beside verifies), each "
+            "sequence's last entry finishing it, then each sequence again alone, as "
+            "`NAME-alone`, one entry a step in its own slot. Each pair `[i, j]` of `alone` "
+            "names two states of the reply, an entry in the batch and the same entry alone, "
+            "which must be the same, bit for bit.",
+            alones,
+            states=False,
         ),
     }
     header = {"spec_version": SPEC_VERSION, "status": _STATUS}

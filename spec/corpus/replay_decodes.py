@@ -8,6 +8,7 @@ informative).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Final, cast
 
 import numpy as np
@@ -21,6 +22,7 @@ from ..replay.paths import capture_minimal_ring, restore_from_snapshots
 from ..replay.rounds import decode_round, plain_decode
 from .replay_draws import ENGINE_DESIGNS, ENGINE_SHAPE, MODEL_PIPELINES, SHAPES, SNAPSHOT, drawer
 from .replay_format import (
+    AloneCase,
     BatchCase,
     BatchStepJson,
     CaseDims,
@@ -47,6 +49,8 @@ if TYPE_CHECKING:
 __all__ = [
     "BATCH_SHAPE",
     "LATER_BATCH_PLANS",
+    "PROMPT_BATCH_PLANS",
+    "alone_cases",
     "batch_cases",
     "engine_rounds_cases",
     "ggml_cases",
@@ -244,6 +248,8 @@ def ggml_cases(
 
 
 #: A planned entry: (sequence, slot, window, accepted, prefill rows, joins, finishes).
+#: A window of 0 (accepted 0) is a prompt chunk alone: its prefill rows this step,
+#: its first verify in a later one.
 _Planned = tuple[str, int, int, int, int, bool, bool]
 
 #: The batch shapes rollback bugs shipped in, step by step (docs/replay.md,
@@ -332,6 +338,60 @@ LATER_BATCH_PLANS: Final[Mapping[str, tuple[int, tuple[tuple[_Planned, ...], ...
         ),
     ),
 }
+#: Prompts beside verifies (vLLM's mixed batches, docs/engines.md, "Prompts beside
+#: verifies"): prompts of every length from 1 to K + 2 rows, K and K + 1 among
+#: them (vLLM #53051: a prompt of 1 + K tokens taken for a verify), each joining in
+#: a step where its neighbours verify; a prompt split into chunks over steps, as
+#: chunked prefill runs it; a prompt in a slot freed the step before; a prompt
+#: and its first verify in one entry. Drawn after every batch case above, from
+#: the stream of the later plans, so those keep their bytes.
+PROMPT_BATCH_PLANS: Final[Mapping[str, tuple[int, tuple[tuple[_Planned, ...], ...]]]] = {
+    "prompts-of-every-length-beside-verifies": (
+        2,
+        tuple(
+            step
+            for length in range(1, _K_CEILING + 3)
+            for step in (
+                (
+                    (f"p{length}", 1, 0, 0, length, True, False),
+                    ("s0", 0, 1 + length % _K_CEILING, 1, 0, length == 1, False),
+                ),
+                (
+                    ("s0", 0, 2, 2, 0, False, length == _K_CEILING + 2),
+                    (f"p{length}", 1, 1 + (length + 1) % _K_CEILING, 1, 0, False, True),
+                ),
+            )
+        ),
+    ),
+    "prompt-chunks-over-steps-and-a-slot-reused": (
+        3,
+        (
+            (("s0", 0, 4, 2, 0, True, False), ("s1", 1, 0, 0, 1, True, False)),
+            (
+                ("s1", 1, 0, 0, _K_CEILING, False, False),
+                ("s0", 0, 3, 3, 0, False, False),
+                ("s2", 2, 0, 0, _K_CEILING + 1, True, False),
+            ),
+            (
+                ("s2", 2, 1, 1, 0, False, False),
+                ("s1", 1, 4, 1, 2, False, False),
+                ("s0", 0, 2, 1, 0, False, True),
+            ),
+            (
+                ("s3", 0, 0, 0, 3, True, False),
+                ("s1", 1, 3, 2, 0, False, False),
+                ("s2", 2, 4, 4, 0, False, False),
+            ),
+            (
+                ("s2", 2, 1, 1, 0, False, True),
+                ("s3", 0, 4, 3, 0, False, False),
+                ("s1", 1, 2, 2, 0, False, True),
+            ),
+            (("s4", 2, 2, 1, 2, True, False), ("s3", 0, 1, 1, 0, False, True)),
+            (("s4", 2, 3, 2, 0, False, True),),
+        ),
+    ),
+}
 BATCH_SHAPE: Final = SHAPES[1]
 _BATCH_DRAWN_STEPS: Final = 10
 _BATCH_DRAWN_SLOTS: Final = 3
@@ -372,24 +432,22 @@ def batch_cases(
     first: int = 0,
     /,
     *,
-    later: bool = False,
+    plans: Mapping[str, tuple[int, tuple[tuple[_Planned, ...], ...]]] | None = None,
 ) -> list[BatchCase]:
     """The batch cases: each plan, then a drawn one, in each of ``pipelines``.
 
-    With ``later``, only :data:`LATER_BATCH_PLANS`' cases.
+    ``plans`` (:data:`LATER_BATCH_PLANS`, :data:`PROMPT_BATCH_PLANS`) replaces
+    the first plans and the drawn one.
     """
     draw = drawer(rng)
     layer = make_layer(shape, draw)
-    plans = (
-        dict(LATER_BATCH_PLANS)
-        if later
-        else {
+    if plans is None:
+        plans = {
             **_BATCH_PLANS,
             "drawn": (_BATCH_DRAWN_SLOTS, _drawn_plan(rng)),
             # After the drawn plan, so the cases before it keep their draws.
             **_BATCH_PLANS_SINCE_ENGINES,
         }
-    )
     out: list[BatchCase] = []
     for planned_name, (slots, plan) in plans.items():
         for pipeline in pipelines:
@@ -408,7 +466,7 @@ def batch_cases(
                         BatchEntry(
                             sequence=sequence,
                             slot=slot,
-                            rows=make_case(layer, pipeline, window, 1, draw).rows,
+                            rows=make_case(layer, pipeline, window, 1, draw).rows if window else (),
                             accepted=accepted,
                             checkpoint=start.checkpoint if joins else None,
                             prefill=start.rows if prefill else (),
@@ -433,4 +491,99 @@ def batch_cases(
             )
             if pipeline.engine:
                 out[-1]["a_log"], out[-1]["dt_bias"] = gate_parameters(layer)
+    return out
+
+
+def _alone_steps(
+    steps: Sequence[Sequence[BatchEntry]], /
+) -> tuple[list[list[BatchEntry]], list[list[int]]]:
+    """The batch's steps, then each of its sequences alone; the pairs of states that must match.
+
+    In the batch part, each sequence's last entry finishes it, so that its slot
+    is free again; then each sequence, in the order it joined, runs its own
+    entries again under the name ``NAME-alone``, in its own slot, one entry a
+    step (a batch of one with the same steps). Each pair is ``[i, j]``: the
+    reply's state ``i``, an entry of the batch, and ``j``, the same entry alone.
+    """
+    last = {
+        entry.sequence: (number, index)
+        for number, batch in enumerate(steps)
+        for index, entry in enumerate(batch)
+    }
+    batched = [
+        [
+            replace(entry, finish=True) if last[entry.sequence] == (number, index) else entry
+            for index, entry in enumerate(batch)
+        ]
+        for number, batch in enumerate(steps)
+    ]
+    flat = [entry for batch in batched for entry in batch]
+    out = [list(batch) for batch in batched]
+    pairs: list[list[int]] = []
+    position = len(flat)
+    for sequence in dict.fromkeys(entry.sequence for entry in flat):
+        for index, entry in enumerate(flat):
+            if entry.sequence == sequence:
+                out.append([replace(entry, sequence=f"{sequence}-alone")])
+                pairs.append([index, position])
+                position += 1
+    return out, pairs
+
+
+def alone_cases(
+    rng: random.Random,
+    pipelines: Sequence[Pipeline],
+    shape: rows.GdnShape,
+    first: int = 0,
+    /,
+) -> list[AloneCase]:
+    """The cases that judge a runtime's batch against itself, in each of ``pipelines``.
+
+    The plans are the prompt plans, and the prefill plan the engines' batch
+    cases leave their prefill out of. Each case's request runs the batch, then
+    each sequence alone; its ``alone`` pairs name the states that must be the
+    same, bit for bit (RB-REPLAY-13).
+    """
+    draw = drawer(rng)
+    layer = make_layer(shape, draw)
+    plans = {name: _BATCH_PLANS[name] for name in ("first-verify-after-prefill",)} | dict(
+        PROMPT_BATCH_PLANS
+    )
+    out: list[AloneCase] = []
+    for planned_name, (slots, plan) in plans.items():
+        for pipeline in pipelines:
+            steps: list[list[BatchEntry]] = []
+            for planned in plan:
+                batch = []
+                for sequence, slot, window, accepted, prefill, joins, finish in planned:
+                    start = make_case(layer, pipeline, max(prefill, 1), 1, draw)
+                    batch.append(
+                        BatchEntry(
+                            sequence=sequence,
+                            slot=slot,
+                            rows=make_case(layer, pipeline, window, 1, draw).rows if window else (),
+                            accepted=accepted,
+                            checkpoint=start.checkpoint if joins else None,
+                            prefill=start.rows if prefill else (),
+                            finish=finish,
+                        )
+                    )
+                steps.append(batch)
+            requested, pairs = _alone_steps(steps)
+            # The request must be one the model runs: every pairing is then exact there.
+            batch_oracle(layer, pipeline, requested)
+            case = AloneCase(
+                id=f"{first + len(out):03d}-{pipeline.value}-{planned_name}",
+                clauses=["RB-REPLAY-13"],
+                pipeline=pipeline.value,
+                dims=CaseDims(**shape, window=_K_CEILING),
+                conv_weight=hex_values(as_module_holds(layer.conv_weight, pipeline.dtype)),  # type: ignore[typeddict-item]
+                k_ceiling=_K_CEILING,
+                slots=slots,
+                steps=[BatchStepJson(batch=[batch_entry_json(e) for e in b]) for b in requested],
+                alone=pairs,
+            )
+            if pipeline.engine:
+                case["a_log"], case["dt_bias"] = gate_parameters(layer)
+            out.append(case)
     return out

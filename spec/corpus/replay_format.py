@@ -30,11 +30,13 @@ if TYPE_CHECKING:
     from ..replay_rows import GdnShape, ReplayRowSizes
 
 __all__ = [
+    "BATCH_ALONE_FILE",
     "BATCH_FILE",
     "POST_CONV_FILE",
     "REBUILD_FILE",
     "ROUNDS_FILE",
     "ROW_BYTES_FILE",
+    "AloneCase",
     "BatchCase",
     "BatchEntryJson",
     "BatchStepJson",
@@ -50,6 +52,7 @@ __all__ = [
     "Tolerance",
     "batch_case_states",
     "batch_entry_json",
+    "batch_states",
     "case_dims",
     "decode_case",
     "gate_parameters",
@@ -66,6 +69,8 @@ ROUNDS_FILE: Final = "rounds.json"
 POST_CONV_FILE: Final = "post_conv.json"
 ROW_BYTES_FILE: Final = "row_bytes.json"
 BATCH_FILE: Final = "batch.json"
+#: The batches judged against the runtime itself (RB-REPLAY-13).
+BATCH_ALONE_FILE: Final = "batch_alone.json"
 
 
 class Tolerance(TypedDict):
@@ -202,8 +207,9 @@ class BatchEntryJson(TypedDict):
     slot: int
     checkpoint: NotRequired[StateJson]
     prefill: NotRequired[list[RingRowJson]]
-    rows: list[RingRowJson]
-    accepted: int
+    #: Left out of a prompt chunk alone (docs/protocol.md, "replay_batch").
+    rows: NotRequired[list[RingRowJson]]
+    accepted: NotRequired[int]
     finish: NotRequired[bool]
 
 
@@ -231,6 +237,28 @@ class BatchCase(TypedDict):
     slots: int
     steps: list[BatchStepJson]
     expected: list[StateJson]
+
+
+class AloneCase(TypedDict):
+    """One case of ``batch_alone.json``: a batch, then each of its sequences alone, in one request.
+
+    ``alone`` pairs the reply's states that must be the same, bit for bit:
+    ``[i, j]``, state ``i`` an entry of the batch, state ``j`` the same entry
+    of its sequence run alone, a batch of one with the same steps, after the
+    batch (RB-REPLAY-13).
+    """
+
+    id: str
+    clauses: list[str]
+    pipeline: PipelineName
+    dims: CaseDims
+    conv_weight: Matrix
+    a_log: NotRequired[Vector]
+    dt_bias: NotRequired[Vector]
+    k_ceiling: int
+    slots: int
+    steps: list[BatchStepJson]
+    alone: list[list[int]]
 
 
 class RowBytesCase(TypedDict):
@@ -329,12 +357,10 @@ def ordered(entry: RebuildCase, /) -> RebuildCase:
 
 def batch_entry_json(entry: BatchEntry, /) -> BatchEntryJson:
     """One entry of a batch step as ``batch.json`` holds it."""
-    out = BatchEntryJson(
-        sequence=entry.sequence,
-        slot=entry.slot,
-        rows=[row_json(row) for row in entry.rows],
-        accepted=entry.accepted,
-    )
+    out = BatchEntryJson(sequence=entry.sequence, slot=entry.slot)
+    if entry.rows:
+        out["rows"] = [row_json(row) for row in entry.rows]
+        out["accepted"] = entry.accepted
     if entry.checkpoint is not None:
         out["checkpoint"] = state_json(entry.checkpoint)
     if entry.prefill:
@@ -371,7 +397,9 @@ def rebuild_from_case(case: RebuildCase, /) -> tuple[LayerState, LayerState]:
     return rebuilt, _state_of(case["expected"], dtype)
 
 
-def _layer_of(case: RebuildCase | RoundsCase | BatchCase, dtype: type[np.floating], /) -> GdnLayer:
+def _layer_of(
+    case: RebuildCase | RoundsCase | BatchCase | AloneCase, dtype: type[np.floating], /
+) -> GdnLayer:
     dims = case["dims"]
     if "a_log" in case and "dt_bias" in case:
         a_log, dt_bias = _array(case["a_log"], np.float32), _array(case["dt_bias"], np.float32)
@@ -417,18 +445,13 @@ def decode_case(case: RoundsCase, make: DecoderFactory, /) -> list[tuple[LayerSt
     return out
 
 
-def batch_case_states(
-    case: BatchCase, make: BatchRuntimeFactory, /
-) -> list[tuple[LayerState, LayerState]]:
-    """Run a ``batch.json`` case on the batch runtime ``make`` builds.
+def batch_states(case: BatchCase | AloneCase, make: BatchRuntimeFactory, /) -> list[LayerState]:
+    """Run a ``batch.json`` or ``batch_alone.json`` case's steps on the runtime ``make`` builds.
 
-    Returns, per entry of each step in order, the state the runtime reports
-    and the case's expected state. z is not in the case, so rows carry zeros.
+    Returns the state the runtime reports for each entry of each step, in
+    order. z is not in the case, so rows carry zeros.
 
-    Raises:
-        KeyError: the case is not a ``batch.json`` case.
-
-    RB-REPLAY-12.
+    RB-REPLAY-12, RB-REPLAY-13.
     """
     pipeline = Pipeline(case["pipeline"])
     dtype = pipeline.dtype
@@ -444,8 +467,8 @@ def batch_case_states(
             BatchEntry(
                 sequence=entry["sequence"],
                 slot=entry["slot"],
-                rows=rows(entry["rows"]),
-                accepted=entry["accepted"],
+                rows=rows(entry.get("rows", [])),
+                accepted=entry.get("accepted", 0),
                 checkpoint=_state_of(entry["checkpoint"], dtype) if "checkpoint" in entry else None,
                 prefill=rows(entry.get("prefill", [])),
                 finish=entry.get("finish", False),
@@ -453,7 +476,25 @@ def batch_case_states(
             for entry in step["batch"]
         ]
         reported += runtime.step(batch)
-    return list(zip(reported, (_state_of(s, dtype) for s in case["expected"]), strict=True))
+    return reported
+
+
+def batch_case_states(
+    case: BatchCase, make: BatchRuntimeFactory, /
+) -> list[tuple[LayerState, LayerState]]:
+    """Run a ``batch.json`` case on the batch runtime ``make`` builds.
+
+    Returns, per entry of each step in order, the state the runtime reports
+    and the case's expected state.
+
+    Raises:
+        KeyError: the case is not a ``batch.json`` case.
+
+    RB-REPLAY-12.
+    """
+    dtype = Pipeline(case["pipeline"]).dtype
+    expected = (_state_of(state, dtype) for state in case["expected"])
+    return list(zip(batch_states(case, make), expected, strict=True))
 
 
 def _state_of(found: StateJson, dtype: type[np.floating], /) -> LayerState:

@@ -19,7 +19,13 @@ from typing import TYPE_CHECKING, Final, cast
 
 from ..harness.clauses import CLAUSES
 from ..harness.protocol import encode, encode_line
-from ..harness.replay_wire import HEX_FLOAT, current_pipeline, decode_replay, decode_replay_batch
+from ..harness.replay_wire import (
+    HEX_FLOAT,
+    batch_forms,
+    current_pipeline,
+    decode_replay,
+    decode_replay_batch,
+)
 from .files import VectorError, load_corpus
 from .protocol_run import CaseResult
 
@@ -32,6 +38,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BATCH_NOT_OFFERED",
+    "FORM_NOT_LISTED",
     "NOT_OFFERED",
     "ReplayCase",
     "ReplayOffer",
@@ -49,6 +56,8 @@ __all__ = [
 NOT_OFFERED: Final = "not offered: the adapter answered unknown-op to replay"
 #: A skipped batch case's detail, for an adapter that answers ``unknown-op`` to ``replay_batch``.
 BATCH_NOT_OFFERED: Final = "not offered: the adapter answered unknown-op to replay_batch"
+#: A skipped batch case's detail, for a form of entry its adapter's describe does not list.
+FORM_NOT_LISTED: Final = "not offered: the adapter's describe does not list batch form {}"
 
 
 class ReplayOfferError(ValueError):
@@ -71,6 +80,9 @@ class ReplayOffer:
     #: old name): requests carry the old name to it (docs/protocol.md, "Changes
     #: since version 2 began").
     old_names: frozenset[tuple[str, str]] = frozenset()
+    #: The forms of ``replay_batch`` entry beyond the first that it lists
+    #: (``batch``, optional: none when absent).
+    batch: frozenset[str] = frozenset()
 
 
 _OFFER_KEYS: Final = ("pipelines", "layouts", "designs")
@@ -104,7 +116,12 @@ def replay_offer(reply: dict[str, object], /) -> ReplayOffer | None:
         if current_pipeline(name) != name and current_pipeline(name) not in listed
     )
     pipelines = frozenset(current_pipeline(name) for name in listed)
-    return ReplayOffer(pipelines, layouts, designs, old_names)
+    forms = offer.get("batch", [])
+    if not isinstance(forms, list) or not all(isinstance(form, str) for form in forms):
+        raise ReplayOfferError(
+            f"describe's replay.batch must be a list of strings, got {encode({'batch': forms})}"
+        )
+    return ReplayOffer(pipelines, layouts, designs, old_names, frozenset(forms))
 
 
 def spoken(request: dict[str, object], offer: ReplayOffer | None, /) -> dict[str, object]:
@@ -114,7 +131,16 @@ def spoken(request: dict[str, object], offer: ReplayOffer | None, /) -> dict[str
 
 
 def not_offered(case: ReplayCase, offer: ReplayOffer | None, /) -> str | None:
-    """Why ``case`` is not offered by an adapter whose describe states ``offer``, or None."""
+    """Why ``case`` is not offered by an adapter whose describe states ``offer``, or None.
+
+    A form of batch entry beyond the first is offered only when listed: an
+    adapter written before it refuses it, and is not failed for that.
+    """
+    if case.request["op"] == "replay_batch":
+        listed = frozenset() if offer is None else offer.batch
+        for form in sorted(batch_forms(case.request), key=lambda form: form.value):
+            if form.value not in listed:
+                return FORM_NOT_LISTED.format(form.value)
     if offer is None:
         return None
     if current_pipeline(case.pipeline) not in offer.pipelines:
@@ -132,6 +158,7 @@ _STATE_FILES: Final = {
     "post_conv.json": "post-conv",
     "rounds.json": "rounds",
     "batch.json": "batch",
+    "batch_alone.json": "alone",
 }
 _DIMS: Final = ("num_key_heads", "key_head_dim", "num_value_heads", "value_head_dim", "conv_kernel")
 
@@ -155,6 +182,10 @@ class ReplayCase:
     #: The bound for an implementation compared with itself (check's replay
     #: properties), when the case file states one apart ("self"); else ``tolerance``.
     self_tolerance: float | None = None
+    #: A case judged against the implementation itself (``batch_alone.json``): the
+    #: pairs ``(i, j)`` of replied states that must be the same, bit for bit, and
+    #: ``expected`` empty (RB-REPLAY-13).
+    alone: tuple[tuple[int, int], ...] = ()
 
 
 _GATE_INPUTS: Final = ("a", "b")
@@ -190,7 +221,10 @@ def _request(
 
 
 def _batch_entry(entry: dict[str, object], /) -> dict[str, object]:
-    rows = {"rows": _pre_conv_rows(cast("list[dict[str, object]]", entry["rows"]))}
+    rows: dict[str, object] = {}
+    # A prompt chunk alone has no window.
+    if "rows" in entry:
+        rows["rows"] = _pre_conv_rows(cast("list[dict[str, object]]", entry["rows"]))
     if "prefill" in entry:
         rows["prefill"] = _pre_conv_rows(cast("list[dict[str, object]]", entry["prefill"]))
     return entry | rows
@@ -213,11 +247,33 @@ def _batch_request(case: dict[str, object], /) -> dict[str, object]:
     } | {name: case[name] for name in ("a_log", "dt_bias") if name in case}
 
 
+def _check_request(
+    kind: str, request: dict[str, object], expected: int, alone: tuple[tuple[int, int], ...], /
+) -> None:
+    """Raise unless ``request`` is one the protocol decodes and its case judges every state."""
+    if kind in {"batch", "alone"}:
+        decode_replay_batch(request)
+        entries = len(_entries(request))
+        if kind == "batch" and expected != entries:
+            raise ValueError("it must expect one state for each entry of each step")
+        if kind == "alone" and (not alone or any(not 0 <= i < j < entries for i, j in alone)):
+            raise ValueError("its alone pairs must name two states of the reply, the first first")
+    else:
+        decode_replay(request)
+    encode_line(request)
+
+
 def _replay_case(
     kind: str, case: dict[str, object], tolerances: dict[str, object], /
 ) -> ReplayCase:
     # KeyError or TypeError here is a case that breaks the schema.
-    if kind == "batch":
+    alone: tuple[tuple[int, int], ...] = ()
+    if kind == "alone":
+        request = _batch_request(case)
+        expected = []
+        pairs = cast("list[list[int]]", case["alone"])
+        alone = tuple((int(first), int(second)) for first, second in pairs)
+    elif kind == "batch":
         request = _batch_request(case)
         expected = cast("list[dict[str, object]]", case["expected"])
     elif kind == "rounds":
@@ -241,21 +297,15 @@ def _replay_case(
         request = _request(case, "pre-conv", [{"rows": ring, "accepted": case["accepted"]}])
         expected = [cast("dict[str, object]", case["expected"])]
     pipeline = str(case["pipeline"])
-    bounds = cast("dict[str, object]", tolerances[pipeline])
+    # A case judged against the implementation itself is judged bit for bit.
+    bounds = cast("dict[str, object]", tolerances[pipeline]) if tolerances else {"kernel": 0}
     numbers: list[float] = []
     for value in (bounds["kernel"], bounds.get("self", bounds["kernel"])):
         if not isinstance(value, float | int) or isinstance(value, bool) or not 0 <= value < 1:
             raise TypeError("the kernel and self bounds must be numbers in [0, 1)")
         numbers.append(float(value))
     bound, itself = numbers
-    # The request must be one the protocol decodes: shapes, dims, hex floats.
-    if kind == "batch":
-        decode_replay_batch(request)
-        if len(expected) != sum(len(batch) for batch in _batch_steps(case)):
-            raise ValueError("it must expect one state for each entry of each step")
-    else:
-        decode_replay(request)
-    encode_line(request)
+    _check_request(kind, request, len(expected), alone)
     clauses = cast("list[str]", case["clauses"])
     unknown = [clause for clause in clauses if clause not in CLAUSES]
     if unknown:
@@ -273,6 +323,7 @@ def _replay_case(
         layout=str(request.get("layout", "pre-conv")),
         design=design,
         self_tolerance=itself,
+        alone=alone,
     )
 
 
@@ -289,7 +340,7 @@ def load_replay_cases(directory: Path, /) -> list[ReplayCase]:
         kind = _STATE_FILES.get(entry["path"])
         if kind is None:
             continue
-        tolerances = entry["document"].get("tolerance")
+        tolerances = entry["document"].get("tolerance", {} if kind == "alone" else None)
         if not isinstance(tolerances, dict):
             raise VectorError(f"{entry['path']}: must state its tolerance per pipeline")
         for index, case in enumerate(entry["cases"]):
@@ -361,6 +412,22 @@ def _field_problem(
     return error
 
 
+def _states_problem(case: ReplayCase, states: list[object], /) -> tuple[str | None, float]:
+    """The first problem of the replied states against the case's, and the largest error."""
+    largest = 0.0
+    for number, (state, expected) in enumerate(zip(states, case.expected, strict=True)):
+        if not isinstance(state, dict) or set(state) != {"conv", "h"}:
+            return f"states[{number}] must be an object with exactly conv and h", largest
+        for field in ("conv", "h"):
+            found = _field_problem(case, number, field, state[field], expected[field])
+            if isinstance(found, str):
+                return found, largest
+            if isinstance(found, _TooFar):
+                return found.message, max(largest, found.error)
+            largest = max(largest, found)
+    return None, largest
+
+
 def judge_replay(case: ReplayCase, reply: dict[str, object], /) -> CaseResult:
     """One replay case's outcome: passed within its bound, failed, or skipped when not offered."""
     error = reply.get("error")
@@ -369,6 +436,8 @@ def judge_replay(case: ReplayCase, reply: dict[str, object], /) -> CaseResult:
         return CaseResult(case.case_id, case.clauses, "skipped", detail)
     value = reply.get("ok")
     states = value.get("states") if isinstance(value, dict) else None
+    if case.alone:
+        return _judge_alone(case, reply, states)
     problem: str | None = None
     largest = 0.0
     if not isinstance(states, list) or len(states) != len(case.expected):
@@ -376,19 +445,7 @@ def judge_replay(case: ReplayCase, reply: dict[str, object], /) -> CaseResult:
             f'the reply must be {{"ok": {{"states": [...]}}}} with {len(case.expected)} states'
         )
     else:
-        for number, (state, expected) in enumerate(zip(states, case.expected, strict=True)):
-            if not isinstance(state, dict) or set(state) != {"conv", "h"}:
-                problem = f"states[{number}] must be an object with exactly conv and h"
-                break
-            for field in ("conv", "h"):
-                found = _field_problem(case, number, field, state[field], expected[field])
-                if not isinstance(found, float):
-                    problem = found if isinstance(found, str) else found.message
-                    largest = largest if isinstance(found, str) else max(largest, found.error)
-                    break
-                largest = max(largest, found)
-            if problem:
-                break
+        problem, largest = _states_problem(case, states)
     if problem is None:
         # A port of the model's arithmetic is exact (the case file's port bound, 0).
         detail = (
@@ -404,6 +461,45 @@ def judge_replay(case: ReplayCase, reply: dict[str, object], /) -> CaseResult:
         # Not a distance: the reply broke the shape, not the bound.
         return CaseResult(case.case_id, case.clauses, "failed", detail)
     return CaseResult(case.case_id, case.clauses, "failed", detail, largest, case.tolerance)
+
+
+def _entries(request: dict[str, object], /) -> list[str]:
+    """The sequence of each entry of a ``replay_batch`` request, step by step."""
+    steps = cast("list[dict[str, list[dict[str, object]]]]", request["steps"])
+    return [str(entry["sequence"]) for step in steps for entry in step["batch"]]
+
+
+def _judge_alone(case: ReplayCase, reply: dict[str, object], states: object, /) -> CaseResult:
+    """A batch case judged against the implementation itself: each pair the same, bit for bit."""
+    names = _entries(case.request)
+    problem: str | None = None
+    if not isinstance(states, list) or len(states) != len(names):
+        problem = f'the reply must be {{"ok": {{"states": [...]}}}} with {len(names)} states'
+    else:
+        for batched, alone in case.alone:
+            pair = (states[batched], states[alone])
+            if not all(isinstance(state, dict) and set(state) == {"conv", "h"} for state in pair):
+                problem = (
+                    f"states[{batched}] and states[{alone}] must be objects with exactly conv and h"
+                )
+                break
+            for field in ("conv", "h"):
+                found = _field_problem(case, batched, field, pair[0][field], pair[1][field])
+                if not isinstance(found, float):
+                    shown = found if isinstance(found, str) else found.message
+                    problem = (
+                        f"states[{batched}], {names[batched]} in the batch, is not "
+                        f"states[{alone}], the same entry alone: {shown}"
+                    )
+                    break
+            if problem:
+                break
+    if problem is None:
+        detail = f"each of {len(case.alone)} entries the same in the batch as alone, bit for bit"
+        return CaseResult(case.case_id, case.clauses, "passed", detail)
+    replied = encode(reply)
+    shown = replied if len(replied) <= 300 else f"{replied[:297]}..."
+    return CaseResult(case.case_id, case.clauses, "failed", f"{problem}\nreplied {shown}")
 
 
 def split_offered(

@@ -53,6 +53,7 @@ CLAUSES: Final = (
     "RB-REPLAY-10",
     "RB-REPLAY-11",
     "RB-REPLAY-12",
+    "RB-REPLAY-13",
 )
 
 

@@ -29,6 +29,7 @@ __all__ = [
     "PIPELINE_ALIASES",
     "REPLAY_BATCH_FIELDS",
     "REPLAY_FIELDS",
+    "BatchForm",
     "ReplayBatchEntry",
     "ReplayBatchRequest",
     "ReplayDims",
@@ -37,6 +38,7 @@ __all__ = [
     "ReplayRound",
     "ReplayRow",
     "ReplayState",
+    "batch_forms",
     "current_pipeline",
     "decode_replay",
     "decode_replay_batch",
@@ -52,6 +54,36 @@ REPLAY_BATCH_FIELDS: Final = ("pipeline", "dims", "conv_weight", "slots", "steps
 
 #: The most slots a ``replay_batch`` request's pool may have.
 MAX_BATCH_SLOTS: Final = 4096
+
+
+class BatchForm(enum.Enum):
+    """A form of ``replay_batch`` entry an adapter offers only when its ``describe`` lists it.
+
+    ``prompt-chunks``: prompt rows beside verifies, as an engine's scheduler
+    mixes them: an entry with ``prefill`` rows and no window (a prompt, or a
+    chunk of one), and ``prefill`` on any entry before the sequence's first
+    verify (docs/protocol.md, "replay_batch").
+    """
+
+    PROMPT_CHUNKS = "prompt-chunks"
+
+
+def batch_forms(request: Mapping[str, object], /) -> frozenset[BatchForm]:
+    """The forms of entry a well-formed ``replay_batch`` request uses beyond the first one."""
+    joined: set[object] = set()
+    steps = request.get("steps")
+    for step in steps if isinstance(steps, list) else []:
+        batch = step.get("batch") if isinstance(step, dict) else None
+        for entry in batch if isinstance(batch, list) else []:
+            if not isinstance(entry, dict):
+                continue
+            name = entry.get("sequence")
+            later = name in joined
+            joined.add(name)
+            if "prefill" in entry and (later or "rows" not in entry):
+                return frozenset({BatchForm.PROMPT_CHUNKS})
+    return frozenset()
+
 
 #: The longest sequence name a ``replay_batch`` entry may give.
 _MAX_NAME: Final = 64
@@ -143,8 +175,10 @@ class ReplayRequest(TypedDict):
 class ReplayBatchEntry(TypedDict):
     """One sequence's part of a batch step: its slot, its window's rows, its accepted count.
 
-    ``checkpoint`` (and, optionally, ``prefill`` rows) on the sequence's
-    first entry only; ``finish`` frees its slot after the step.
+    ``checkpoint`` on the sequence's first entry only; ``prefill`` rows on
+    any entry before its first verify (a prompt, or a chunk of one), run
+    before its window and all kept; ``finish`` frees its slot after the step.
+    A prompt chunk has no window: its ``rows`` are empty and ``accepted`` 0.
     """
 
     sequence: str
@@ -366,6 +400,8 @@ class _Pool:
         self.holders: dict[int, str] = {}
         self.slots: dict[str, int] = {}
         self.finished: set[str] = set()
+        #: The sequences that have verified a window: a prompt is over for them.
+        self.verified: set[str] = set()
         self.size = slots
 
     def enter(self, entry: Mapping[str, object], where: str, /, *, joins: bool) -> tuple[str, int]:
@@ -418,7 +454,17 @@ def _batch_entry(  # noqa: PLR0913 (the request's parts an entry is checked agai
     if sequence in seen:
         raise bad_request(f"{where}: sequence {encode_value(sequence)} is already in this step")
     seen.add(sequence)
-    window = _round(value, where, ReplayLayout.PRE_CONV, dims, gates=gates)
+    if "prefill" in value and sequence in pool.verified:
+        raise bad_request(
+            f"{where}.prefill: sequence {encode_value(sequence)} has verified, its prompt is over"
+        )
+    # A prompt chunk: prefill rows and no window (docs/protocol.md, replay_batch).
+    chunk = "prefill" in value and "rows" not in value and "accepted" not in value
+    if chunk:
+        window = ReplayRound(rows=[], accepted=0)
+    else:
+        window = _round(value, where, ReplayLayout.PRE_CONV, dims, gates=gates)
+        pool.verified.add(sequence)
     finish = value.get("finish", False)
     if type(finish) is not bool:
         raise bad_request(f"{where}.finish must be true or false, got {encode_value(finish)}")
@@ -431,12 +477,10 @@ def _batch_entry(  # noqa: PLR0913 (the request's parts an entry is checked agai
     )
     if joins:
         entry["checkpoint"] = _state(value["checkpoint"], f"{where}.checkpoint", dims)
-        if "prefill" in value:
-            entry["prefill"] = _rows(
-                value["prefill"], f"{where}.prefill", ReplayLayout.PRE_CONV, dims, gates=gates
-            )
-    elif "prefill" in value:
-        raise bad_request(f"{where}.prefill is only for a sequence's first entry")
+    if "prefill" in value:
+        entry["prefill"] = _rows(
+            value["prefill"], f"{where}.prefill", ReplayLayout.PRE_CONV, dims, gates=gates
+        )
     return entry
 
 

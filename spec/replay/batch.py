@@ -56,9 +56,11 @@ class BatchEntry:
     """One sequence's part of a step: its slot, its window and how many tokens it accepted.
 
     ``checkpoint`` is given on the sequence's first entry only (it joins:
-    the slot is taken from then on); ``prefill`` rows, on that entry only,
-    run before its first verify and are all kept. ``finish`` frees the slot
-    after the step.
+    the slot is taken from then on). ``prefill`` rows, on any entry before
+    the sequence's first verify, run before its window and are all kept: a
+    prompt, or one chunk of a prompt split over steps. An entry with no
+    ``rows`` (``accepted`` 0) is such a chunk alone, a prompt row of the step
+    beside the others' verifies. ``finish`` frees the slot after the step.
     """
 
     sequence: str
@@ -93,9 +95,10 @@ def batch_oracle(
 ) -> list[list[LayerState]]:
     """Each entry's state after each step, each sequence replayed alone.
 
-    A sequence starts from its checkpoint, keeps all of its prefill rows, and
-    then each of its windows' accepted rows, one :func:`.rounds.decode_round`
-    a round; no other sequence, slot or step enters it.
+    A sequence starts from its checkpoint, keeps all of its prefill rows (in
+    one chunk or several), and then each of its windows' accepted rows, one
+    :func:`.rounds.decode_round` a round; no other sequence, slot or step
+    enters it.
 
     Raises:
         ValueError: a sequence's first entry has no checkpoint.
@@ -110,13 +113,15 @@ def batch_oracle(
         for entry in batch:
             if entry.checkpoint is not None:
                 state = entry.checkpoint
-                if entry.prefill:
-                    state = decode_round(layer, state, entry.prefill)
             elif entry.sequence in states:
                 state = states[entry.sequence]
             else:
                 raise ValueError(f"sequence {entry.sequence!r} has no checkpoint")
-            states[entry.sequence] = decode_round(layer, state, entry.rows[: entry.accepted])
+            if entry.prefill:
+                state = decode_round(layer, state, entry.prefill)
+            if entry.rows:
+                state = decode_round(layer, state, entry.rows[: entry.accepted])
+            states[entry.sequence] = state
             after.append(states[entry.sequence])
         out.append(after)
     return out
@@ -189,21 +194,25 @@ class SlotPool:
         return [row] * (self.k_ceiling - 1)
 
     def _admit(self, entry: BatchEntry, /) -> None:
-        """Take the entry's slot for a joining sequence, or check a running one holds it."""
+        """Seat the entry's sequence in its slot, then run its prompt rows there.
+
+        A joining sequence takes the slot; a running one must hold it.
+        """
         owner = self.owners[entry.slot]
+        slot = self.slots[entry.slot]
         if entry.checkpoint is None:
             if owner != entry.sequence:
                 raise ValueError(f"sequence {entry.sequence!r} does not hold slot {entry.slot}")
-            return
-        if owner is not None:
+        elif owner is not None:
             raise ValueError(f"slot {entry.slot} is held by sequence {owner!r}")
-        self.owners[entry.slot] = entry.sequence
-        state = entry.checkpoint
+        else:
+            self.owners[entry.slot] = entry.sequence
+            slot.state = slot.checkpoint = entry.checkpoint
         if entry.prefill:
             prefill = [_minimal(row) for row in entry.prefill]
-            state = replay_rows(self.layer, state, prefill, len(prefill))
-        slot = self.slots[entry.slot]
-        slot.state = slot.checkpoint = state
+            slot.state = slot.checkpoint = replay_rows(
+                self.layer, slot.state, prefill, len(prefill)
+            )
 
     def _read_index(self, flat: FlatBatch, entry: int, /) -> int:
         """The slot entry ``entry``'s verify reads its state from."""
@@ -262,11 +271,14 @@ class SlotPool:
         """
         for entry in batch:
             self._admit(entry)
-        flat = _flatten(batch)
-        # Every verify reads its slot before any commit writes one, as one kernel call does.
-        lives = [self._verify(flat, index) for index in range(len(batch))]
-        for index, live in enumerate(lives):
-            self._commit(flat, index, live)
+        # A prompt chunk alone has no window: only the verifying entries are flattened.
+        verifying = [entry for entry in batch if entry.rows]
+        if verifying:
+            flat = _flatten(verifying)
+            # Every verify reads its slot before any commit writes one, as one kernel call does.
+            lives = [self._verify(flat, index) for index in range(len(verifying))]
+            for index, live in enumerate(lives):
+                self._commit(flat, index, live)
         states = [self.slots[entry.slot].state for entry in batch]
         for entry in batch:
             if entry.finish:

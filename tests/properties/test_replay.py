@@ -30,7 +30,7 @@ from ssm_rollback_spec.corpus.replay_run import (
 )
 from ssm_rollback_spec.harness.failures import NonConformingReply, ReplayMismatch
 from ssm_rollback_spec.harness.pytest_plugin import record_distance
-from ssm_rollback_spec.harness.replay_wire import ENGINE_PIPELINES
+from ssm_rollback_spec.harness.replay_wire import ENGINE_PIPELINES, BatchForm
 from ssm_rollback_spec.tools.shipped import replay_corpus_directory
 
 from .conformance import exchange
@@ -57,6 +57,8 @@ class _Corpus:
     cases: list[ReplayCase]
     #: The batch cases (``replay_batch``, opt-in apart from ``replay``).
     batch_cases: list[ReplayCase]
+    #: The batch cases judged against the implementation itself (``batch_alone.json``).
+    alone_cases: list[ReplayCase]
     #: The bound per pipeline for an implementation compared with itself, as the
     #: corpus states it ("self", or else "kernel").
     bound: dict[str, float]
@@ -70,7 +72,8 @@ def _corpus() -> _Corpus:
     cases = [case for case in every if case.request["op"] == "replay"]
     return _Corpus(
         cases,
-        [case for case in every if case.request["op"] == "replay_batch"],
+        [case for case in every if case.request["op"] == "replay_batch" and not case.alone],
+        [case for case in every if case.alone],
         {case.pipeline: case.self_tolerance or case.tolerance for case in cases},
     )
 
@@ -161,8 +164,10 @@ def _same(
     clauses: Sequence[str],
     source: str,
     /,
+    *,
+    bound: float | None = None,
 ) -> None:
-    mismatch = _judged(request, reply, expected, clauses, source)
+    mismatch = _judged(request, reply, expected, clauses, source, bound=bound)
     if mismatch is not None:
         raise mismatch
 
@@ -182,6 +187,29 @@ def test_every_shipped_batch_gives_each_sequence_its_own_replay(
     # The same over replay_batch: each entry's state after its step is its
     # sequence's replay alone; skipped when replay_batch is not offered.
     _shipped_cases_pass(impl, _corpus().batch_cases, "batch")
+
+
+@pytest.mark.clause("RB-REPLAY-13")
+def test_every_shipped_batch_gives_each_sequence_what_it_has_alone(
+    impl: Implementation,
+) -> None:
+    # Each case runs a batch, then each of its sequences alone in a batch of
+    # one with the same steps, in one request: each entry's state must be the
+    # same both times, bit for bit. Skipped when replay_batch is not offered.
+    offer = _offer(impl)
+    offered = [case for case in _corpus().alone_cases if not_offered(case, offer) is None]
+    if not offered:
+        pytest.skip("the implementation's describe offers none of the shipped batches run alone")
+    failed = []
+    for case in offered:
+        _, reply = _replay(impl, case.request)
+        result = judge_replay(case, reply)
+        if result.outcome != "passed":
+            failed.append(result)
+    if failed:
+        others = "; also " + ", ".join(r.case_id for r in failed[1:]) if failed[1:] else ""
+        first = failed[0]
+        pytest.fail(f"{first.case_id}: {first.detail}{others}", pytrace=False)
 
 
 def _shipped_cases_pass(impl: Implementation, cases: Sequence[ReplayCase], kind: str, /) -> None:
@@ -372,15 +400,25 @@ def _scaled(value: object, factor: float, /) -> object:
 
 
 class _DrawnBatch:
-    """A ``replay_batch`` request drawn step by step, and each sequence's trace alone."""
+    """A ``replay_batch`` request drawn step by step, and each sequence's trace alone.
 
-    def __init__(self, layer: dict[str, object], data: st.DataObject, /) -> None:
+    With ``chunks`` (the adapter lists the form ``prompt-chunks``) a joining
+    sequence may run a prompt chunk alone (its rows, no window), and go on
+    with more chunks in later steps before its first verify.
+    """
+
+    def __init__(self, layer: dict[str, object], data: st.DataObject, /, *, chunks: bool) -> None:
         self.layer, self.data, self.rows = layer, data, _rows(layer)
+        self.chunks = chunks
         self.slots = data.draw(st.integers(1, 3), label="slots")
         self.running: dict[str, int] = {}
+        #: The running sequences that have not verified yet: their prompt may go on.
+        self.prompting: set[str] = set()
         #: Each sequence's own replay request, and which of its rounds each entry is.
         self.alone: dict[str, dict[str, object]] = {}
         self.entries: list[tuple[str, int]] = []
+        #: Each sequence's entries, in order: its steps as a batch of one.
+        self.solo: dict[str, list[dict[str, object]]] = {}
         self.steps: list[dict[str, object]] = []
         self.tokens = 0
 
@@ -395,21 +433,28 @@ class _DrawnBatch:
 
     def _entry(self, name: str, slot: int, /, *, joins: bool) -> dict[str, object]:
         draw = self.data.draw
-        window = draw(st.integers(1, 4), label="window")
         entry: dict[str, object] = {"sequence": name, "slot": slot}
         if joins:
             factor = _SCALES[len(self.alone) % len(_SCALES)]
             entry["checkpoint"] = _scaled(self.layer["checkpoint"], factor)
             self.alone[name] = _request(self.layer, []) | {"checkpoint": entry["checkpoint"]}
-            if prefill := draw(st.integers(0, 2), label="prefill"):
-                entry["prefill"] = self._window(prefill)
-                rounds = self.alone[name]["rounds"]
-                assert isinstance(rounds, list)
-                rounds.append({"rows": entry["prefill"], "accepted": prefill})
-        entry["rows"] = self._window(window)
-        entry["accepted"] = draw(st.integers(1, window), label="accepted")
+            self.solo[name] = []
+        rounds = self.alone[name]["rounds"]
+        assert isinstance(rounds, list)
+        if (joins or name in self.prompting) and (
+            prefill := draw(st.integers(0, 2), label="prefill")
+        ):
+            entry["prefill"] = self._window(prefill)
+            rounds.append({"rows": entry["prefill"], "accepted": prefill})
+        if not (self.chunks and "prefill" in entry and draw(st.booleans(), label="chunk alone")):
+            window = draw(st.integers(1, 4), label="window")
+            entry["rows"] = self._window(window)
+            entry["accepted"] = draw(st.integers(1, window), label="accepted")
+            rounds.append({"rows": entry["rows"], "accepted": entry["accepted"]})
         if draw(st.booleans(), label="finish"):
             entry["finish"] = True
+        self.entries.append((name, len(rounds) - 1))
+        self.solo[name].append(entry)
         return entry
 
     def step(self) -> None:
@@ -427,21 +472,37 @@ class _DrawnBatch:
                 batch.append(self._entry(name, slot, joins=True))
         if not batch:
             return
-        batch = draw(st.permutations(batch), label="order")
+        # The entries' order is drawn, and with it the order of their states.
+        order = draw(st.permutations(range(len(batch))), label="order")
+        first = len(self.entries) - len(batch)
+        drawn = self.entries[first:]
+        self.entries[first:] = [drawn[index] for index in order]
+        batch = [batch[index] for index in order]
         for entry in batch:
             name = str(entry["sequence"])
-            rounds = self.alone[name]["rounds"]
-            assert isinstance(rounds, list)
-            rounds.append({"rows": entry["rows"], "accepted": entry["accepted"]})
-            self.entries.append((name, len(rounds) - 1))
+            if "rows" in entry or entry.get("finish"):
+                self.prompting.discard(name)
+            elif self.chunks:
+                self.prompting.add(name)
             if entry.get("finish"):
                 del self.running[name]
         self.steps.append({"batch": batch})
 
-    def request(self) -> dict[str, object]:
+    def request(self, steps: list[dict[str, object]] | None = None, /) -> dict[str, object]:
+        """The request of the drawn steps, or of ``steps``."""
         kept = {key: self.layer[key] for key in ("pipeline", "dims", "conv_weight")}
         gates = {key: self.layer[key] for key in ("a_log", "dt_bias") if key in self.layer}
-        return {"op": "replay_batch"} | kept | gates | {"slots": self.slots, "steps": self.steps}
+        chosen = self.steps if steps is None else steps
+        return {"op": "replay_batch"} | kept | gates | {"slots": self.slots, "steps": chosen}
+
+    def alone_request(self, name: str, /) -> dict[str, object]:
+        """Sequence ``name``'s entries alone: a batch of one with the same steps."""
+        return self.request([{"batch": [entry]} for entry in self.solo[name]])
+
+
+def _prompt_chunks(impl: Implementation, /) -> bool:
+    offer = _offer(impl)
+    return offer is not None and BatchForm.PROMPT_CHUNKS.value in offer.batch
 
 
 @pytest.mark.clause("RB-REPLAY-12")
@@ -449,11 +510,13 @@ class _DrawnBatch:
 def test_each_sequence_of_a_drawn_batch_is_its_own_replay_alone(
     impl: Implementation, layer: dict[str, object], data: st.DataObject
 ) -> None:
-    # Sequences join free slots (after a prefill or not), sit steps out,
-    # finish and leave their slot to the next, windows of 1 to 4 rows in any
-    # order: each entry's state is the implementation's own replay of its
-    # sequence alone, in the pipeline's self bound.
-    batch = _DrawnBatch(_with_pipeline(impl, layer, data), data)
+    # Sequences join free slots (after a prefill or not, or with prompt chunks
+    # alone where the adapter offers them), sit steps out, finish and leave
+    # their slot to the next, windows of 1 to 4 rows in any order: each
+    # entry's state is the implementation's own replay of its sequence alone,
+    # in the pipeline's self bound.
+    chunks = _prompt_chunks(impl)
+    batch = _DrawnBatch(_with_pipeline(impl, layer, data), data, chunks=chunks)
     for _ in range(data.draw(st.integers(1, 4), label="steps")):
         batch.step()
     if not batch.steps:
@@ -464,6 +527,37 @@ def test_each_sequence_of_a_drawn_batch_is_its_own_replay_alone(
     expected = [alone[name][index] for name, index in batch.entries]
     source = "its own replay of each sequence alone"
     _same(request, reply, expected, ["RB-REPLAY-12"], source)
+
+
+@pytest.mark.clause("RB-REPLAY-13")
+@given(layer=_layers(), data=st.data())
+def test_each_sequence_of_a_drawn_batch_is_what_the_same_adapter_gives_it_alone(
+    impl: Implementation, layer: dict[str, object], data: st.DataObject
+) -> None:
+    # The same drawn batches, with prompt chunks beside verifies where the
+    # adapter offers them, judged against the adapter's own replay_batch of
+    # each sequence in a batch of one with the same steps, bit for bit: no
+    # model of its arithmetic, and so no bound, is needed.
+    chunks = _prompt_chunks(impl)
+    batch = _DrawnBatch(_with_pipeline(impl, layer, data), data, chunks=chunks)
+    for _ in range(data.draw(st.integers(1, 4), label="steps")):
+        batch.step()
+    if not batch.steps:
+        return
+    request = batch.request()
+    _, reply = _replay(impl, request)
+    alone = {name: _replay(impl, batch.alone_request(name))[0] for name in batch.solo}
+    seen: dict[str, int] = {}
+    expected = []
+    for step in batch.steps:
+        entries = step["batch"]
+        assert isinstance(entries, list)
+        for entry in entries:
+            name = entry["sequence"]
+            expected.append(alone[name][seen.get(name, 0)])
+            seen[name] = seen.get(name, 0) + 1
+    source = "its own replay_batch of each sequence alone, with the same steps"
+    _same(request, reply, expected, ["RB-REPLAY-13"], source, bound=0.0)
 
 
 def _windows(rows: list[dict[str, object]], data: st.DataObject, /) -> list[dict[str, object]]:

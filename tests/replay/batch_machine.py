@@ -5,7 +5,9 @@
 batch runtime factory (:class:`ssm_rollback_spec.replay.batch.SlotPool`, or a
 deliberately wrong one of ``tests/fakes/wrong_batch.py``). Its one rule
 verifies a batch: sequences join free slots (from a drawn checkpoint, after a
-prefill of 0 to 3 rows or not), running ones are scheduled or left out,
+prefill of 0 to 3 rows or not, or with a prompt chunk alone that later steps
+go on with, as chunked prefill splits a prompt), running ones are scheduled
+or left out,
 each entry draws its window (1 token, no drafts, up to the K ceiling) and its
 accepted count (1 to K) and may finish, freeing its slot for the next
 joiner, and the entries come in any order. After the step each entry's
@@ -79,7 +81,8 @@ def _seeded(rng: random.Random, /) -> Draw:
 def _show(entries: list[BatchEntry], /) -> str:
     return ", ".join(
         f"{e.sequence}@{e.slot}{'+join' if e.checkpoint is not None else ''}"
-        f"{f'+prefill{len(e.prefill)}' if e.prefill else ''} K={len(e.rows)} a={e.accepted}"
+        f"{f'+prefill{len(e.prefill)}' if e.prefill else ''}"
+        f"{f' K={len(e.rows)} a={e.accepted}' if e.rows else ' prompt chunk'}"
         f"{' finish' if e.finish else ''}"
         for e in entries
     )
@@ -109,6 +112,8 @@ class _Batches(RuleBasedStateMachine):
         #: Each running sequence's slot, and its state replayed alone.
         self.running: dict[str, tuple[int, LayerState]] = {}
         self.joined = 0
+        #: The running sequences that have not verified yet: their prompt goes on.
+        self.prompting: set[str] = set()
         self.history: list[str] = []
 
     def _rows(self, count: int, /) -> tuple[SeedRow, ...]:
@@ -135,13 +140,16 @@ class _Batches(RuleBasedStateMachine):
     def _entry(
         self, data: st.DataObject, sequence: str, slot: int, /, *, joins: bool
     ) -> BatchEntry:
-        prefill = data.draw(st.integers(0, _MAX_PREFILL), label="prefill") if joins else 0
-        window = data.draw(st.integers(1, self.k_ceiling), label="window")
+        prompting = joins or sequence in self.prompting
+        prefill = data.draw(st.integers(0, _MAX_PREFILL), label="prefill") if prompting else 0
+        # A prompt chunk alone: its rows this step, its first verify in a later one.
+        chunk = prefill > 0 and data.draw(st.booleans(), label="prompt chunk alone")
+        window = 0 if chunk else data.draw(st.integers(1, self.k_ceiling), label="window")
         return BatchEntry(
             sequence=sequence,
             slot=slot,
-            rows=self._rows(window),
-            accepted=data.draw(st.integers(1, window), label="accepted"),
+            rows=self._rows(window) if window else (),
+            accepted=data.draw(st.integers(1, window), label="accepted") if window else 0,
             checkpoint=self._checkpoint() if joins else None,
             prefill=self._rows(prefill) if prefill else (),
             finish=data.draw(st.booleans(), label="finish"),
@@ -192,6 +200,10 @@ class _Batches(RuleBasedStateMachine):
                 f"batched conv={got.conv.tolist()} h={got.h.tolist()}"
             )
         for entry, state in zip(entries, expected, strict=True):
+            if entry.rows or entry.finish:
+                self.prompting.discard(entry.sequence)
+            else:
+                self.prompting.add(entry.sequence)
             if entry.finish:
                 self.running.pop(entry.sequence, None)
             else:

@@ -18,7 +18,14 @@ from typing import TYPE_CHECKING, Final
 import numpy as np
 import pytest
 
-from ssm_rollback_spec.corpus.replay_format import BATCH_FILE, BatchCase, batch_case_states
+from ssm_rollback_spec.corpus.replay_format import (
+    BATCH_ALONE_FILE,
+    BATCH_FILE,
+    AloneCase,
+    BatchCase,
+    batch_case_states,
+    batch_states,
+)
 from ssm_rollback_spec.replay.batch import BatchEntry, SlotPool, batch_oracle
 from ssm_rollback_spec.replay.cases import make_case, make_layer
 from ssm_rollback_spec.replay.layer import Pipeline
@@ -33,9 +40,16 @@ if TYPE_CHECKING:
     from ssm_rollback_spec.replay.cases import Draw
 
 BATCH: Final = Path(__file__).resolve().parents[2] / "vectors" / "replay" / BATCH_FILE
+ALONE: Final = BATCH.with_name(BATCH_ALONE_FILE)
 _SHAPE: Final = GdnShape(
     num_key_heads=1, key_head_dim=2, num_value_heads=2, value_head_dim=2, conv_kernel=3
 )
+
+
+def alone_cases() -> list[AloneCase]:
+    """The committed ``batch_alone.json`` cases."""
+    cases: list[AloneCase] = json.loads(ALONE.read_text(encoding="ascii"))["cases"]
+    return cases
 
 
 def batch_cases() -> list[BatchCase]:
@@ -130,10 +144,12 @@ def test_the_batch_vectors_hold_the_shapes_rollback_bugs_lived_in() -> None:
         finished_full: set[int] = set()
         for step in case["steps"]:
             batch = step["batch"]
-            lengths = [len(entry["rows"]) for entry in batch]
+            # A prompt chunk alone has no window (0 here).
+            lengths = [len(entry.get("rows", [])) for entry in batch]
             for entry, length in zip(batch, lengths, strict=True):
-                windows.add(length)
-                accepted.add((length, entry["accepted"]))
+                if length:
+                    windows.add(length)
+                    accepted.add((length, entry["accepted"]))
                 if length == 1 and entry["slot"] != 0 and max(lengths) > 1:
                     no_drafts_beside_drafts = True
                 if "checkpoint" in entry and entry["slot"] in finished_full:
@@ -143,10 +159,66 @@ def test_the_batch_vectors_hold_the_shapes_rollback_bugs_lived_in() -> None:
             finished_full = {
                 entry["slot"]
                 for entry, length in zip(batch, lengths, strict=True)
-                if entry.get("finish") and entry["accepted"] == length > 1
+                if entry.get("finish") and length > 1 and entry["accepted"] == length
             }
     assert no_drafts_beside_drafts
     assert reused_after_full_accept
     assert verify_after_prefill
     assert windows == {1, 2, 3, 4}
     assert accepted == {(k, a) for k in range(1, 5) for a in range(1, k + 1)}
+
+
+def _prompt_shapes(cases: list[BatchCase] | list[AloneCase], /) -> dict[str, set[object]]:
+    """What the cases' prompts beside verifies cover, by pipeline."""
+    shapes: dict[str, set[object]] = {}
+    for case in cases:
+        seen = shapes.setdefault(case["pipeline"], set())
+        verified: set[str] = set()
+        freed: set[int] = set()
+        for step in case["steps"]:
+            batch = step["batch"]
+            verifying = any("rows" in entry for entry in batch)
+            for entry in batch:
+                if "prefill" in entry and "rows" not in entry and verifying:
+                    seen.add(("prompt rows beside verifies", len(entry["prefill"])))
+                if "prefill" in entry and "checkpoint" not in entry:
+                    seen.add("a prompt chunk after the first")
+                if "prefill" in entry and "checkpoint" in entry and entry["slot"] in freed:
+                    seen.add("a prompt in a slot freed the step before")
+                if "prefill" in entry and "rows" in entry:
+                    seen.add("a prompt and its first verify in one entry")
+                if "rows" in entry:
+                    verified.add(entry["sequence"])
+            freed = {entry["slot"] for entry in batch if entry.get("finish")}
+    return shapes
+
+
+#: The prompt shapes docs/engines.md names: every length from 1 to K + 2 (K and K + 1
+#: among them, vLLM #53051), chunks over steps, a slot reused at once, both forms.
+_PROMPT_SHAPES: Final = {
+    *(("prompt rows beside verifies", length) for length in range(1, 7)),
+    "a prompt chunk after the first",
+    "a prompt in a slot freed the step before",
+    "a prompt and its first verify in one entry",
+}
+
+
+def test_the_model_s_batch_vectors_hold_prompts_of_every_shape_beside_verifies() -> None:
+    shapes = _prompt_shapes(batch_cases())
+    assert shapes["float64"] >= _PROMPT_SHAPES
+    assert shapes["transformers-bf16"] >= _PROMPT_SHAPES
+
+
+@pytest.mark.clause("RB-REPLAY-13")
+def test_every_pipeline_s_batches_alone_hold_prompts_of_every_shape() -> None:
+    shapes = _prompt_shapes(alone_cases())
+    assert set(shapes) == {"float64", "transformers-bf16", "vllm-bf16", "sglang-bf16"}
+    assert all(covered >= _PROMPT_SHAPES for covered in shapes.values())
+
+
+@pytest.mark.clause("RB-REPLAY-13")
+def test_the_reference_pool_gives_each_sequence_alone_what_it_gave_it_in_the_batch() -> None:
+    for case in alone_cases():
+        states = batch_states(case, SlotPool)
+        for batched, alone in case["alone"]:
+            assert states[batched].equals(states[alone]), (case["id"], batched, alone)

@@ -46,13 +46,26 @@ def _joins(sequence: str, slot: int, /, **more: object) -> dict[str, object]:
 
 def test_every_batch_case_becomes_one_request_with_a_state_per_entry() -> None:
     # Six batches (five named shapes and a drawn one) in each of the model's two
-    # pipelines and each engine's whose adapter offers replay_batch (vLLM, SGLang).
-    assert len(BATCHES) == 24
-    for case in BATCHES:
+    # pipelines and each engine's whose adapter offers replay_batch (vLLM, SGLang),
+    # then two prompt shapes in the model's two pipelines; and the batches run
+    # alone: three plans in those four pipelines.
+    judged = [case for case in BATCHES if not case.alone]
+    alone = [case for case in BATCHES if case.alone]
+    assert (len(judged), len(alone)) == (28, 12)
+    for case in judged:
         decoded = decode_replay_batch(case.request)
         assert len(case.expected) == sum(len(batch) for batch in decoded["steps"])
         assert case.layout == "pre-conv"
         assert case.clauses == ["RB-REPLAY-12"]
+        assert len(protocol.encode_line(case.request)) < protocol.MAX_LINE_BYTES
+    for case in alone:
+        decoded = decode_replay_batch(case.request)
+        names = [entry["sequence"] for batch in decoded["steps"] for entry in batch]
+        assert case.expected == []
+        assert case.clauses == ["RB-REPLAY-13"]
+        # Every entry of the batch is paired with itself alone, under its -alone name.
+        assert sorted(first for first, _ in case.alone) == list(range(len(case.alone)))
+        assert all(names[j] == f"{names[i]}-alone" for i, j in case.alone)
         assert len(protocol.encode_line(case.request)) < protocol.MAX_LINE_BYTES
 
 
@@ -69,6 +82,22 @@ def test_a_slot_freed_by_a_finish_is_taken_by_a_new_sequence_the_next_step() -> 
     assert [e["finish"] for e in decoded["steps"][0]] == [True, False]
     assert decoded["steps"][0][1]["prefill"][0]["values"] == [0.25, 0.5, 1.0]
     assert "checkpoint" not in decoded["steps"][1][1]
+
+
+def test_a_prompt_split_over_steps_is_decoded_as_chunks_beside_verifies() -> None:
+    chunk = {"sequence": "b", "slot": 1, "prefill": [_ROW, _ROW]}
+    request = _request(
+        [_joins("a", 0), chunk | {"checkpoint": _STATE}],
+        [_entry("a", 0), chunk],
+        [_entry("a", 0), _entry("b", 1, prefill=[_ROW])],
+    )
+    decoded = decode_replay_batch(request)
+    prompt = [decoded["steps"][0][1], decoded["steps"][1][1]]
+    assert [(e["rows"], e["accepted"], len(e["prefill"])) for e in prompt] == [([], 0, 2)] * 2
+    assert "checkpoint" in prompt[0]
+    assert "checkpoint" not in prompt[1]
+    last = decoded["steps"][2][1]
+    assert (len(last["prefill"]), len(last["rows"]), last["accepted"]) == (1, 2, 1)
 
 
 def test_the_python_reference_adapter_does_not_offer_replay_batch() -> None:
@@ -107,9 +136,19 @@ _BAD: Final = {
         _request([_joins("a", 0), _entry("a", 0)]),
         'steps[0].batch[1]: sequence "a" is already in this step',
     ),
-    "a prefill after the first entry": (
+    "a prefill after the sequence verified": (
         _request([_joins("a", 0)], [_entry("a", 0, prefill=[_ROW])]),
-        "steps[1].batch[0].prefill is only for a sequence's first entry",
+        'steps[1].batch[0].prefill: sequence "a" has verified, its prompt is over',
+    ),
+    "a prompt chunk after the sequence verified": (
+        _request([_joins("a", 0)], [{"sequence": "a", "slot": 0, "prefill": [_ROW]}]),
+        'steps[1].batch[0].prefill: sequence "a" has verified, its prompt is over',
+    ),
+    "a prompt chunk with accepted and no rows": (
+        _request(
+            [{"sequence": "a", "slot": 0, "checkpoint": _STATE, "prefill": [_ROW], "accepted": 1}]
+        ),
+        "missing field 'rows'",
     ),
     "a slot past the pool": (
         _request([_joins("a", 2)]),

@@ -163,15 +163,17 @@ def replay_batch(
             inputs: dict[str, Any] = {
                 "sequence": entry["sequence"],
                 "slot": entry["slot"],
-                "accepted": build.accepted(entry["accepted"], window),
                 "finish": entry["finish"],
-                **rows(entry["rows"]),
             }
+            if window:
+                # A prompt chunk alone has no window, and so no count to hand over.
+                inputs["accepted"] = build.accepted(entry["accepted"], window)
+                inputs |= rows(entry["rows"])
             if "checkpoint" in entry:
                 inputs["conv"] = tensor(entry["checkpoint"]["conv"])
                 inputs["h"] = tensor(entry["checkpoint"]["h"])
-                if "prefill" in entry:
-                    inputs["prefill"] = rows(entry["prefill"])
+            if "prefill" in entry:
+                inputs["prefill"] = rows(entry["prefill"])
             entries.append(inputs)
         steps.append(entries)
     weights = (

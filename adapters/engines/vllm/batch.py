@@ -130,9 +130,10 @@ class BatchInputs:
     dims: tuple[int, int, int, int, int]
     #: (conv weight, A_log, dt_bias).
     weights: tuple[Any, Any, Any]
-    #: Per step, per entry: ``sequence``, ``slot``, ``qkv``, ``a``, ``b`` (its rows),
-    #: ``accepted`` (the count handed to vLLM), ``finish``; on a first entry ``conv``
-    #: and ``h`` (its checkpoint) and optionally ``prefill`` (``qkv``, ``a``, ``b``).
+    #: Per step, per entry: ``sequence``, ``slot``, ``finish``; but for a prompt
+    #: chunk alone, ``qkv``, ``a``, ``b`` (its rows) and ``accepted`` (the count
+    #: handed to vLLM); on a first entry ``conv`` and ``h`` (its checkpoint); before
+    #: the request's first verify, optionally ``prefill`` (``qkv``, ``a``, ``b``).
     steps: Sequence[Sequence[dict[str, Any]]]
     slots: int
     mode: CacheMode
@@ -217,7 +218,10 @@ class _Batch:
         nk, dk, nv, dv, width = inputs.dims
         key_dim, value_dim = nk * dk, nv * dv
         conv_dim = 2 * key_dim + value_dim
-        longest = max(len(entry["qkv"]) for step in inputs.steps for entry in step)
+        longest = max(
+            (len(entry["qkv"]) for step in inputs.steps for entry in step if "qkv" in entry),
+            default=1,
+        )
         num_spec = max(longest - 1, 1)
         self.pool = Pool(inputs.mode, inputs.slots, num_spec)
         bf16, on = torch.bfloat16, inputs.on
@@ -327,10 +331,9 @@ class _Batch:
         sampled = torch.tensor([count for _, count in counts], dtype=torch.int32)
         self.rows.postprocess_state(rows.to(self.inputs.on), sampled.to(self.inputs.on))
 
-    def join(self, step: Sequence[dict[str, Any]], /) -> None:
-        """Seat the step's new requests: checkpoint in their first block, then their prompts."""
+    def seat(self, step: Sequence[dict[str, Any]], /) -> None:
+        """Seat the step's new requests: each one's checkpoint in its first block."""
         width = self.width
-        prompts = []
         for entry in step:
             if entry["sequence"] in self.running:
                 continue
@@ -343,30 +346,59 @@ class _Batch:
             first = self.pool.row(request.slot)[0]
             self.conv(first)[:, : width - 1] = entry["conv"]
             self.ssm_cache[first] = entry["h"].transpose(-1, -2)
-            if entry.get("prefill") is not None:
-                prompts.append((request, entry["prefill"], False))
-        if prompts:
-            self.forward(prompts)
-            for request, inputs, _ in prompts:
-                request.computed += len(inputs["qkv"])
-            # A prompt's last chunk samples one token.
-            self._sampled([(request, 1) for request, _, _ in prompts])
 
-    def step(self, step: Sequence[dict[str, Any]], /) -> list[ReplayState]:
-        """Run one verify of the batch; each entry's state, as its next verify would read it."""
-        self.join(step)
-        batch = [(self.running[entry["sequence"]], entry, True) for entry in step]
-        self.forward(batch)
-        self._sampled([(request, entry["accepted"]) for request, entry, _ in batch])
-        states: list[ReplayState] = []
-        for request, entry, _ in batch:
+    def run(self, prompts: list[dict[str, Any]], verifies: list[dict[str, Any]], /) -> None:
+        """One forward of the prompt rows of ``prompts`` beside the windows of ``verifies``.
+
+        vLLM's scheduler mixes them in one step: a prompt (or a chunk of one)
+        beside the running requests' verifies, which the builder splits into
+        its spec and non-spec rows.
+        """
+        rows = [(self.running[e["sequence"]], e["prefill"], False) for e in prompts]
+        rows += [(self.running[e["sequence"]], e, True) for e in verifies]
+        if not rows:
+            return
+        self.forward(rows)
+        for entry in prompts:
+            request = self.running[entry["sequence"]]
+            request.computed += len(entry["prefill"]["qkv"])
+            # After a prompt's chunk the request's state is in its first block, as
+            # after a verify that kept one token.
+            request.accepted = 1
+        # A prompt's chunk samples one token; a verify, its accepted count.
+        self._sampled(
+            [(self.running[e["sequence"]], 1) for e in prompts]
+            + [(self.running[e["sequence"]], e["accepted"]) for e in verifies]
+        )
+        for entry in verifies:
+            request = self.running[entry["sequence"]]
             request.computed += entry["accepted"]
             request.accepted = entry["accepted"]
-            row = self.pool.row(request.slot)
-            start = request.accepted - 1
-            conv = self.conv(row[0])[:, start : start + self.width - 1]
-            h = self.ssm_cache[row[request.accepted - 1]].transpose(-1, -2)
-            states.append({"conv": conv.double().tolist(), "h": h.double().tolist()})
+
+    def state(self, request: Request, /) -> ReplayState:
+        """The state the request's next verify reads (module docstring)."""
+        row = self.pool.row(request.slot)
+        start = request.accepted - 1
+        conv = self.conv(row[0])[:, start : start + self.width - 1]
+        h = self.ssm_cache[row[request.accepted - 1]].transpose(-1, -2)
+        return {"conv": conv.double().tolist(), "h": h.double().tolist()}
+
+    def step(self, step: Sequence[dict[str, Any]], /) -> list[ReplayState]:
+        """Run one step of the batch; each entry's state, as its next verify would read it.
+
+        Every prompt row of the step (a prompt chunk alone, or the prefill of
+        an entry that verifies after it) runs in one forward beside the
+        windows of the entries that verify without one; the windows that
+        follow a prefill in the same entry run in a second forward, after
+        their prompt, as the request's next step would run them.
+        """
+        self.seat(step)
+        prompts = [entry for entry in step if "prefill" in entry]
+        first = [entry for entry in step if "qkv" in entry and "prefill" not in entry]
+        self.run(prompts, first)
+        self.run([], [entry for entry in step if "qkv" in entry and "prefill" in entry])
+        states = [self.state(self.running[entry["sequence"]]) for entry in step]
+        for entry in step:
             if entry["finish"]:
                 del self.running[entry["sequence"]]
         return states
