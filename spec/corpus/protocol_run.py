@@ -170,7 +170,9 @@ def _asking_spans(case: Case, /) -> tuple[dict[str, object], str | None]:
     return {**case["request"], SPANS: True}, None
 
 
-def _run_race(driver: SubprocessDriver, case: Case, /, *, required: bool) -> CaseResult:
+def _run_race(
+    driver: SubprocessDriver, case: Case, /, *, required: bool, one_interpreter_lock: bool
+) -> CaseResult:
     """A contested race, judged as ``check`` judges its races: seen, lost, or not observed.
 
     Raises:
@@ -180,7 +182,9 @@ def _run_race(driver: SubprocessDriver, case: Case, /, *, required: bool) -> Cas
     sent = line if line is not None else encode(request)
     events = request["events"]
     calls = len(events) if isinstance(events, list) else 0
-    tally = RaceTally("sends of this race", "send of this race")
+    tally = RaceTally(
+        "sends of this race", "send of this race", one_interpreter_lock=one_interpreter_lock
+    )
     started = time.monotonic()
     while True:
         reply = driver.request(request, line=line)
@@ -216,6 +220,7 @@ def run_cases(
     judges: Mapping[str, Judge] | None = None,
     *,
     require_race: bool = False,
+    one_interpreter_lock: bool = False,
 ) -> list[CaseResult]:
     """Run every case; stateless ones pipelined through one process.
 
@@ -223,6 +228,8 @@ def run_cases(
     within a tolerance); every other by its expected replies. A contested
     race (:func:`is_contested_race`) also needs two of its calls seen to
     overlap: else it is not observed, or, with ``require_race``, failed.
+    ``one_interpreter_lock`` says the adapter is the package's Python adapter,
+    whose races not seen are explained rather than given advice.
 
     When the adapter breaks on a case, that case fails with what happened, and
     every later case of its batch is "not run", naming the case it broke on.
@@ -240,7 +247,14 @@ def run_cases(
     for case in stateful:
         try:
             if is_contested_race(case):
-                replies.append(_run_race(driver, case, required=require_race))
+                replies.append(
+                    _run_race(
+                        driver,
+                        case,
+                        required=require_race,
+                        one_interpreter_lock=one_interpreter_lock,
+                    )
+                )
             else:
                 replies.append(driver.request(case["request"], line=case.get("line")))
         except AssertionError as failure:

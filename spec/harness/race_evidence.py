@@ -49,6 +49,14 @@ _GIVE_SPANS: Final = "give each racing call's span"
 _RELEASE: Final = "release the racers together from a spinning barrier"
 _OFFER_CELLS: Final = "offer race_cells, which races fresh cells thousands of times in one process"
 _WHERE: Final = '(docs/protocol.md, "Evidence of a race")'
+#: Why the package's own Python adapter is rarely seen to race, in place of
+#: advice: its authors are not the user's, and no release of its threads helps.
+_ONE_LOCK: Final = (
+    "the package's Python adapter races threads under one interpreter lock, "
+    "so two calls overlap only when the interpreter switches threads inside one, "
+    "which few of its races see: the interpreter's limit, not an adapter's to fix, "
+    "so --require-race is not for it"
+)
 
 _U64_MAX: Final = 2**64 - 1
 
@@ -137,6 +145,10 @@ class RaceTally:
     unit: str
     #: Whether the verdict suggests race_cells (it does not to race_cells itself).
     suggest_cells: bool = False
+    #: Whether the racers are the package's Python adapter's
+    #: (``python -m ssm_rollback_spec.harness.adapter``), under one interpreter
+    #: lock: the verdict then says why, rather than what to fix.
+    one_interpreter_lock: bool = False
     races: int = 0
     with_spans: int = 0
     overlapping: int = 0
@@ -157,6 +169,9 @@ class RaceTally:
         if self.overlapping:
             return None
         many = f"{self.races} {self.unit if self.races == 1 else self.units}"
+        if self.one_interpreter_lock and self.with_spans == self.races:
+            why = f"in none of {many} did two calls overlap, and none lost"
+            return f"{NOT_OBSERVED}{why}; {_ONE_LOCK} {_WHERE}"
         if not self.with_spans:
             why = f"none of {many} gave its calls' spans, so none is known to have overlapped"
             remedies = [_GIVE_SPANS]

@@ -105,6 +105,45 @@ def test_a_run_of_races_none_seen_says_why_and_what_to_do() -> None:
     assert (partly.races, partly.with_spans, partly.overlapping) == (4, 3, 2)
 
 
+ONE_LOCK: Final = (
+    "the package's Python adapter races threads under one interpreter lock, so two calls "
+    "overlap only when the interpreter switches threads inside one, which few of its races "
+    "see: the interpreter's limit, not an adapter's to fix, so --require-race is not for it"
+)
+
+
+def test_races_of_the_package_s_python_adapter_none_seen_say_why_and_advise_nothing() -> None:
+    unseen = RaceTally("sends of this race", "send of this race", one_interpreter_lock=True)
+    unseen.add([(0, 5), (6, 9)])
+    assert unseen.not_observed() == (
+        "not observed: in none of 1 send of this race did two calls overlap, and none lost; "
+        f"{ONE_LOCK} {WHERE}"
+    )
+    unseen.add([(0, 5), (4, 9)])
+    assert unseen.not_observed() is None
+
+
+def test_vectors_run_on_the_package_s_python_adapter_tells_no_one_to_fix_it() -> None:
+    finished = run_module(
+        "ssm_rollback_spec.tools.cli", "vectors", "run", "--clause", "RB-PUB-4",
+        "--impl-cmd", f"{sys.executable} -m ssm_rollback_spec.harness.adapter", "--require-race",
+        timeout=600,
+    )  # fmt: skip
+    assert "Traceback" not in finished.stdout + finished.stderr
+    lines = finished.stdout.splitlines()
+    failed = [
+        lines[i + 1].strip() for i, line in enumerate(lines) if line.startswith("FAIL  race-")
+    ]
+    assert finished.returncode == (1 if failed else 0)
+    assert RELEASE not in finished.stdout
+    for detail in failed:
+        assert re.fullmatch(
+            "--require-race: not observed: in none of [0-9]+ sends? of this race did two calls "
+            f"overlap, and none lost; {re.escape(ONE_LOCK)} {re.escape(WHERE)}",
+            detail,
+        ), detail
+
+
 def test_spans_of_the_wrong_shape_are_named_and_none_given_is_none() -> None:
     assert reply_spans({"ok": ["replay"]}, calls=1) is None
     assert reply_spans({"ok": ["replay"], "spans": [[1, 2]]}, calls=1) == [[(1, 2)]]
