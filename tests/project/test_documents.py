@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Final
 
 import pytest
@@ -246,3 +247,65 @@ def test_a_folder_is_what_a_reader_has(runner: Runner) -> None:
         )
     )
     assert problems == ["probe:3: exited 1: false"]
+
+
+#: How the pages write a count in words.
+_WORDS: Final = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight")
+
+
+def _replay_counts() -> list[str]:
+    """The phrases of docs/replay.md that state a count, each from the code that has it."""
+    # Imported here: the corpus and the model are not what the other tests need.
+    import json  # noqa: PLC0415
+    import re  # noqa: PLC0415
+
+    from ssm_rollback_spec.corpus.replay_run import (  # noqa: PLC0415
+        load_replay_cases,
+        replay_offer,
+        split_offered,
+    )
+    from ssm_rollback_spec.harness.replay_wire import ENGINE_PIPELINES  # noqa: PLC0415
+    from ssm_rollback_spec.replay.layer import Pipeline  # noqa: PLC0415
+    from ssm_rollback_spec.tools.shipped import replay_corpus_directory  # noqa: PLC0415
+
+    manifest = json.loads((replay_corpus_directory() / "manifest.json").read_text("utf-8"))
+    files = {entry["path"]: entry["cases"] for entry in manifest["files"]}
+    cases = load_replay_cases(replay_corpus_directory())
+    singles = [case for case in cases if case.request["op"] == "replay"]
+    engine = [case for case in singles if case.pipeline in ENGINE_PIPELINES]
+    rebuild = [case for case in singles if "-rebuild-" in case.case_id]
+    rounds = [case for case in singles if "-rounds-" in case.case_id]
+    rust = (ROOT / "adapters" / "rust" / "src" / "main.rs").read_text("utf-8")
+    start = rust.index("const DESCRIBE: &str = concat!(")
+    describe = json.loads("".join(re.findall(r'r#"(.*?)"#', rust[start : rust.index(");", start)])))
+    sent, skipped = split_offered(cases, replay_offer({"ok": describe}))
+    engine_rebuild = sum(case.pipeline in ENGINE_PIPELINES for case in rebuild)
+    engine_rounds = sum(case.pipeline in ENGINE_PIPELINES for case in rounds)
+    each = engine_rebuild // len(ENGINE_PIPELINES)
+    return [
+        f"The corpus ({len(cases)} replay cases",
+        f"{len(engine)} of them in the engine",
+        f"`{len(sent)} passed, {len(skipped)} skipped, 0 deviation, 0 not-run,\n   0 failed`",
+        f"`Pipeline` ({_WORDS[len(Pipeline)]}, `L2Norm`)",
+        f"{_WORDS[len(Pipeline)].capitalize()} dtype pipelines",
+        f"`rebuild.json` ({files['rebuild.json']} cases: {len(rebuild) - engine_rebuild} in",
+        f"{engine_rebuild} in the\nengine pipelines, {each} each",
+        f"`post_conv.json` ({files['post_conv.json']}\ncases",
+        f"`row_bytes.json` ({files['row_bytes.json']} cases",
+        f"`rounds.json` ({files['rounds.json']} decodes: {len(rounds) - engine_rounds} in",
+        f"{engine_rounds} in the engine pipelines, one each",
+        f"(`batch.json`, {files['batch.json']}\ncases",
+        f"`batch_alone.json`, {files.get('batch_alone.json', 0)};",
+    ]
+
+
+def test_every_count_the_replay_pages_state_is_the_code_s() -> None:
+    replay = _text("docs/replay.md")
+    assert [phrase for phrase in _replay_counts() if phrase not in replay] == []
+    # The pipelines the replay request takes: every one the model has, by name.
+    from ssm_rollback_spec.replay.layer import Pipeline  # noqa: PLC0415
+
+    protocol = _text("docs/protocol.md")
+    field = protocol[protocol.index("- `pipeline`: ") : protocol.index("- `layout`: ")]
+    named = set(re.findall(r'`"([a-z0-9-]+)"`', field))
+    assert named == {p.value for p in Pipeline} | {"bf16-rows-fp32-state"}
