@@ -69,14 +69,13 @@ Given = Mapping[str, int | float | None]
 class MemoryFlag:
     """One memory flag: its argparse dest, metavar (``BYTES``, ``FRACTION``, ``TOKENS``, ``N``).
 
-    ``human`` says the engine reads the flag's integers with suffixes
-    (vLLM's ``human_readable_int``: ``10G``, ``128K``, ``25.6k``).
+    The metavar picks how the flag is read: every ``BYTES`` flag as
+    :func:`.units.byte_count`, every ``TOKENS`` flag as :func:`.units.token_count`.
     """
 
     dest: str
     metavar: str
     help: str
-    human: bool = False
 
 
 class StartFigures(TypedDict):

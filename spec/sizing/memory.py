@@ -28,13 +28,12 @@ SHARED: Final = (
     MemoryFlag(
         "gpu_memory_bytes",
         "BYTES",
-        "GPU memory per GPU: the total for vLLM's --gpu-memory-utilization; for SGLang's"
-        " --mem-fraction-static the free memory it measures before loading the model",
+        "GPU memory (for SGLang: free before it loads the model)",
     ),
     MemoryFlag(
         "weights_bytes",
         "BYTES",
-        "what the weights (target and drafter) take per GPU once loaded, as the engine logs it",
+        "the weights and drafter once loaded, as the engine logs them",
     ),
 )
 

@@ -34,9 +34,11 @@ from .shipped import EXAMPLE_SUFFIX, example_config, examples_directory
 from .size_flags import (
     DIMENSION_FLAGS,
     MAX_SWEEP_VALUES,
+    SPELLING,
     OutputFormat,
     SizeParser,
     add_size_arguments,
+    spelling,
 )
 
 if TYPE_CHECKING:
@@ -44,13 +46,15 @@ if TYPE_CHECKING:
 
 __all__ = ["MAX_SWEEP_VALUES", "OutputFormat", "add_arguments"]
 
-# Which flags feed each figure, so an overflow names what the user typed.
+# Which flags feed each figure, so an overflow names what the user typed:
+# each entry is one input, by the flags that may give it, the first typed
+# one named (a default the review took is named by the flag it came from).
 _FLAGS_OF_FIGURE: Final = {
-    "row": ("--key-heads", "--key-head-dim", "--value-heads", "--value-head-dim"),
-    "preflight": ("--gdn-layers", "--num-drafts", "--mtp-state-slots"),
-    "pool": ("--gdn-layers", "--num-intermediates", "--mtp-slots"),
-    "batch": ("--gdn-layers", "--num-intermediates", "--batch"),
-    "ring": ("--gdn-layers", "--num-drafts", "--mtp-slots", "--batch"),
+    "row": (("key_heads",), ("key_head_dim",), ("value_heads",), ("value_head_dim",)),
+    "preflight": (("gdn_layers",), ("num_drafts",), ("mtp_state_slots", "mtp_slots", "batch")),
+    "pool": (("gdn_layers",), ("num_intermediates", "num_drafts"), ("mtp_slots", "batch")),
+    "batch": (("gdn_layers",), ("num_intermediates", "num_drafts"), ("batch",)),
+    "ring": (("gdn_layers",), ("num_drafts",), ("mtp_slots",), ("batch",)),
 }
 _FIGURE_NAMES: Final = {
     "row": "replay row",
@@ -61,6 +65,8 @@ _FIGURE_NAMES: Final = {
 }
 
 _PLOT_SUFFIXES: Final = (".png", ".svg")
+#: The file a Hugging Face snapshot folder keeps its config in.
+_SNAPSHOT_CONFIG: Final = "config.json"
 
 
 def _flag(dest: str, /) -> str:
@@ -68,7 +74,7 @@ def _flag(dest: str, /) -> str:
 
 
 #: Flags that say how to print, not what to size, left out of the JSON's record.
-_OUTPUT_FLAGS: Final = ("format", "json", "plot", "why", "run", "command")
+_OUTPUT_FLAGS: Final = ("format", "json", "plot", "why", "run", "command", SPELLING)
 
 
 def _suggestion(typed: str, /) -> str:
@@ -89,6 +95,9 @@ def _config_path(arguments: argparse.Namespace, /) -> Path | None:
     if not path.exists():
         # A shipped example by its name, from anywhere the package is installed.
         path = example_config(arguments.config) or path
+    if path.is_dir() and (path / _SNAPSHOT_CONFIG).is_file():
+        # A Hugging Face snapshot folder, as huggingface-cli download leaves it.
+        path = path / _SNAPSHOT_CONFIG
     return path
 
 
@@ -100,6 +109,8 @@ def _config(arguments: argparse.Namespace, /) -> dict[str, object] | None:
         config = read_json_file(path)
     except JsonFileError as error:
         hint = "" if path.exists() else _suggestion(arguments.config)
+        if path.is_dir():
+            hint = f"; a model's folder would hold a {_SNAPSHOT_CONFIG}, and this one has none"
         raise CliError(f"--config {arguments.config}: {error}{hint}") from None
     if not isinstance(config, dict):
         raise CliError(f"--config {arguments.config}: not a JSON object")
@@ -153,15 +164,18 @@ def _setup(arguments: argparse.Namespace, /) -> Setup:
 def _request(arguments: argparse.Namespace, /) -> SizeRequest:
     """The request the flags make, refusing memory flags that make no fit."""
     counts: tuple[int, ...] = arguments.num_drafts
-    slots = arguments.mtp_slots or arguments.batch
-    if slots is None:
-        raise CliError("give --mtp-slots or --batch: the requests to size for")
+    # One request unless told: a capacity question is about the engine's
+    # memory, and the ring's figures are per slot anyway.
+    slots = arguments.mtp_slots or arguments.batch or 1
     if arguments.context is not None and arguments.batch is None:
         raise CliError("--context needs --batch: the requests to size the memory for")
     given = {flag.dest: getattr(arguments, flag.dest) for flag in memory_flags()}
     named = [dest for dest, value in given.items() if value is not None]
     if len(counts) > 1 and named:
-        raise CliError(f"{_flag(named[0])} sizes one review; leave it out of a sweep")
+        raise CliError(
+            f"{_flag(named[0])} sizes one review; leave it out of a"
+            f" {spelling(arguments, 'num_drafts')} sweep"
+        )
     try:
         fit = fit_for(given, view=view_name(arguments.engine))
     except FitFlagsError as error:
@@ -190,19 +204,17 @@ def _request(arguments: argparse.Namespace, /) -> SizeRequest:
 
 
 def _overflow(error: ReviewOverflowError, arguments: argparse.Namespace, /) -> CliError:
-    # The values the review used: the draft count that overflowed, and the
-    # defaults it took for the flags left out.
-    used = {
-        "num_drafts": error.num_drafts,
-        "mtp_state_slots": error.mtp_state_slots,
-        "num_intermediates": error.num_intermediates,
-    }
     shown = []
-    for flag in _FLAGS_OF_FIGURE[error.figure]:
-        dest = flag.removeprefix("--").replace("-", "_")
-        value = used[dest] if dest in used else getattr(arguments, dest)
-        if value is not None:
-            shown.append(f"{flag} {value}")
+    for sources in _FLAGS_OF_FIGURE[error.figure]:
+        typed = [dest for dest in sources if getattr(arguments, dest, None) is not None]
+        if not typed:
+            continue
+        dest = typed[0]
+        value = getattr(arguments, dest)
+        if dest == "num_drafts":
+            # The one draft count of a sweep that overflowed, as typed if it was one value.
+            value = error.num_drafts
+        shown.append(f"{spelling(arguments, dest)} {value}")
     source = f"--config {arguments.config}" if arguments.config is not None else ""
     given = ", ".join([*shown, source] if source else shown)
     return CliError(
@@ -218,13 +230,17 @@ def _error(error: Exception, arguments: argparse.Namespace, /) -> CliError:
         # Name what the user typed, or else the config that named the dtype.
         for dest in ("state_dtype", "conv_dtype"):
             if getattr(arguments, dest) == error.dtype.value:
-                return CliError(f"{_flag(dest)} {error.dtype.value}: {error}")
+                return CliError(f"{spelling(arguments, dest)} {error.dtype.value}: {error}")
     if isinstance(error, dims.TensorParallelError):
         source = f" of --config {arguments.config}" if arguments.config is not None else ""
-        return CliError(f"--tp {error.tp} does not divide the {error.count} {error.heads}{source}")
+        return CliError(
+            f"{spelling(arguments, 'tp')} {error.tp} does not divide the {error.count}"
+            f" {error.heads}{source}"
+        )
     if isinstance(error, OneReviewError):
         return CliError(
-            f"{_flag(error.name)} sizes one review; leave it out of a --num-drafts sweep"
+            f"{_flag(error.name)} sizes one review; leave it out of a"
+            f" {spelling(arguments, 'num_drafts')} sweep"
         )
     if isinstance(error, FitFlagsError):
         return CliError(str(error))

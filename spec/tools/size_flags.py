@@ -7,9 +7,10 @@ import argparse
 import enum
 import re
 import sys
+import textwrap
 from typing import TYPE_CHECKING, Final, NoReturn
 
-from ..sizing import sglang, vllm
+from ..sizing import units, vllm
 from ..sizing.dtypes import Dtype
 from ..sizing.memory import flags as memory_flags
 from ..sizing.registry import ALIASES, ENGINES
@@ -21,11 +22,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DIMENSION_FLAGS",
+    "ENGINE_ALIASES",
     "MAX_SWEEP_VALUES",
+    "SPELLING",
     "OutputFormat",
     "SizeParser",
     "add_size_arguments",
-    "human_readable_int",
+    "spelling",
 ]
 
 #: The most draft counts one sweep prints.
@@ -39,16 +42,6 @@ class OutputFormat(enum.Enum):
     JSON = "json"
     MARKDOWN = "markdown"
 
-
-#: What each dimension flag gives, for --help.
-_DIMENSION_HELP: Final = {
-    "gdn_layers": "GDN layers",
-    "key_heads": "GDN key heads",
-    "key_head_dim": "GDN key head dimension",
-    "value_heads": "GDN value heads",
-    "value_head_dim": "GDN value head dimension",
-    "conv_kernel": "GDN conv kernel width K",
-}
 
 #: Each dimension flag and the GdnDimensions field it sets.
 DIMENSION_FLAGS: Final = {
@@ -91,37 +84,20 @@ def _draft_counts(text: str, /) -> tuple[int, ...]:
     return tuple(sorted({value for low, high in spans for value in range(low, high + 1)}))
 
 
-#: Binary units the byte flags take after a whole number.
-_BYTE_UNITS: Final = {"KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
-
-
 def _bytes(text: str, /) -> int:
-    """An argparse type: a whole number of bytes, or one with a KiB, MiB, GiB or TiB suffix."""
-    for unit, scale in _BYTE_UNITS.items():
-        if text.endswith(unit):
-            number = text.removesuffix(unit)
-            if not number.isdigit() or int(number) == 0:
-                raise argparse.ArgumentTypeError(f"not a whole number of {unit} above 0: {text!r}")
-            return int(number) * scale
-    return _positive(text)
-
-
-def human_readable_int(text: str, /) -> int:
-    """An argparse type: a whole number as vLLM reads it (``10G``, ``128K``, ``25.6k``), >= 1.
-
-    Bytes may also end in KiB to TiB, as the other byte flags take them.
-    """
-    if text.endswith(tuple(_BYTE_UNITS)):
-        return _bytes(text)
+    """An argparse type: a byte count, as every byte flag reads it (:func:`.units.byte_count`)."""
     try:
-        value = vllm.human_readable_int(text)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(f"{error}: {text!r}") from None
-    if value is None:
-        return _positive(text)
-    if value == 0:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {text!r}")
-    return value
+        return units.byte_count(text)
+    except units.SizeTextError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _tokens(text: str, /) -> int:
+    """An argparse type: a token count, ``128K`` or digits (:func:`.units.token_count`)."""
+    try:
+        return units.token_count(text)
+    except units.SizeTextError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def _fraction(text: str, /, *, most: float = 1.0) -> float:
@@ -140,150 +116,293 @@ def _ratio(text: str, /) -> float:
     return _fraction(text, most=sys.float_info.max)
 
 
-def add_size_arguments(size: argparse.ArgumentParser, /) -> None:
-    """Add ``size``'s options to its parser."""
-    size.add_argument(
+#: The namespace attribute that records how each flag was spelt, so errors name what was typed.
+SPELLING: Final = "spelling"
+
+#: The engines' own names for flags of ours that mean the same, by our flag's dest.
+ENGINE_ALIASES: Final = {
+    "tp": ("--tensor-parallel-size", "--tp-size"),
+    "num_drafts": ("--num-speculative-tokens", "--speculative-num-steps"),
+    "state_dtype": ("--mamba-ssm-cache-dtype", "--mamba-ssm-dtype"),
+    "conv_dtype": ("--mamba-cache-dtype",),
+}
+
+#: The dtypes as the engines' flags spell them, and ours; ``auto`` leaves the choice to the config.
+_ENGINE_DTYPES: Final = {
+    "auto": None,
+    "float32": Dtype.FP32.value,
+    "bfloat16": Dtype.BF16.value,
+    "float16": Dtype.FP16.value,
+}
+
+#: Three commands that answer what serving teams ask, shown at the end of --help.
+_EXAMPLES: Final = """\
+examples:
+  will vLLM start with 10G of KV cache at 128K tokens?
+    %(prog)s --config qwen3.5-27b --num-drafts 3 --engine vllm \\
+      --kv-cache-memory-bytes 10G --max-model-len 128K
+  what memory do 64 requests of 32K tokens need, per engine and design?
+    %(prog)s --config qwen3.5-27b --num-drafts 3 --batch 64 --context 32K
+  how does the speculative state grow with the drafts?
+    %(prog)s --config qwen3.5-27b --num-drafts 1-8 --mtp-slots 1 --plot sizing.svg
+"""
+
+
+def spelling(arguments: argparse.Namespace, dest: str, /) -> str:
+    """The flag as the user typed it for ``dest`` (ours, or an engine's alias), else ours."""
+    typed = getattr(arguments, SPELLING, None)
+    found = typed.get(dest) if isinstance(typed, dict) else None
+    return found if isinstance(found, str) else f"--{dest.replace('_', '-')}"
+
+
+class _Spelt(argparse.Action):
+    """Stores the value and how the flag was spelt; two spellings of one flag are refused."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        typed = getattr(namespace, SPELLING, None)
+        if not isinstance(typed, dict):
+            typed = {}
+            setattr(namespace, SPELLING, typed)
+        earlier = typed.get(self.dest)
+        if option_string is not None:
+            if earlier is not None and earlier != option_string:
+                parser.error(f"give {earlier} or {option_string}, not both")
+            typed[self.dest] = option_string
+        setattr(namespace, self.dest, values)
+
+
+def _engine_dtype(text: str, /) -> str | None:
+    """An argparse type: a dtype as the engines spell it (``float32``; ``auto``: the config's)."""
+    if text in _ENGINE_DTYPES:
+        return _ENGINE_DTYPES[text]
+    if text in {dtype.value for dtype in Dtype}:
+        return text
+    offered = ", ".join(repr(name) for name in _ENGINE_DTYPES)
+    raise argparse.ArgumentTypeError(f"invalid choice: {text!r} (choose from {offered})")
+
+
+def _add_aliases(
+    group: argparse._ArgumentGroup,
+    dest: str,
+    /,
+    *,
+    kind: Callable[[str], object],
+    metavar: str,
+) -> None:
+    """The engines' names for ``dest``, kept out of --help (its own line names them).
+
+    Each is an action of its own, so that argparse's errors name the one typed.
+    """
+    for alias in ENGINE_ALIASES[dest]:
+        group.add_argument(
+            alias,
+            dest=dest,
+            type=kind,
+            metavar=metavar,
+            action=_Spelt,
+            default=argparse.SUPPRESS,
+            help=argparse.SUPPRESS,
+        )
+
+
+def _also(dest: str, /) -> str:
+    return "; also " + ", ".join(ENGINE_ALIASES[dest])
+
+
+def _model_arguments(size: argparse.ArgumentParser, /) -> None:
+    flags = [f"--{flag.replace('_', '-')}" for flag in DIMENSION_FLAGS]
+    model = size.add_argument_group(
+        "model",
+        f"--config, or else each of {' '.join(flags[:3])}\n{' '.join(flags[3:])} N (a bf16 model)",
+    )
+    shipped = sorted(
+        path.name.removesuffix(EXAMPLE_SUFFIX) for path in examples_directory().glob("*.json")
+    )
+    model.add_argument(
         "--config",
         metavar="PATH",
-        help="a Hugging Face style config.json, or the name of a shipped example: "
-        + ", ".join(
-            sorted(p.name.removesuffix(EXAMPLE_SUFFIX) for p in examples_directory().glob("*.json"))
-        ),
+        help="a config.json, its snapshot folder, or a shipped name: " + ", ".join(shipped),
     )
-    for flag, help_text in _DIMENSION_HELP.items():
-        size.add_argument(
-            f"--{flag.replace('_', '-')}",
-            type=_positive,
-            metavar="N",
-            help=f"{help_text} (instead of --config; the views then assume a bf16 model)",
-        )
-    size.add_argument(
-        "--num-drafts",
-        type=_draft_counts,
-        required=True,
-        metavar="N|A,B|A-B",
-        help="drafts per step; several values (1,3,7) or a range (1-8) print a sweep",
-    )
-    size.add_argument(
-        "--mtp-slots",
+    for flag in DIMENSION_FLAGS:
+        model.add_argument(f"--{flag.replace('_', '-')}", type=_positive, help=argparse.SUPPRESS)
+    model.add_argument(
+        "--tp",
         type=_positive,
+        default=1,
         metavar="N",
-        help="the module's MTP slots (its pool adds a dummy slot); the engines' requests"
-        " (default: --batch; one of them is needed)",
+        action=_Spelt,
+        help="tensor-parallel GPUs, default 1" + _also("tp"),
     )
-    size.add_argument(
-        "--mtp-state-slots",
-        type=whole_number,
-        metavar="N",
-        help="slots preflight reserves for (default: --mtp-slots plus the dummy slot)",
-    )
-    size.add_argument(
-        "--num-intermediates",
-        type=whole_number,
-        metavar="N",
-        help="the pool's verify window (default: --num-drafts + 1)",
-    )
-    size.add_argument(
+    _add_aliases(model, "tp", kind=_positive, metavar="N")
+
+
+def _engine_arguments(size: argparse.ArgumentParser, /) -> None:
+    engine = size.add_argument_group("engine")
+    engine.add_argument(
         "--engine",
         choices=[*ENGINES, *ALIASES],
-        help="whose state layout to compare against (default: module; a sweep or plot shows "
-        "every view unless this names one; vllm-align is the old name of vllm)",
+        metavar="NAME",
+        help=f"{', '.join(ENGINES)} (default module; a sweep shows every one)",
     )
     dtypes = [dtype.value for dtype in Dtype]
-    size.add_argument(
-        "--state-dtype",
-        choices=dtypes,
-        help="force the h dtype (vLLM's --mamba-ssm-cache-dtype, SGLang's --mamba-ssm-dtype)",
-    )
-    size.add_argument(
-        "--conv-dtype",
-        choices=dtypes,
-        help="force the conv dtype (vLLM's --mamba-cache-dtype, SGLang's SGLANG_MAMBA_CONV_DTYPE)",
-    )
-    size.add_argument(
-        "--no-enable-prefix-caching",
-        dest="prefix_caching",
-        action="store_false",
-        help=f"the vllm view without prefix caching (mamba_cache_mode none; {vllm.ENGINE})",
-    )
-    size.add_argument(
+    for dest, says in (("state_dtype", "h"), ("conv_dtype", "conv state")):
+        engine.add_argument(
+            f"--{dest.replace('_', '-')}",
+            choices=dtypes,
+            metavar="DTYPE",
+            action=_Spelt,
+            help=f"the {says} dtype, {' '.join(dtypes)} (default the config's){_also(dest)}",
+        )
+        _add_aliases(engine, dest, kind=_engine_dtype, metavar="DTYPE")
+    engine.add_argument(
         "--gpu",
         choices=[gpu.value for gpu in vllm.Gpu],
         default=vllm.Gpu.SM90.value,
-        help="the GPU generation the vllm view runs on (default: sm90)",
+        help="the GPU generation vLLM runs on (default sm90)",
     )
-    size.add_argument(
+    engine.add_argument(
+        "--no-enable-prefix-caching",
+        dest="prefix_caching",
+        action="store_false",
+        help="vLLM without prefix caching (mamba_cache_mode none)",
+    )
+    engine.add_argument(
         "--speculative-method",
         choices=[method.value for method in vllm.SpeculativeMethod],
         default=vllm.SpeculativeMethod.MTP.value,
-        help="the vllm view's drafter: mtp (default, as the Qwen model cards serve) adds the"
-        " MTP layer's attention to the KV-cache grouping; ngram adds none",
+        help="vLLM's drafter (default mtp: its attention joins the KV cache)",
     )
-    size.add_argument(
+    engine.add_argument(
         "--kv-cache-dtype",
         choices=["auto", *vllm.KV_CACHE_DTYPES],
         default="auto",
-        help="vLLM's flag: the attention cache's dtype, which sets the vllm view's attention"
-        " page and so its block (default: auto, the model dtype)",
+        metavar="DTYPE",
+        help="vLLM's: auto (the model's), " + " ".join(vllm.KV_CACHE_DTYPES),
     )
-    for memory in memory_flags():
-        readers: dict[str, Callable[[str], float]] = {
-            "FRACTION": _fraction,
-            "BYTES": _bytes,
-            "RATIO": _ratio,
-        }
-        kind = readers.get(memory.metavar, _positive)
-        if memory.human:
-            kind = human_readable_int
-        size.add_argument(
-            f"--{memory.dest.replace('_', '-')}",
-            type=kind,
-            metavar=memory.metavar,
-            help=memory.help,
-        )
-    size.add_argument(
+    engine.add_argument(
         "--disable-radix-cache",
         action="store_true",
-        help=f"the sglang views without the radix cache ({sglang.ENGINE})",
+        help="SGLang without its radix cache (one state per request)",
     )
-    size.add_argument(
+    engine.add_argument(
         "--linear-replayssm-cache-len",
         type=_positive,
         default=None,
         metavar="L",
-        help="records per slot of the sglang-replayssm ring (default: 16, as SGLang)",
+        help="records per slot of SGLang's ReplaySSM ring (default 16)",
     )
-    size.add_argument("--tp", type=_positive, default=1, metavar="N", help="tensor-parallel GPUs")
-    size.add_argument("--batch", type=_positive, metavar="N", help="concurrent requests")
-    size.add_argument(
+
+
+def _memory_arguments(size: argparse.ArgumentParser, /) -> None:
+    memory = size.add_argument_group(
+        "memory",
+        f"per GPU. Bytes: {units.BYTE_SPELLINGS}.\nTokens: {units.LENGTH_SPELLINGS}.",
+    )
+    readers: dict[str, Callable[[str], float]] = {
+        "FRACTION": _fraction,
+        "BYTES": _bytes,
+        "RATIO": _ratio,
+        "TOKENS": _tokens,
+    }
+    for flag in memory_flags():
+        memory.add_argument(
+            f"--{flag.dest.replace('_', '-')}",
+            type=readers.get(flag.metavar, _positive),
+            metavar=flag.metavar,
+            help=flag.help,
+        )
+    memory.add_argument(
+        "--batch", type=_positive, metavar="N", help="concurrent requests (totals for N)"
+    )
+    memory.add_argument(
         "--context",
-        type=human_readable_int,
+        type=_tokens,
         metavar="TOKENS",
-        help="with --batch: the memory each engine and design needs for that many requests of"
-        " this many tokens, attention KV included",
+        help="with --batch: the memory each engine needs for them",
     )
-    size.add_argument(
-        "--why",
-        action="store_true",
-        help="give each startup figure's reason in a line (the JSON always has them)",
+
+
+def _speculation_arguments(size: argparse.ArgumentParser, /) -> None:
+    speculation = size.add_argument_group("speculation")
+    speculation.add_argument(
+        "--num-drafts",
+        type=_draft_counts,
+        metavar="N|A,B|A-B",
+        action=_Spelt,
+        help="draft tokens per step (1,3,7 or 1-8: a sweep)" + _also("num_drafts"),
     )
-    output = size.add_mutually_exclusive_group()
+    _add_aliases(speculation, "num_drafts", kind=_draft_counts, metavar="N")
+    speculation.add_argument(
+        "--mtp-slots",
+        type=_positive,
+        metavar="N",
+        help="requests (the seed module's MTP slots); default --batch, else 1",
+    )
+    speculation.add_argument(
+        "--mtp-state-slots",
+        type=whole_number,
+        metavar="N",
+        help="slots the seed's preflight reserves (default --mtp-slots + 1)",
+    )
+    speculation.add_argument(
+        "--num-intermediates",
+        type=whole_number,
+        metavar="N",
+        help="the seed pool's verify window (default --num-drafts + 1)",
+    )
+
+
+def _output_arguments(size: argparse.ArgumentParser, /) -> None:
+    output = size.add_argument_group("output")
     output.add_argument(
+        "--why", action="store_true", help="each startup figure's reason, and the terms"
+    )
+    exclusive = output.add_mutually_exclusive_group()
+    exclusive.add_argument(
         "--format",
         choices=[f.value for f in OutputFormat],
         default="text",
-        help="text (default), json (exact integers) or markdown tables",
+        help="text (default), json (exact integers) or markdown",
+    )
+    exclusive.add_argument(
+        "--json", metavar="PATH", help="write the figures as JSON (- for stdout)"
     )
     output.add_argument(
-        "--json",
-        metavar="PATH",
-        help="write the figures as JSON (- for stdout; missing folders are made)",
+        "--plot", metavar="PATH", help="draw memory against the drafts (.png or .svg)"
     )
-    size.add_argument(
-        "--plot",
-        metavar="PATH",
-        help="draw bytes against num_drafts (.png, .svg; missing folders are made)",
+
+
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Help within 100 columns, the examples as written, flag names never split at a hyphen."""
+
+    def __init__(self, prog: str) -> None:
+        # Wide enough for the longest flag and its metavar (--gpu-memory-utilization FRACTION).
+        super().__init__(prog, max_help_position=38, width=100)
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
+
+
+def add_size_arguments(size: argparse.ArgumentParser, /) -> None:
+    """Add ``size``'s options to its parser, grouped as --help shows them, with its examples."""
+    size.usage = "%(prog)s (--config PATH | dimensions) --num-drafts N [options]"
+    size.description = (
+        "Will the engine start, how many requests fit, and what each speculative design holds,"
+        "\nbeside the seed's replay ring. docs/sizing.md says what every figure means."
     )
+    size.epilog = _EXAMPLES
+    size.formatter_class = _HelpFormatter
+    _model_arguments(size)
+    _speculation_arguments(size)
+    _engine_arguments(size)
+    _memory_arguments(size)
+    _output_arguments(size)
 
 
 class SizeParser(argparse.ArgumentParser):
@@ -297,8 +416,14 @@ class SizeParser(argparse.ArgumentParser):
     def parse_known_args(  # type: ignore[override]
         self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
     ) -> tuple[argparse.Namespace, list[str]]:
-        """Parse, refusing what ``size`` does not know itself, as one line."""
+        """Parse, refusing what ``size`` does not know itself, as one line.
+
+        ``--num-drafts`` is required under any of its names, which argparse
+        cannot say of a flag with aliases.
+        """
         parsed, extra = super().parse_known_args(args, namespace)
         if extra:
             self.error(f"unrecognized arguments: {' '.join(extra)}")
+        if getattr(parsed, "num_drafts", None) is None:
+            self.error("the following arguments are required: --num-drafts")
         return parsed, extra

@@ -11,7 +11,6 @@ stands for, and the JSON keeps what was asked, as its schema says.
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import shlex
@@ -27,7 +26,6 @@ from ssm_rollback_spec.sizing.engines.sglang import SGLANG_VIEW
 from ssm_rollback_spec.sizing.review import model_from_config
 from ssm_rollback_spec.sizing.state import Setup
 from ssm_rollback_spec.tools.cli import main
-from ssm_rollback_spec.tools.size_flags import human_readable_int
 
 if TYPE_CHECKING:
     from ssm_rollback_spec.sizing.capacity import SglangFitReport, VllmFitReport
@@ -104,35 +102,6 @@ def test_a_request_that_does_not_fit_refuses_with_the_memory_that_does(
         report = _vllm(capsys, str(memory), "--max-num-seqs", "1")
         assert report["fit"]["designs"][0]["fits"] is starts
         assert report["start"]["starts"] is starts
-
-
-@pytest.mark.parametrize(
-    ("typed", "value"),
-    [
-        ("10G", 10 * 2**30),
-        ("128K", 131_072),
-        ("10g", 10**10),
-        ("25.6k", 25_600),
-        (" 7 ", 7),
-        ("4096", 4096),
-    ],
-)
-def test_human_readable_integers_read_as_vllm_reads_them(typed: str, value: int) -> None:
-    assert human_readable_int(typed) == value
-
-
-@pytest.mark.parametrize(
-    ("typed", "message"),
-    [
-        ("1.5K", "vLLM takes no decimals with K (did you mean k?): '1.5K'"),
-        ("0k", "must be at least 1, got '0k'"),
-        ("10X", "not a whole number: '10X'"),
-    ],
-)
-def test_a_bad_human_readable_integer_names_the_text(typed: str, message: str) -> None:
-    with pytest.raises(argparse.ArgumentTypeError) as raised:
-        human_readable_int(typed)
-    assert str(raised.value) == message
 
 
 def test_10g_and_128k_give_the_figures_of_10gib_and_131072(
@@ -247,7 +216,7 @@ def test_sglangs_need_serves_the_requests_and_a_byte_less_does_not() -> None:
             assert served is serves, need
 
 
-def test_batch_stands_alone_and_zero_requests_are_refused(
+def test_batch_stands_alone_one_request_is_the_default_and_zero_is_refused(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     report = _json(capsys, *QWEN3_5_27B, "--batch", "64")
@@ -258,10 +227,9 @@ def test_batch_stands_alone_and_zero_requests_are_refused(
     assert capsys.readouterr().err == (
         "ssm-rollback-spec size: --mtp-slots: must be at least 1, got 0 (see --help)\n"
     )
-    assert main(QWEN3_5_27B) == 2
-    assert capsys.readouterr().err == (
-        "ssm-rollback-spec: error: give --mtp-slots or --batch: the requests to size for\n"
-    )
+    # Neither: one request, so a capacity question needs neither flag.
+    alone = _json(capsys, *QWEN3_5_27B)
+    assert (alone["replay"]["preflight_slots"], alone["replay"]["pool_slots"]) == (2, 2)
 
 
 @pytest.mark.parametrize(
@@ -269,10 +237,10 @@ def test_batch_stands_alone_and_zero_requests_are_refused(
     [
         (["--bogus"], "ssm-rollback-spec size: unrecognized arguments: --bogus (see --help)"),
         (
-            ["--kv-cache-memory-bytes", "40.5GiB"],
+            ["--kv-cache-memory-bytes", "0.1GiB"],
             (
-                "ssm-rollback-spec size: --kv-cache-memory-bytes: not a whole number of GiB"
-                " above 0: '40.5GiB' (see --help)"
+                "ssm-rollback-spec size: --kv-cache-memory-bytes: not a whole number of bytes:"
+                " '0.1GiB' is 107,374,182.4 B (see --help)"
             ),
         ),
         (

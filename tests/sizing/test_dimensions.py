@@ -203,12 +203,12 @@ def test_size_reports_the_minimal_replay_row_as_a_review_note() -> None:
         (
             [*_SAMPLE, "--num-drafts", str(2**64 - 1), "--mtp-slots", "1"],
             ("the preflight reservation exceeds the runtime's 64-bit usize with "
-            f"--num-drafts {2**64 - 1}, --mtp-state-slots 2, --config {QWEN3_NEXT}"),
+            f"--num-drafts {2**64 - 1}, --mtp-slots 1, --config {QWEN3_NEXT}"),
         ),
         (
             [*_SAMPLE, "--num-drafts", "1", "--mtp-slots", str(2**64), "--mtp-state-slots", "1"],
             ("the pool allocation exceeds the runtime's 64-bit usize with "
-            f"--num-intermediates 2, --mtp-slots {2**64}, --config {QWEN3_NEXT}"),
+            f"--num-drafts 1, --mtp-slots {2**64}, --config {QWEN3_NEXT}"),
         ),
         (
             [
@@ -224,7 +224,8 @@ def test_size_reports_the_minimal_replay_row_as_a_review_note() -> None:
         ),
         (
             ["--config", "/", *_REVIEW],
-            "--config /: not a regular file",
+            ("--config /: not a regular file; a model's folder would hold a config.json,"
+            " and this one has none"),
         ),
     ],
 )  # fmt: skip

@@ -271,27 +271,22 @@ class SglangStaticFit(MemoryFit):
         MemoryFlag(
             "mem_fraction_static",
             "FRACTION",
-            "SGLang's flag (the share of GPU memory for weights and pools): print what SGLang"
-            " logs at startup (max_total_num_tokens, max_running_requests, the mamba cache size)"
-            " and each replay ring beside it (sglang views; needs --gpu-memory-bytes,"
-            " --weights-bytes and --context-length). SGLang's own default is a heuristic not"
-            " modelled: give the value it logs",
+            "SGLang's share of GPU memory for weights and pools",
         ),
         MemoryFlag(
             "context_length",
             "TOKENS",
-            "tokens per request for the sglang views' fit (SGLang's flag)",
+            "SGLang's tokens per request, for --mem-fraction-static",
         ),
         MemoryFlag(
             "max_running_requests",
             "N",
-            "SGLang's flag for the sglang views' fit (default: 48 with drafts, as SGLang sets it)",
+            "SGLang's request cap (default 48 with drafts)",
         ),
         MemoryFlag(
             "mamba_full_memory_ratio",
             "RATIO",
-            "SGLang's flag for the sglang views' fit: the mamba pool's share of the memory left"
-            " over the KV pool's (default: 0.9, as SGLang)",
+            "SGLang's mamba share of the pools' memory (default 0.9)",
         ),
     )
 

@@ -288,8 +288,7 @@ class VllmFitOutcome(FitOutcome):
 _MAX_NUM_SEQS: Final = MemoryFlag(
     "max_num_seqs",
     "N",
-    "vLLM's flag for the vllm view's fit: say whether vLLM starts with it (default: vLLM's,"
-    " 1024 on SM90, 256 on SM80)",
+    "vLLM's request cap (default 1024 on sm90, 256 on sm80)",
 )
 
 
@@ -304,15 +303,12 @@ class KvBytesFit(MemoryFit):
         MemoryFlag(
             "kv_cache_memory_bytes",
             "BYTES",
-            "KV-cache memory per GPU (vLLM's flag; 40GiB, 10G or bytes): print what vLLM logs at"
-            " startup, and what each replay ring makes of the same memory (needs --max-model-len)",
-            human=True,
+            "vLLM's KV-cache memory: will it start, how many requests fit",
         ),
         MemoryFlag(
             "max_model_len",
             "TOKENS",
-            "tokens per request for the vllm view's fit (vLLM's flag; 128K or tokens)",
-            human=True,
+            "vLLM's tokens per request, for its memory flags",
         ),
         _MAX_NUM_SEQS,
     )
@@ -360,15 +356,12 @@ class UtilizationFit(MemoryFit):
         MemoryFlag(
             "gpu_memory_utilization",
             "FRACTION",
-            "vLLM's flag: its KV memory is ceil(--gpu-memory-bytes x this) less --weights-bytes"
-            " and --activation-bytes (needs them and --max-model-len)",
+            "vLLM's share of --gpu-memory-bytes, less weights and activation",
         ),
         MemoryFlag(
             "activation_bytes",
             "BYTES",
-            "for --gpu-memory-utilization: the peak activation, non-torch memory and CUDA-graph"
-            " estimate that vLLM measures by a profiling run at startup; an input here, as no GPU"
-            " is profiled",
+            "the peak vLLM profiles at startup (activation, CUDA graphs)",
         ),
     )
 
