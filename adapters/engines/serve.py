@@ -47,6 +47,7 @@ from ssm_rollback_spec.harness import adapter, protocol
 from ssm_rollback_spec.harness.protocol import ErrorKind, Op
 from ssm_rollback_spec.harness.python_impl import REFERENCE, load_python_implementation
 from ssm_rollback_spec.harness.replay_wire import (
+    BatchForm,
     ReplayLayout,
     decode_replay,
     decode_replay_batch,
@@ -146,6 +147,8 @@ class EngineAdapter:
     replay_batch: BatchReplay | None = None
     #: The flags its batch form takes, each its own command-line option.
     batch_options: tuple[BatchOption, ...] = ()
+    #: The forms of batch entry beyond the first its batch form takes (docs/protocol.md).
+    batch_forms: tuple[BatchForm, ...] = ()
 
     @property
     def engine(self) -> str:
@@ -167,7 +170,8 @@ class EngineAdapter:
                 "pipelines": [self.pipeline],
                 "layouts": [ReplayLayout.PRE_CONV.value],
                 "designs": [self.design],
-            },
+            }
+            | ({"batch": [form.value for form in self.batch_forms]} if self.batch_forms else {}),
         }
 
 

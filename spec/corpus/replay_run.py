@@ -297,8 +297,7 @@ def _replay_case(
         request = _request(case, "pre-conv", [{"rows": ring, "accepted": case["accepted"]}])
         expected = [cast("dict[str, object]", case["expected"])]
     pipeline = str(case["pipeline"])
-    # A case judged against the implementation itself is judged bit for bit.
-    bounds = cast("dict[str, object]", tolerances[pipeline]) if tolerances else {"kernel": 0}
+    bounds = cast("dict[str, object]", tolerances[pipeline])
     numbers: list[float] = []
     for value in (bounds["kernel"], bounds.get("self", bounds["kernel"])):
         if not isinstance(value, float | int) or isinstance(value, bool) or not 0 <= value < 1:
@@ -340,7 +339,7 @@ def load_replay_cases(directory: Path, /) -> list[ReplayCase]:
         kind = _STATE_FILES.get(entry["path"])
         if kind is None:
             continue
-        tolerances = entry["document"].get("tolerance", {} if kind == "alone" else None)
+        tolerances = entry["document"].get("tolerance")
         if not isinstance(tolerances, dict):
             raise VectorError(f"{entry['path']}: must state its tolerance per pipeline")
         for index, case in enumerate(entry["cases"]):
@@ -473,6 +472,7 @@ def _judge_alone(case: ReplayCase, reply: dict[str, object], states: object, /) 
     """A batch case judged against the implementation itself: each pair the same, bit for bit."""
     names = _entries(case.request)
     problem: str | None = None
+    largest = 0.0
     if not isinstance(states, list) or len(states) != len(names):
         problem = f'the reply must be {{"ok": {{"states": [...]}}}} with {len(names)} states'
     else:
@@ -485,7 +485,9 @@ def _judge_alone(case: ReplayCase, reply: dict[str, object], states: object, /) 
                 break
             for field in ("conv", "h"):
                 found = _field_problem(case, batched, field, pair[0][field], pair[1][field])
-                if not isinstance(found, float):
+                if isinstance(found, float):
+                    largest = max(largest, found)
+                else:
                     shown = found if isinstance(found, str) else found.message
                     problem = (
                         f"states[{batched}], {names[batched]} in the batch, is not "
@@ -495,8 +497,9 @@ def _judge_alone(case: ReplayCase, reply: dict[str, object], states: object, /) 
             if problem:
                 break
     if problem is None:
-        detail = f"each of {len(case.alone)} entries the same in the batch as alone, bit for bit"
-        return CaseResult(case.case_id, case.clauses, "passed", detail)
+        how = "bit for bit" if largest == 0 else f"within {case.tolerance:g}: {largest:.3g} at most"
+        detail = f"each of {len(case.alone)} entries the same in the batch as alone, {how}"
+        return CaseResult(case.case_id, case.clauses, "passed", detail, largest, case.tolerance)
     replied = encode(reply)
     shown = replied if len(replied) <= 300 else f"{replied[:297]}..."
     return CaseResult(case.case_id, case.clauses, "failed", f"{problem}\nreplied {shown}")

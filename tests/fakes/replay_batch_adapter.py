@@ -12,7 +12,14 @@ are ``tests/fakes/wrong_batch.py``):
 - ``neighbour-accepted``: each entry takes the next entry's accepted count;
 - ``full-accept-uncommitted``: a window with drafts accepted whole is never committed;
 - ``gates-by-window-index``: the gates are gathered at the token's index in
-  its own window, not in the flat batch.
+  its own window, not in the flat batch;
+- ``prompt-gates-without-offset``: in a step whose prompt rows sit beside
+  verifies, a prompt row's gates are gathered at its index among the prompt
+  rows, not past the verifies' rows before it in the flat batch (a batch of
+  one never shows it).
+
+Its ``describe`` lists the batch form ``prompt-chunks``: a prompt, or a chunk
+of one, runs in the step it comes in, beside the others' verifies.
 """
 
 from __future__ import annotations
@@ -26,12 +33,23 @@ from ssm_rollback_spec.harness.protocol import ErrorKind
 from ssm_rollback_spec.harness.replay_wire import decode_replay_batch
 from tests.fakes import replay_adapter
 
-WRONG: Final = ("slot-0", "neighbour-accepted", "full-accept-uncommitted", "gates-by-window-index")
+WRONG: Final = (
+    "slot-0",
+    "neighbour-accepted",
+    "full-accept-uncommitted",
+    "gates-by-window-index",
+    "prompt-gates-without-offset",
+)
 
 _DESCRIBE: Final = {
     "name": "float64 replay_batch (tests/fakes/replay_batch_adapter.py)",
     "usize_bits": 64,
-    "replay": {"pipelines": ["float64"], "layouts": ["pre-conv"], "designs": []},
+    "replay": {
+        "pipelines": ["float64"],
+        "layouts": ["pre-conv"],
+        "designs": [],
+        "batch": ["prompt-chunks"],
+    },
 }
 
 _Held = tuple[list[list[float]], list[list[list[float]]]]
@@ -47,15 +65,31 @@ class _Slot:
 
 
 def _admit(
-    request: dict[str, object], batch: list[dict[str, Any]], slots: dict[int, _Slot]
+    request: dict[str, object],
+    batch: list[dict[str, Any]],
+    slots: dict[int, _Slot],
+    how: str | None,
 ) -> None:
-    """A joining sequence's checkpoint, then its prefill, into its slot."""
+    """A joining sequence's checkpoint into its slot, then every prompt row of the step.
+
+    The step's rows are gathered flat, the verifies' first and the prompts'
+    after them, as an engine lays a mixed batch out.
+    """
+    verifying = [row for entry in batch for row in entry.get("rows", [])]
+    prompts = [row for entry in batch for row in entry.get("prefill", [])]
+    gates = [replay_adapter.gates_of(row) for row in verifying + prompts]
+    mixed = bool(verifying) and how == "prompt-gates-without-offset"
+    at = 0
     for entry in batch:
         if "checkpoint" in entry:
-            held = replay_adapter.state_of(entry["checkpoint"])
-            for row in entry.get("prefill", []):
-                held = replay_adapter.step(request, *held, row, replay_adapter.gates_of(row), None)
-            slots[entry["slot"]] = _Slot(held)
+            slots[entry["slot"]] = _Slot(replay_adapter.state_of(entry["checkpoint"]))
+        slot = slots[entry["slot"]]
+        held = slot.state
+        for row in entry.get("prefill", []):
+            gate = gates[at if mixed else len(verifying) + at]
+            held = replay_adapter.step(request, *held, row, gate, None)
+            at += 1
+        slot.state = slot.checkpoint = held
 
 
 def _verify(
@@ -65,6 +99,7 @@ def _verify(
     how: str | None,
 ) -> list[_Held]:
     """Every entry's window from the state its slot holds (or, wrongly, another's)."""
+    batch = [entry for entry in batch if "rows" in entry]
     gates = [replay_adapter.gates_of(row) for entry in batch for row in entry["rows"]]
     starts = [sum(len(e["rows"]) for e in batch[:index]) for index in range(len(batch))]
     lives = []
@@ -91,6 +126,7 @@ def _commit(
     /,
 ) -> None:
     """A full accept keeps the live state; a partial one replays the ring from the checkpoint."""
+    batch = [entry for entry in batch if "rows" in entry]
     for index, (entry, live) in enumerate(zip(batch, lives, strict=True)):
         slot, window = slots[entry["slot"]], len(entry["rows"])
         accepted = entry["accepted"]
@@ -110,7 +146,7 @@ def _batch(request: dict[str, object], how: str | None, /) -> dict[str, object]:
     states = []
     for step in request["steps"]:  # type: ignore[attr-defined]
         batch = step["batch"]
-        _admit(request, batch, slots)
+        _admit(request, batch, slots, how)
         _commit(request, batch, slots, _verify(request, batch, slots, how), how)
         states += [replay_adapter.hexed(*slots[entry["slot"]].state) for entry in batch]
     return {"states": states}

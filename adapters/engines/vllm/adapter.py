@@ -39,6 +39,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final
 
+from ssm_rollback_spec.harness.replay_wire import BatchForm
+
 from .. import kernels, serve, wheels
 from . import batch as vllm_batch
 from .load import WHEEL, load, load_package
@@ -225,4 +227,5 @@ ADAPTER: Final = serve.EngineAdapter(
     replay,
     replay_batch=replay_batch,
     batch_options=BATCH_OPTIONS,
+    batch_forms=(BatchForm.PROMPT_CHUNKS,),
 )
