@@ -134,6 +134,7 @@ class NeedFigures(TypedDict):
     design: str
     bytes: int | None
     says: str
+    why: str | None
 
 
 @dataclass(frozen=True)
@@ -145,10 +146,12 @@ class Need:
     bytes: int | None
     #: What the bytes are, as the engine's flag takes them.
     says: str
+    #: Why the figure is not what a reader would expect of it (None: nothing to explain).
+    why: str | None = None
 
     def as_dict(self) -> NeedFigures:
         """The need as a JSON-ready mapping."""
-        return NeedFigures(design=self.design, bytes=self.bytes, says=self.says)
+        return NeedFigures(design=self.design, bytes=self.bytes, says=self.says, why=self.why)
 
 
 def whole(given: Given, dest: str, /) -> int:

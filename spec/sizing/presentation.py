@@ -55,7 +55,13 @@ def text_sections(sections: Sequence[Section], /) -> str:
         indent = "" if index == 0 else "  "
         if index:
             lines += ["", heading]
-        lines += [f"{indent}{label:<{width - len(indent)}}{value}" for label, value in rows]
+        # A label longer than the column (a huge --batch's) still ends two spaces before its value.
+        lines += [
+            f"{indent}{label:<{width - len(indent)}}{value}"
+            if len(label) < width - len(indent)
+            else f"{indent}{label}  {value}"
+            for label, value in rows
+        ]
     return "\n".join(lines)
 
 
@@ -231,14 +237,14 @@ def review_sections(
     return sections
 
 
-def _need_sections(report: SizeReport, /) -> list[Section]:
-    return [
-        (
-            need.heading,
-            [(item.design, item.says) for item in need.needs],
-        )
-        for need in report.needs
-    ]
+def _need_sections(report: SizeReport, /, *, why: bool) -> list[Section]:
+    sections: list[Section] = []
+    for need in report.needs:
+        rows = [(item.design, item.says) for item in need.needs]
+        if why:
+            rows += [(f"why more {item.design}", item.why) for item in need.needs if item.why]
+        sections.append((need.heading, rows))
+    return sections
 
 
 def _scope(report: SizeReport, /) -> str:
@@ -263,7 +269,7 @@ def report_text(report: SizeReport, /, *, markdown: bool, why: bool = False) -> 
             explicit=report.explicit,
             why=why,
         )
-        sections += _need_sections(report)
+        sections += _need_sections(report, why=why)
         return markdown_sections(sections) if markdown else text_sections(sections)
     rows = report.rows or []
     return "\n\n".join(

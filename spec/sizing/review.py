@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Final, TypedDict
 
 from .. import SPEC_VERSION
 from . import dimensions as dims
-from . import rings
+from . import rings, vllm
 from .dtypes import dtypes_from_config
 from .engines.replayssm import SGLANG_REPLAYSSM
 from .registry import ALIASES, DEFAULT, ENGINES
@@ -103,6 +103,7 @@ def model_from_config(config: Mapping[str, object], tp: int, /) -> Model:
         attention_layers=attention_layers,
         drafter_layers=drafter_layers,
         sglang_gdn_layers=sglang_layers,
+        max_length=vllm.model_length(config, dims.text_config(config)),
     )
 
 

@@ -29,6 +29,8 @@ class Model:
     drafter_layers: int = 1
     #: The GDN layers SGLang counts from ``full_attention_interval`` (None: as ``dimensions``).
     sglang_gdn_layers: int | None = None
+    #: The longest ``--max-model-len`` vLLM starts with (None: the config names no length).
+    max_length: vllm.ModelLength | None = None
 
 
 @dataclass(frozen=True)

@@ -210,9 +210,10 @@ def sweep(  # noqa: PLR0913 - each is a separate dimension of the review
                 num_drafts=drafts,
                 seed_ring=(seed_ring_bytes(d, k, 1), seed_ring_bytes(d, k, slots)),
                 minimal_ring=(minimal_ring_bytes(d, k, 1), minimal_ring_bytes(d, k, slots)),
+                # No drafts, no speculation: SGLang allocates no ring.
                 replayssm_ring=(
-                    replay_ring,
-                    (requests + sglang.POOL_PADDING_SLOTS) * replay_ring,
+                    replay_ring if drafts else 0,
+                    (requests + sglang.POOL_PADDING_SLOTS) * replay_ring if drafts else 0,
                 ),
                 speculative=speculative,
             )

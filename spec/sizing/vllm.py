@@ -22,6 +22,8 @@ from .releases import VLLM
 from .vllm_sources import SOURCES
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from .dimensions import AttentionDimensions, GdnDimensions
     from .state import Model, Setup
 
@@ -41,6 +43,7 @@ __all__ = [
     "SOURCES",
     "VERSION",
     "Gpu",
+    "ModelLength",
     "SpeculativeMethod",
     "VllmCapacity",
     "VllmLayout",
@@ -50,6 +53,7 @@ __all__ = [
     "kv_cache_dtype",
     "max_num_seqs",
     "model_dtype",
+    "model_length",
     "view_dtypes",
     "vllm_capacity",
     "vllm_dtypes",
@@ -301,6 +305,84 @@ def human_readable_int(text: str, /) -> int | None:
     if "." in number:
         raise ValueError(f"vLLM takes no decimals with {suffix} (did you mean {suffix.lower()}?)")
     return int(number) * _BINARY_SUFFIXES[suffix]
+
+
+#: The config keys vLLM derives the model's length from, the smallest found winning.
+_LENGTH_KEYS: Final = (
+    "max_position_embeddings",
+    "n_positions",
+    "max_seq_len",
+    "seq_length",
+    "model_max_length",
+    "max_target_positions",
+    "max_sequence_length",
+    "max_seq_length",
+    "seq_len",
+)
+#: RoPE types whose ``factor`` is already in ``max_position_embeddings``, so not applied again.
+_PRESCALED_ROPE: Final = frozenset(
+    {"su", "longrope", "llama3", "yarn", "deepseek_yarn", "deepseek_llama_scaling"}
+)
+
+
+@dataclass(frozen=True)
+class ModelLength:
+    """The longest ``--max-model-len`` vLLM starts with, as it derives it from the config."""
+
+    #: The derived length, and the config key it came from.
+    tokens: int
+    key: str
+    #: The top config's ``model_max_length``, which lets a longer length through (None: none).
+    model_max_length: int | None = None
+
+    def refuses(self, max_model_len: int, /) -> bool:
+        """Whether vLLM refuses ``max_model_len`` (``SOURCES["max_model_len check"]``)."""
+        if max_model_len <= self.tokens:
+            return False
+        return self.model_max_length is None or max_model_len > self.model_max_length
+
+
+def _whole(value: object, /) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        return None
+    return int(value)
+
+
+def _rope_factor(text: Mapping[str, object], /) -> float:
+    """The RoPE scaling vLLM multiplies the derived length by (1 when none applies)."""
+    found = text.get("rope_parameters", text.get("rope_scaling"))
+    if not isinstance(found, dict) or not found:
+        return 1.0
+    # Nested per layer type ({"full_attention": {...}}) or one dict.
+    nested = all(isinstance(value, dict) for value in found.values())
+    factor = 1.0
+    for parameters in found.values() if nested else [found]:
+        rope_type = parameters.get("rope_type", parameters.get("type"))
+        given = parameters.get("factor")
+        if rope_type not in _PRESCALED_ROPE and isinstance(given, int | float) and given > 0:
+            factor = float(given)
+    return factor
+
+
+def model_length(config: Mapping[str, object], text: Mapping[str, object], /) -> ModelLength | None:
+    """The length vLLM derives from ``config`` (``text``: its text part); None: no key gives one.
+
+    The smallest of the length keys, ``model_max_length`` taking over when
+    set, times the RoPE factor (``SOURCES["derived max_model_len"]``).
+    Without any key vLLM takes a given ``--max-model-len`` as it is.
+    """
+    found = [(value, key) for key in _LENGTH_KEYS if (value := _whole(text.get(key))) is not None]
+    if not found:
+        return None
+    tokens, key = min(found, key=lambda pair: pair[0])
+    override = _whole(text.get("model_max_length"))
+    if override is not None:
+        tokens, key = override, "model_max_length"
+    return ModelLength(
+        tokens=int(tokens * _rope_factor(text)),
+        key=key,
+        model_max_length=_whole(config.get("model_max_length")),
+    )
 
 
 def max_num_seqs(setup: VllmSetup, given: int | None, /) -> int:

@@ -227,6 +227,20 @@ SOURCES: Final = {
         "--kv-cache-memory-bytes and --max-model-len take k/m/g/t (decimal, decimals allowed) "
         "and K/M/G/T (binary, whole numbers only) suffixes (engine/arg_utils.py:397-409)",
     ),
+    "max_model_len check": Source(
+        "vllm/config/model.py",
+        "2657-2683",
+        "a --max-model-len above the derived length (and above the config's model_max_length) "
+        "raises ValueError unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1",
+    ),
+    "derived max_model_len": Source(
+        "vllm/transformers_utils/model_arch_config_convertor.py",
+        "374-407",
+        "the smallest of max_position_embeddings, n_positions, max_seq_len, seq_length, "
+        "model_max_length and the other length keys of the text config, model_max_length "
+        "taking over when set; times the RoPE factor unless the type is pre-scaled "
+        "(config/model.py:2600-2634)",
+    ),
     "memory check": Source(
         "vllm/v1/core/kv_cache_planning.py",
         "1533-1560",

@@ -7,6 +7,8 @@ with these; :mod:`.presentation` lays the sections out as text or Markdown.
 
 from __future__ import annotations
 
+from typing import Final
+
 __all__ = ["Row", "Section", "count", "human", "ratio", "short"]
 
 #: A report row: its label and its value.
@@ -15,24 +17,25 @@ Row = tuple[str, str]
 Section = tuple[str, list[Row]]
 
 
-def human(size: int, /) -> str:
-    """Exact bytes with a binary unit beside them."""
-    value = float(size)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if value < 1024 or unit == "TiB":
-            return f"{size:,} B" if unit == "B" else f"{size:,} B ({value:.1f} {unit})"
-        value /= 1024
-    raise AssertionError  # pragma: no cover - the loop always returns
+#: The binary units a figure is shown in, the largest taking whatever is beyond it.
+_UNITS: Final = ("KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
 
 
 def short(size: int, /) -> str:
-    """Bytes in a binary unit, one decimal."""
+    """Bytes in the largest binary unit under 1,024 of it (EiB past that), one decimal."""
+    if size < 1024:
+        return f"{size} B"
     value = float(size)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if value < 1024:
-            return f"{size} B" if unit == "B" else f"{value:.1f} {unit}"
+    for unit in _UNITS:
         value /= 1024
-    return f"{value:,.1f} TiB"
+        if value < 1024 or unit == _UNITS[-1]:
+            return f"{value:,.1f} {unit}"
+    raise AssertionError  # pragma: no cover - the loop always returns
+
+
+def human(size: int, /) -> str:
+    """Exact bytes with a binary unit beside them."""
+    return f"{size:,} B" if size < 1024 else f"{size:,} B ({short(size)})"
 
 
 def count(number: int, noun: str, /) -> str:

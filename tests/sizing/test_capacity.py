@@ -67,8 +67,8 @@ def test_vllms_default_max_num_seqs_refuses_where_the_blocks_are_fewer(
         " for --max-num-seqs 1024 (vLLM's default on SM90)",
         "source": "vllm/config/compilation.py:1510-1533",
         "largest": "largest --max-num-seqs that starts: 185",
-        "smallest_memory": "smallest memory that starts with 1024: --kv-cache-memory-bytes"
-        " 59324235776 (55.2 GiB)",
+        "smallest_memory": "smallest memory that starts with --max-num-seqs 1024 (vLLM's default"
+        " on SM90): --kv-cache-memory-bytes 59324235776 (55.25 GiB)",
     }
 
 
@@ -178,7 +178,7 @@ def test_the_why_lines_are_behind_a_flag_and_always_in_the_json(
     assert len(why.splitlines()) == len(plain.splitlines()) + 2
     assert [item["figure"] for item in _json(capsys, *flags)["why"]] == [
         "why the block has its tokens",
-        "why tokens are not concurrency x blocks",
+        "why tokens are not blocks x block size",
     ]
 
 

@@ -105,8 +105,8 @@ def test_the_engines_names_for_the_drafts_stand_for_num_drafts(alias: str) -> No
         (
             ["--weights-bytes", "40 GB"],
             (
-                "--weights-bytes: not a byte count: '40 GB' (give digits, 10G or 10GiB (x 2^30), 10g"
-                " or 10GB (x 10^9))"
+                "--weights-bytes: not a byte count: '40 GB' (give digits, 10G or 10GiB (x 2^30),"
+                " 10g or 10GB (x 10^9))"
             ),
         ),
         (

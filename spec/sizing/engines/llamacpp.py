@@ -147,7 +147,10 @@ class LlamaCppView(SizingEngine):
             checkpoint_bytes=saved,
             speculative_checkpoint=checkpointed,
             seed_ring_bytes_per_slot=seed_ring,
-            replayssm_ring_bytes_per_request=setup.replayssm_cache_len * record * layers,
+            # SGLang allocates its ring only to speculate.
+            replayssm_ring_bytes_per_request=(
+                setup.replayssm_cache_len * record * layers if drafting.num_drafts else 0
+            ),
         )
 
     def rows(self, sizing: SnapshotSizing, /) -> list[Row]:

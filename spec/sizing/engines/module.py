@@ -55,7 +55,10 @@ class ModuleView(SizingEngine):
             dtypes=dtypes,
             requests=drafting.requests,
             base_bytes_per_request=d.num_gdn_layers * state,
-            speculative_bytes_per_request=d.num_gdn_layers * k * state,
+            # No drafts, nothing to roll back: the pool holds no intermediate states.
+            speculative_bytes_per_request=d.num_gdn_layers * k * state
+            if drafting.num_drafts
+            else 0,
             recurrent_bytes_per_layer=h,
             conv_column_bytes_per_layer=column,
         )

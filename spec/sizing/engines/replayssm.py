@@ -57,6 +57,9 @@ class ReplaySsmView(SizingEngine):
             h: int, column: int, dtypes: StateDtypes
         ) -> tuple[int, int | None, int | None]:
             del h
+            if not drafting.num_drafts:
+                # No speculative decoding, so neither the windows nor the ring.
+                return 0, None, None
             record = replayssm.replayssm_record_bytes(d, dtypes.conv)
             return windows * column + length * record, record, length
 

@@ -357,6 +357,15 @@ def sglang_sizing(
     )
 
 
+#: Why a replay ring, which holds less than the snapshots, can need more memory of SGLang.
+_MORE_WITH_A_RING: Final = (
+    "a ring reserves no intermediate states, so SGLang's fixed mamba share ({share} / {whole:g}"
+    " of the rest) holds more states than the requests use and the KV pool gets less of the same"
+    " memory: holding {tokens:,} tokens takes more memory in all; the larger mamba pool costs it,"
+    " not the ring ({source})"
+)
+
+
 class SglangView(SizingEngine):
     """SGLang with one draft chain, radix cache on unless ``--disable-radix-cache``."""
 
@@ -401,16 +410,24 @@ class SglangView(SizingEngine):
             " --mem-fraction-static 1: mamba pool, speculative state and KV pool; the replay"
             " lines are estimates)"
         )
-        needs = []
+        needs: list[Need] = []
         for index, design in enumerate(capacity.Design):
             serves = _serving(model, setup, num_drafts, index, requests, requests * context)
             found = _least_gpu_bytes(serves, memory)
             label = _DESIGN_LABELS[design]
-            needs.append(
-                Need(label, found, "no memory serves them")
-                if found is None
-                else Need(label, found, f"{found:,} B ({short(found)})")
-            )
+            if found is None:
+                needs.append(Need(label, found, "no memory serves them"))
+                continue
+            snapshot = needs[0].bytes if needs else None
+            why = None
+            if snapshot is not None and found > snapshot:
+                why = _MORE_WITH_A_RING.format(
+                    share=memory.mamba_full_memory_ratio,
+                    whole=1 + memory.mamba_full_memory_ratio,
+                    tokens=requests * context,
+                    source=sglang.SOURCES["replayssm ring reservation"],
+                )
+            needs.append(Need(label, found, f"{found:,} B ({short(found)})", why))
         return heading, needs
 
     def size(self, model: Model, setup: Setup, drafting: Drafting, /) -> SnapshotSizing:
@@ -422,8 +439,9 @@ class SglangView(SizingEngine):
             model,
             setup,
             requests=drafting.requests,
+            # Without drafts SGLang runs no speculative decoding and allocates no scratch.
             speculative=lambda h, column, _: (
-                drafts * h + (drafts + kernel - 2) * column,
+                drafts * h + (drafts + kernel - 2) * column if drafting.num_drafts else 0,
                 None,
                 None,
             ),

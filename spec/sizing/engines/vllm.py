@@ -114,6 +114,16 @@ def _given_seqs(given: Given, /) -> int | None:
     return None if value is None else whole(given, "max_num_seqs")
 
 
+#: Past this many requests at once, the concurrency says so in words beside the figure.
+_MANY_REQUESTS: Final = 10**6
+
+
+def _concurrency(value: float, /) -> str:
+    """The concurrency as vLLM logs it (``37.33x``), with separators; past a million, in words."""
+    shown = f"{value:,.2f}x"
+    return f"{shown} (over a million requests)" if value >= _MANY_REQUESTS else shown
+
+
 def _needed_bytes(fit: capacity.Fit, requests: int, /) -> int:
     # The requests' blocks and rings at max_model_len, and the null block.
     cost = fit.capacity.blocks_per_request * fit.plan.block_bytes + fit.ring_bytes_per_request
@@ -131,18 +141,22 @@ class VllmFitOutcome(FitOutcome):
         *,
         setup: vllm.VllmSetup | None = None,
         max_num_seqs: int | None = None,
+        max_length: vllm.ModelLength | None = None,
     ) -> None:
         self.fits = list(fits)
         self.utilization = utilization
         self.setup = setup or vllm.VllmSetup()
         #: ``--max-num-seqs`` as given (None: vLLM's default).
         self.max_num_seqs = max_num_seqs
+        #: The longest ``--max-model-len`` the model's config lets vLLM start with.
+        self.max_length = max_length
 
     def _memory(self, kv_bytes: int, /) -> str:
         # The least memory, as the flags that gave it take it.
         u = self.utilization
         if u is None:
-            return f"--kv-cache-memory-bytes {kv_bytes} ({short(kv_bytes)})"
+            # Two decimals, so a least memory just above a round input does not read as it.
+            return f"--kv-cache-memory-bytes {kv_bytes} ({kv_bytes / 2**30:,.2f} GiB)"
         needed = kv_bytes + u.weights_bytes + u.activation_bytes
         # The smallest utilization, in hundredths of a percent, whose ceil(total x it) covers it.
         share = math.ceil(needed / u.gpu_memory_bytes * 10_000) / 10_000
@@ -162,6 +176,22 @@ class VllmFitOutcome(FitOutcome):
         ``max_num_seqs`` above the KV cache's blocks (``vllm.SOURCES``).
         """
         fit = self.fits[0]
+        length = fit.capacity.max_model_len
+        if self.max_length is not None and self.max_length.refuses(length):
+            derived = self.max_length
+            return StartCheck(
+                starts=False,
+                says=(
+                    f'vLLM raises "User-specified max_model_len ({length}) is greater than the'
+                    f' derived max_model_len ({derived.key}={derived.tokens} ...)" for'
+                    f" --max-model-len {length:,}"
+                ),
+                source=vllm.SOURCES["max_model_len check"],
+                largest=(
+                    f"largest --max-model-len that starts: {derived.tokens:,}"
+                    " (VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 lets more through)"
+                ),
+            )
         seqs = vllm.max_num_seqs(self.setup, self.max_num_seqs)
         named = (
             f"--max-num-seqs {seqs}"
@@ -190,7 +220,9 @@ class VllmFitOutcome(FitOutcome):
                 ),
                 source=vllm.SOURCES["max_num_seqs check"],
                 largest=f"largest --max-num-seqs that starts: {blocks:,}",
-                smallest_memory=(f"smallest memory that starts with {seqs}: {self._memory(least)}"),
+                smallest_memory=(
+                    f"smallest memory that starts with {named}: {self._memory(least)}"
+                ),
             )
         return StartCheck(
             starts=True,
@@ -223,7 +255,7 @@ class VllmFitOutcome(FitOutcome):
         attention = cap.blocks_per_request - plan.gdn_groups * plan.admission_blocks
         rows.append(
             (
-                "why tokens are not concurrency x blocks",
+                "why tokens are not blocks x block size",
                 (
                     f"{fit.tokens:,} tokens = int({cap.num_blocks:,} blocks /"
                     f" {cap.blocks_per_request} per request x {cap.max_model_len:,}); a request"
@@ -257,7 +289,7 @@ class VllmFitOutcome(FitOutcome):
                     _DESIGN_LABELS[fit.design],
                     (
                         f"GPU KV cache size: {fit.tokens:,} tokens, Maximum concurrency for"
-                        f" {length:,} tokens per request: {fit.concurrency:.2f}x"
+                        f" {length:,} tokens per request: {_concurrency(fit.concurrency)}"
                         f"  ({fit.capacity.num_blocks:,} blocks of"
                         f" {human(fit.plan.block_bytes)},"
                         f" {fit.capacity.blocks_per_request} per request{ring}){verdict}"
@@ -342,7 +374,13 @@ def _fit(  # noqa: PLR0913 - the fit's inputs, each separate
         kv_cache_bytes=kv_cache_bytes,
         max_model_len=whole(given, "max_model_len"),
     )
-    return VllmFitOutcome(fits, utilization, setup=setup.vllm, max_num_seqs=_given_seqs(given))
+    return VllmFitOutcome(
+        fits,
+        utilization,
+        setup=setup.vllm,
+        max_num_seqs=_given_seqs(given),
+        max_length=model.max_length,
+    )
 
 
 class UtilizationFit(MemoryFit):
