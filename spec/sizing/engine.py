@@ -17,6 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Final, TypedDict
 
+from .wording import human
+
 if TYPE_CHECKING:
     from .capacity import SglangFitReport, VllmFitReport
     from .dimensions import GdnDimensions
@@ -268,6 +270,15 @@ class SizingEngine(abc.ABC):
         """The view's own report rows, after the state's (none unless it has its own)."""
         del sizing
         return []
+
+    def speculative_says(self, sizing: SnapshotSizing, /) -> str:
+        """What the speculative state is, for these figures (the view's formula unless it says)."""
+        del sizing
+        return self.speculative_formula
+
+    def total_rows(self, sizing: SnapshotSizing, /) -> list[Row]:
+        """The state's total, as one row (a view that holds some of it off the GPU says where)."""
+        return [("base + speculative", human(sizing.total_bytes))]
 
     def need(
         self, model: Model, setup: Setup, /, *, requests: int, context: int, num_drafts: int

@@ -215,9 +215,9 @@ def review_sections(
         ("base state", f"{human(s.base_bytes)}  ({layers} {unit.base_formula})"),
         (
             "speculative state",
-            f"{human(s.speculative_bytes)}  ({layers} {unit.speculative_formula})",
+            f"{human(s.speculative_bytes)}  ({layers} {unit.speculative_says(s)})",
         ),
-        ("base + speculative", human(s.total_bytes)),
+        *unit.total_rows(s),
     ]
     if unit.pads_pools:
         padding = s.base_padding_bytes + s.speculative_padding_bytes

@@ -169,11 +169,17 @@ def test_the_text_report_words_snapshots_checkpoints_and_rings(
         " ReplaySSM ring 14,229,504 B (13.6 MiB) per request: the speculative state is 29.5x"
         " and 5.6x them"
     ) in lines
+    # What Qwen3-Next holds instead of snapshots, where and for how long; and
+    # the GPU's memory apart from the host's, never summed.
     assert (
-        "  speculative state      79,037,308 B (75.4 MiB)  (1 request x 36 layers x n_rs_seq x"
-        " (h + (K-1) conv columns), FP32, n_rs_seq = num_drafts; without snapshots one saved"
-        " copy (spec_ckpt, host memory))"
+        "  speculative state      79,037,308 B (75.4 MiB)  (1 request x 36 layers x"
+        " (h + (K-1) conv columns) and headers, FP32: one saved copy in host memory, from before"
+        " each verify until its acceptance is known (spec_ckpt))"
     ) in lines
+    assert "  on the GPU             79,036,416 B (75.4 MiB)  (the base state)" in lines
+    assert "  in host memory         79,037,308 B (75.4 MiB)  (the saved copy)" in lines
+    assert not any(line.startswith("  base + speculative") for line in lines)
+    assert not any("n_rs_seq x" in line for line in lines)
     # llama.cpp pads no pool: mem_size is n_seq_max.
     assert not any("pool padding" in line for line in lines)
 

@@ -89,10 +89,7 @@ class LlamaCppView(SizingEngine):
     engine = llamacpp.ENGINE
     plot_label = f"llama.cpp {LLAMA_CPP.version} n_rs_seq snapshots (FP32)"
     base_formula = "(h + (K-1) conv columns), FP32"
-    speculative_formula = (
-        "n_rs_seq x (h + (K-1) conv columns), FP32, n_rs_seq = num_drafts;"
-        " without snapshots one saved copy (spec_ckpt, host memory)"
-    )
+    speculative_formula = "n_rs_seq x (h + (K-1) conv columns), FP32, n_rs_seq = num_drafts"
     release = LLAMA_CPP
     sources = llamacpp.SOURCES
     pads_pools = False
@@ -198,6 +195,24 @@ class LlamaCppView(SizingEngine):
                 ),
             ),
         ]
+
+    def speculative_says(self, sizing: SnapshotSizing, /) -> str:
+        """Snapshots on the GPU, or for an architecture without them the copy in host memory."""
+        if isinstance(sizing, LlamaCppSizing) and sizing.speculative_checkpoint:
+            return (
+                "(h + (K-1) conv columns) and headers, FP32: one saved copy in host memory, from"
+                " before each verify until its acceptance is known (spec_ckpt)"
+            )
+        return self.speculative_formula
+
+    def total_rows(self, sizing: SnapshotSizing, /) -> list[Row]:
+        """Device and host memory apart, where the speculative state is a host-side copy."""
+        if isinstance(sizing, LlamaCppSizing) and sizing.speculative_checkpoint:
+            return [
+                ("on the GPU", f"{human(sizing.base_bytes)}  (the base state)"),
+                ("in host memory", f"{human(sizing.speculative_bytes)}  (the saved copy)"),
+            ]
+        return super().total_rows(sizing)
 
 
 def _over(value: int, ring: int | None, /) -> float | None:
