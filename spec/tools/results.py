@@ -3,8 +3,9 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from ..results import (
     ReportError,
@@ -22,6 +23,9 @@ if TYPE_CHECKING:
     import argparse
 
 __all__ = ["add_arguments"]
+
+#: How the command names itself on stderr.
+_PROG: Final = "ssm-rollback-spec report"
 
 
 def add_arguments(report: argparse.ArgumentParser, /) -> None:
@@ -62,7 +66,14 @@ def add_arguments(report: argparse.ArgumentParser, /) -> None:
 def _report(arguments: argparse.Namespace, /) -> int:
     prepare_outputs(("--markdown", arguments.markdown), ("--html", arguments.html))
     reports = []
+    seen: set[Path] = set()
     for name in arguments.reports:
+        if Path(name).resolve() in seen:
+            # Merging a report with itself would count nothing twice, but says the
+            # command line is not what its writer meant.
+            print(f"{_PROG}: warning: {name} is given twice; read once", file=sys.stderr)
+            continue
+        seen.add(Path(name).resolve())
         try:
             reports.append(read_report(Path(name)))
         except ReportError as error:
@@ -71,8 +82,10 @@ def _report(arguments: argparse.Namespace, /) -> int:
     labels: dict[str, str] = {o: LABELS[o] for o in OUTCOMES if o in LABELS}
     markdown = arguments.markdown if arguments.markdown or arguments.html else "-"
     pages = {"--markdown": (markdown, markdown_page), "--html": (arguments.html, html_page)}
+    written = []
     for flag, (target, render) in pages.items():
         if target is not None:
+            written.append("the page to stdout" if target == "-" else target)
             page = render(
                 matrix,
                 labels=labels,
@@ -85,4 +98,16 @@ def _report(arguments: argparse.Namespace, /) -> int:
             write_badges(Path(arguments.badges), matrix, labels)
         except OSError as error:
             raise CliError(f"--badges {arguments.badges}: {error.strerror or error}") from None
+        written.append(f"badges in {arguments.badges}")
+    # On stderr, so that a page on stdout stays the page alone.
+    print(
+        f"{_PROG}: {_count(len(reports), 'report')} of"
+        f" {_count(len(matrix.columns), 'implementation')} over"
+        f" {_count(len(matrix.clauses), 'clause')}; wrote {', '.join(written)}",
+        file=sys.stderr,
+    )
     return ExitStatus.OK
+
+
+def _count(number: int, noun: str, /) -> str:
+    return f"{number:,} {noun}" if number == 1 else f"{number:,} {noun}s"

@@ -431,3 +431,36 @@ def test_check_keeps_the_distance_nearest_its_bound_of_all_a_property_measured()
     assert (exact["distance"], exact["bound"]) == (0.0, 1e-06)
     assert exact["outcome"] == "passed"
     assert exact["clauses"] == ["RB-REPLAY-2"]
+
+
+def test_a_page_written_is_summed_up_in_one_line_on_stderr(
+    capsys: pytest.CaptureFixture[str], reports: list[str], tmp_path: Path
+) -> None:
+    page = tmp_path / "page.html"
+    status, out, err = _run(capsys, *reports, "--html", str(page))
+    assert (status, out) == (0, "")
+    clauses = len(CLAUSES)
+    assert err == (
+        f"ssm-rollback-spec report: {len(reports)} reports of 2 implementations over"
+        f" {clauses} clauses;"
+        f" wrote {page}\n"
+    )
+    # A page on stdout stays the page alone.
+    status, out, err = _run(capsys, *reports)
+    assert "| Clause |" in out
+    assert "wrote" not in out
+    assert err.endswith("; wrote the page to stdout\n")
+
+
+def test_a_report_given_twice_is_read_once_with_a_warning(
+    capsys: pytest.CaptureFixture[str], reports: list[str], tmp_path: Path
+) -> None:
+    once = tmp_path / "once.md"
+    twice = tmp_path / "twice.md"
+    _run(capsys, *reports, "--markdown", str(once))
+    status, _, err = _run(capsys, reports[0], *reports, "--markdown", str(twice))
+    assert status == 0
+    assert err.splitlines()[0] == (
+        f"ssm-rollback-spec report: warning: {reports[0]} is given twice; read once"
+    )
+    assert twice.read_bytes() == once.read_bytes()
