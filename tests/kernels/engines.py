@@ -19,6 +19,7 @@ from tests.child import run_module
 from tests.once import once_per_run
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from pathlib import Path
 
     import pytest
@@ -31,14 +32,22 @@ _MODULE: Final = "adapters.engines.{}"
 _CONTROL: Final = ("--control", "off-by-one")
 
 
-def argv(python: str, engine: str, /, *flags: str) -> list[str]:
-    """The arguments that run ``engine``'s adapter with ``python``, from the repository root."""
-    return [python, "-m", _MODULE.format(engine), *flags]
+def argv(
+    python: str, engine: str, /, *flags: str, environment: Mapping[str, str] | None = None
+) -> list[str]:
+    """The arguments that run ``engine``'s adapter with ``python``, from the repository root.
+
+    ``environment`` is set for the adapter alone (``env NAME=VALUE ...``).
+    """
+    settings = [f"{name}={value}" for name, value in (environment or {}).items()]
+    return [*(["env", *settings] if settings else []), python, "-m", _MODULE.format(engine), *flags]
 
 
-def command(python: str, engine: str, /, *flags: str) -> str:
+def command(
+    python: str, engine: str, /, *flags: str, environment: Mapping[str, str] | None = None
+) -> str:
     """:func:`argv` as one ``--impl-cmd`` string."""
-    return shlex.join(argv(python, engine, *flags))
+    return shlex.join(argv(python, engine, *flags, environment=environment))
 
 
 def vectors_run(
@@ -49,16 +58,19 @@ def vectors_run(
     *flags: str,
     clause: str = "RB-REPLAY",
     corpus: tuple[str, ...] = (),
+    environment: Mapping[str, str] | None = None,
 ) -> tuple[int, dict[str, Any], str]:
     """``vectors run --clause CLAUSE`` over ``engine``'s adapter run with ``flags``.
 
     Returns its exit status, its ``--json`` report (written to ``report``) and
-    its standard output; ``corpus`` are more arguments, such as ``--vectors``.
+    its standard output; ``corpus`` are more arguments, such as ``--vectors``;
+    ``environment`` is set for the adapter.
     """
     # A first replay imports torch and interprets the kernels: seconds, not the default 10.
     finished = run_module(
         "ssm_rollback_spec.tools.cli",
-        *("vectors", "run", "--impl-cmd", command(python, engine, *flags), *corpus),
+        *("vectors", "run", "--impl-cmd", command(python, engine, *flags, environment=environment)),
+        *corpus,
         *("--clause", clause, "--impl-timeout", "900", "--json", str(report)),
         timeout=1800,
     )

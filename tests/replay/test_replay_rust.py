@@ -61,6 +61,27 @@ def test_the_rust_adapter_describes_what_its_replay_computes(rust_adapter: str) 
     assert corpus.replay_offer(json.loads(finished.stdout)) == RUST_OFFER
 
 
+def test_the_rust_adapter_reads_the_old_pipeline_name_as_the_new_one(rust_adapter: str) -> None:
+    # bf16-rows-fp32-state stays an alias of transformers-bf16 while the protocol is 2.
+    case = next(c for c in corpus.load_replay_cases(REPLAY) if c.pipeline == "transformers-bf16")
+    lines = [json.dumps(case.request | {"pipeline": name}) for name in _BF16_NAMES]
+    finished = subprocess.run(
+        [rust_adapter],
+        input="".join(f"{line}\n" for line in lines),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    new, old = finished.stdout.splitlines()
+    assert "ok" in json.loads(new)
+    assert old == new
+
+
+#: The pipeline's name now, and the one it had before (docs/protocol.md, "Changes").
+_BF16_NAMES: Final = ("transformers-bf16", "bf16-rows-fp32-state")
+
+
 def test_the_rust_adapter_passes_every_replay_case_it_offers(
     tmp_path: Path, rust_adapter: str
 ) -> None:

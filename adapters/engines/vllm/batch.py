@@ -274,8 +274,7 @@ class _Batch:
     def forward(self, rows: list[tuple[Request, dict[str, Any], bool]], /) -> None:
         """One forward of vLLM over ``rows``: (request, its inputs, a verify or a prompt)."""
         torch, on = self.torch, self.inputs.on
-        # vLLM's runner puts decodes (verifies) before prompt chunks.
-        rows = sorted(rows, key=lambda row: not row[2])
+        rows = self.reordered(rows)
         lens = [len(inputs["qkv"]) for _, inputs, _ in rows]
         starts = [0]
         for length in lens:
@@ -322,6 +321,41 @@ class _Batch:
         finally:
             self.engine.set_context(None)
 
+    def reordered(
+        self, rows: list[tuple[Request, dict[str, Any], bool]], /
+    ) -> list[tuple[Request, dict[str, Any], bool]]:
+        """``rows`` in the order vLLM's input batch holds them when the builder runs.
+
+        vLLM's own ``reorder_batch_to_split_decodes_and_prefills``
+        (``v1/attention/backends/utils.py``, 0.33.0 lines 939-1016), with the
+        builder's threshold, on an input batch of the fields it reads: the
+        decodes (a verify: done with its prompt, at most the threshold's
+        tokens) first, then prompt chunks of at most the threshold's tokens,
+        then longer ones. A prompt chunk is still prefilling in its step.
+        """
+        order = list(range(len(rows)))
+        computed = [request.computed for request, _, _ in rows]
+        prompt = [
+            request.computed + (0 if verifies else len(inputs["qkv"]))
+            for request, inputs, verifies in rows
+        ]
+
+        def swap_states(first: int, second: int, /) -> None:
+            for values in (order, computed, prompt):
+                values[first], values[second] = values[second], values[first]
+
+        batch = types.SimpleNamespace(
+            req_ids=order,
+            num_computed_tokens_cpu=_Live(computed),
+            num_prompt_tokens=_Live(prompt),
+            swap_states=swap_states,
+        )
+        scheduled = types.SimpleNamespace(
+            num_scheduled_tokens={index: len(rows[index][1]["qkv"]) for index in order}
+        )
+        self.engine.reorder_batch(batch, scheduled, self.builder.reorder_batch_threshold)
+        return [rows[index] for index in order]
+
     def _sampled(self, counts: list[tuple[Request, int]], /) -> None:
         """V2's ``postprocess_state``: each row's count, the tokens its request sampled."""
         if self.rows is None:
@@ -365,9 +399,12 @@ class _Batch:
             # After a prompt's chunk the request's state is in its first block, as
             # after a verify that kept one token.
             request.accepted = 1
-        # A prompt's chunk samples one token; a verify, its accepted count.
+        # A prompt's last chunk samples one token, an earlier one none (V2's
+        # postprocess_state reads either as a count of 1); a verify, its accepted
+        # count. A chunk alone is not known to be the last; one its entry verifies
+        # after is.
         self._sampled(
-            [(self.running[e["sequence"]], 1) for e in prompts]
+            [(self.running[e["sequence"]], int("qkv" in e)) for e in prompts]
             + [(self.running[e["sequence"]], e["accepted"]) for e in verifies]
         )
         for entry in verifies:
@@ -402,6 +439,18 @@ class _Batch:
             if entry["finish"]:
                 del self.running[entry["sequence"]]
         return states
+
+
+class _Live:
+    """A list read as a NumPy array each time it is sliced (the reorder slices it once)."""
+
+    def __init__(self, values: list[int], /) -> None:
+        self.values = values
+
+    def __getitem__(self, key: slice, /) -> Any:
+        import numpy as np  # noqa: PLC0415
+
+        return np.array(self.values)[key]
 
 
 def _rows_state(inputs: BatchInputs, /) -> Any:

@@ -200,6 +200,9 @@ def load_package() -> types.SimpleNamespace:
         is_conv_state_dim_first=importlib.import_module(
             "vllm.model_executor.layers.mamba.mamba_utils"
         ).is_conv_state_dim_first,
+        reorder_batch=importlib.import_module(
+            "vllm.v1.attention.backends.utils"
+        ).reorder_batch_to_split_decodes_and_prefills,
         set_context=set_context,
     )
     _VLLM_PACKAGE.append(names)

@@ -167,7 +167,8 @@ fn write_state(out: &mut String, state: &State, dims: Dims) {
 fn pipeline(request: &Json) -> Result<Pipeline, Reply> {
     match field(request, "pipeline")?.as_str() {
         Some("float64") => Ok(Pipeline::Float64),
-        Some("transformers-bf16") => Ok(Pipeline::TransformersBf16),
+        // The old name stays an alias while the protocol is version 2 (docs/protocol.md).
+        Some("transformers-bf16" | "bf16-rows-fp32-state") => Ok(Pipeline::TransformersBf16),
         _ => Err(bad(
             "field 'pipeline' must be \"float64\" or \"transformers-bf16\"".into(),
         )),
