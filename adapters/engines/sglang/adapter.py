@@ -43,6 +43,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final
 
+from ssm_rollback_spec.harness.replay_wire import BatchForm
+
 from .. import kernels, serve
 from . import batch as sglang_batch
 from .load import WHEEL, load
@@ -233,4 +235,5 @@ ADAPTER: Final = serve.EngineAdapter(
     replay,
     replay_batch=replay_batch,
     batch_options=BATCH_OPTIONS,
+    batch_forms=(BatchForm.PROMPT_CHUNKS,),
 )

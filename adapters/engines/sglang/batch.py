@@ -74,11 +74,20 @@ EMULATED or stood in, each for its reason:
   returns at once and no track slot is written), ``mambaish_config`` (the
   layer is a GDN layer), ``get_eager_max_batch_size`` (no padding rows),
   the memory saver and custom pool (off).
-- The joins. A joining sequence's checkpoint is written into its cleared
-  slot (``MambaPool.clear_slots``), as a prefix-cache hit's ``copy_from``
-  leaves it; its prefill rows run as verifies of all their rows, every one
-  accepted (SGLang runs an extend with its chunk kernel, which is not
-  driven here).
+- The joins and prompts. A joining sequence's checkpoint is written into
+  its cleared slot (``MambaPool.clear_slots``), as a prefix-cache hit's
+  ``copy_from`` leaves it. Its prompt rows (a prefill, or a prompt chunk
+  alone, the form ``prompt-chunks``) run before the step's verifies, as
+  verifies of all their rows, every one accepted. SGLang runs a prompt as an
+  extend (``GDNAttnBackend.forward_extend``, ``gdn_backend.py`` lines
+  948-1200), whose chunk kernels cannot run here: its FLA chunk rule
+  (``kernels/ops/attention/fla/chunk_delta_h.py``, ``chunk_o.py`` and the
+  rest) uses ``tl.make_block_ptr``, which Triton 3.9.0's interpreter does
+  not run, and on a CPU SGLang calls sgl-kernel's compiled
+  ``chunk_gated_delta_rule_cpu`` (``kernels/gdn_triton.py`` line 186),
+  which the wheel does not hold. So what judges SGLang's prompts here is its
+  bookkeeping around them (which slot, which row, which count), not its
+  prompt arithmetic.
 
 SGLang's classes and functions are not imported as modules (each pulls in
 the whole server): each is read from the wheel's file, parsed, and the
@@ -740,21 +749,25 @@ def replay_batch(
         for entry in step:
             if "checkpoint" in entry:
                 run.join(entry["sequence"], entry["checkpoint"])
-        # A prefill: its rows verified together, every one kept (stood in for SGLang's extend).
-        joining = [entry for entry in step if entry.get("prefill")]
-        if joining:
+        # A prompt, or a chunk of one, before the step's verifies: its rows verified
+        # together, every one kept (stood in for SGLang's extend: the module docstring).
+        prompts = [entry for entry in step if entry.get("prefill")]
+        if prompts:
             run.verify(
-                [entry["sequence"] for entry in joining],
-                [entry["prefill"] for entry in joining],
-                [len(entry["prefill"]) for entry in joining],
+                [entry["sequence"] for entry in prompts],
+                [entry["prefill"] for entry in prompts],
+                [len(entry["prefill"]) for entry in prompts],
                 lambda count, _: count,
             )
-        run.verify(
-            [entry["sequence"] for entry in step],
-            [entry["rows"] for entry in step],
-            [entry["accepted"] for entry in step],
-            accepted,
-        )
+        # A prompt chunk alone has no window.
+        verifying = [entry for entry in step if entry["rows"]]
+        if verifying:
+            run.verify(
+                [entry["sequence"] for entry in verifying],
+                [entry["rows"] for entry in verifying],
+                [entry["accepted"] for entry in verifying],
+                accepted,
+            )
         states += run.states([entry["sequence"] for entry in step])
         for entry in step:
             if entry["finish"]:
