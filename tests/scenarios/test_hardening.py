@@ -523,7 +523,7 @@ def test_a_config_whose_layer_count_is_huge_ends_at_once_in_one_line(
     assert status == 2
     assert err == (
         "ssm-rollback-spec: error: the preflight reservation exceeds the runtime's 64-bit "
-        f"usize with --num-drafts 3, --mtp-state-slots 2, --config {path}\n"
+        f"usize with --num-drafts 3, --mtp-slots 1, --config {path}\n"
     )
 
 
