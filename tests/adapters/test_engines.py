@@ -55,12 +55,20 @@ def test_each_engine_adapter_describes_the_one_pipeline_and_design_it_computes(
     pipeline, design = _OFFERS[engine]
     [reply] = _exchange(engine, {"op": "describe"})
     variant = ", rule recurrent" if engine == "fla" else ""
+    offer: dict[str, object] = {
+        "pipelines": [pipeline],
+        "layouts": ["pre-conv"],
+        "designs": [design],
+    }
+    # The engines with a batch form take prompt chunks beside verifies (docs/protocol.md).
+    if ENGINES[engine].replay_batch is not None:
+        offer["batch"] = ["prompt-chunks"]
     assert reply == {
         "ok": {
             "name": f"{engine} engine kernels (adapters/engines){variant}",
             "usize_bits": 64,
             "release": RELEASES[engine],
-            "replay": {"pipelines": [pipeline], "layouts": ["pre-conv"], "designs": [design]},
+            "replay": offer,
         }
     }
 

@@ -87,6 +87,9 @@ def test_check_runs_the_replay_properties_through_the_engine_kernels(
     for batch in (
         "test_replay.py::test_every_shipped_batch_gives_each_sequence_its_own_replay",
         "test_replay.py::test_each_sequence_of_a_drawn_batch_is_its_own_replay_alone",
+        # The engine against itself, each sequence alone (RB-REPLAY-13).
+        "test_replay.py::test_every_shipped_batch_gives_each_sequence_what_it_has_alone",
+        "test_replay.py::test_each_sequence_of_a_drawn_batch_is_what_the_same_adapter_gives_it_alone",
     ):
         assert outcomes.pop(batch) == batch_outcome
     assert len(outcomes) == 4
