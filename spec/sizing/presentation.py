@@ -9,6 +9,7 @@ startup lines, so the wording a reviewer reads lives beside the figures.
 
 from __future__ import annotations
 
+import textwrap
 from typing import TYPE_CHECKING, Final
 
 from ..replay_rows import ReplayDesign
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ASSUMED_DTYPES",
+    "COLUMNS",
     "RATIO_DEFINITION",
     "Section",
     "count",
@@ -31,6 +33,7 @@ __all__ = [
     "markdown_sections",
     "plot_title",
     "ratio",
+    "rejoined",
     "report_text",
     "review_sections",
     "short",
@@ -43,25 +46,73 @@ ASSUMED_DTYPES: Final = (
     "a bf16 model: explicit dimensions name no dtype (--state-dtype and --conv-dtype say otherwise)"
 )
 
+#: The widest line the text output prints (a table's row may be wider only
+#: where its figures are: a sweep's cells are never wrapped).
+COLUMNS: Final = 100
+
 #: The headline ratio, said once wherever it is shown.
 RATIO_DEFINITION: Final = "one request's speculative state over one slot's seed ring"
 
 
+#: The column values start at, at most: a longer label ends two spaces before its value.
+_WIDEST_LABEL: Final = 42
+
+#: How a wrapped heading's further lines begin; a wrapped value's begin at its column, further.
+_GOES_ON: Final = "    "
+
+
+def _wrap(text: str, width: int, /, *, then: str = "") -> list[str]:
+    return textwrap.wrap(
+        text, width, subsequent_indent=then, break_long_words=False, break_on_hyphens=False
+    ) or [""]
+
+
+def rejoined(text: str, /) -> str:
+    """A review's text (:func:`text_sections`) with each wrapped row and heading on one line.
+
+    Every line that begins with four spaces goes on from the line above, as
+    :func:`text_sections` wraps them; what a script that reads rows line by line wants.
+    """
+    lines: list[str] = []
+    for line in text.splitlines():
+        if lines and line.startswith(_GOES_ON):
+            lines[-1] += " " + line.strip()
+        else:
+            lines.append(line)
+    return "\n".join(lines)
+
+
+def _row_lines(label: str, value: str, /, *, indent: str, column: int) -> list[str]:
+    """One row: the label, then its value from ``column``, wrapped to :data:`COLUMNS`."""
+    room = max(COLUMNS - column, 30)
+    pieces = _wrap(value, room)
+    lead = f"{indent}{label}"
+    # A label longer than the column (a huge --batch's) still ends two spaces before its value,
+    # or stands alone above it when that line would be too long.
+    if len(lead) < column:
+        first = [f"{lead:<{column}}{pieces[0]}"]
+    elif len(lead) + 2 + len(pieces[0]) <= COLUMNS:
+        first = [f"{lead}  {pieces[0]}"]
+    else:
+        first = [lead, f"{'':<{column}}{pieces[0]}"]
+    return [*first, *(f"{'':<{column}}{piece}" for piece in pieces[1:])]
+
+
 def text_sections(sections: Sequence[Section], /) -> str:
-    """Sections as aligned text: the first flush left, the others indented under headings."""
+    """Sections as aligned text: the first flush left, the others indented under headings.
+
+    A value too long for its line goes on in lines of its own under the value column.
+    """
     lines: list[str] = []
     width = max([25, *(len(label) + 3 for _, rows in sections[1:] for label, _ in rows)])
+    # Past this a longer label takes its own room, and the values keep theirs.
+    width = min(width, _WIDEST_LABEL)
     for index, (heading, rows) in enumerate(sections):
         indent = "" if index == 0 else "  "
         if index:
-            lines += ["", heading]
-        # A label longer than the column (a huge --batch's) still ends two spaces before its value.
-        lines += [
-            f"{indent}{label:<{width - len(indent)}}{value}"
-            if len(label) < width - len(indent)
-            else f"{indent}{label}  {value}"
-            for label, value in rows
-        ]
+            lines += ["", *_wrap(heading, COLUMNS, then=_GOES_ON)]
+        for label, value in rows:
+            lines += _row_lines(label, value, indent=indent, column=width)
     return "\n".join(lines)
 
 
@@ -81,6 +132,17 @@ def markdown_sections(sections: Sequence[Section], /) -> str:
     return "\n".join(lines)
 
 
+def _table(header: list[str], body: list[list[str]], /, *, markdown: bool) -> list[str]:
+    if markdown:
+        lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+        return lines + ["| " + " | ".join(cells) + " |" for cells in body]
+    widths = [max(len(cells[i]) for cells in [header, *body]) for i in range(len(header))]
+    return [
+        "  ".join(cell.rjust(width) for cell, width in zip(cells, widths, strict=True))
+        for cells in [header, *body]
+    ]
+
+
 def sweep_table(
     rows: Sequence[SweepRow],
     /,
@@ -89,47 +151,100 @@ def sweep_table(
     markdown: bool,
     per_request: bool,
 ) -> str:
-    """One sweep table, per GPU or per request, under a one-line caption.
+    """One scope of a sweep, per GPU or per request: a caption, the rings, then the views.
 
     ``scope`` says what the per-GPU figures cover (TP, slots and requests).
+    Each view's cell is its speculative state and the headline ratio.
     """
     views = list(rows[0].speculative)
     index = 0 if per_request else 1
-    header = [
+    rings = [
         "num_drafts",
         f"{ReplayDesign.SEED_ROW.value} ring",
         f"{ReplayDesign.MINIMAL_PRE_CONV.value} ring",
         f"{ReplayDesign.REPLAYSSM.value} ring",
-        *(f"{view} speculative" for view in views),
     ]
-    body = [
+    ring_cells = [
         [
             str(row.num_drafts),
             short(row.seed_ring[index]),
             short(row.minimal_ring[index]),
             short(row.replayssm_ring[index]),
-            *(f"{short(row.speculative[v][index])} ({ratio(row.ratio(v))})" for v in views),
+        ]
+        for row in rows
+    ]
+    state_cells = [
+        [
+            str(row.num_drafts),
+            *(f"{short(row.speculative[v][index])} {ratio(row.ratio(v))}" for v in views),
         ]
         for row in rows
     ]
     if per_request:
-        caption = "Per request; (x) as above."
+        caption = "Per request; the ratios (x) as above."
     else:
         caption = (
-            f"{scope}. (x): {RATIO_DEFINITION}. Designs: docs/replay.md; views:"
-            " docs/sizing.md; exact bytes: --format json."
+            f"{scope}. The rings, then each view's speculative state and its ratio (x):"
+            f" {RATIO_DEFINITION}."
+            " Designs: docs/replay.md; views: docs/sizing.md; exact bytes: --format json."
         )
-    if markdown:
-        lines = [caption, "", "| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
-        lines += ["| " + " | ".join(cells) + " |" for cells in body]
-        return "\n".join(lines)
-    widths = [max(len(cells[i]) for cells in [header, *body]) for i in range(len(header))]
-    lines = [caption, ""]
-    lines += [
-        "  ".join(cell.rjust(width) for cell, width in zip(cells, widths, strict=True))
-        for cells in [header, *body]
-    ]
+    lines = [caption] if markdown else _wrap(caption, COLUMNS)
+    lines += ["", *_table(rings, ring_cells, markdown=markdown)]
+    lines += ["", *_table(["num_drafts", *views], state_cells, markdown=markdown)]
     return "\n".join(lines)
+
+
+def _sweep_answer(report: SizeReport, rows: Sequence[SweepRow], /) -> str:
+    """A sweep's answer first: each view's speculative state across the drafts, and the ring's."""
+    first, last = rows[0], rows[-1]
+    span = (
+        f"num_drafts {first.num_drafts}"
+        if first is last
+        else f"num_drafts {first.num_drafts} to {last.num_drafts}"
+    )
+    lines = [
+        (
+            f"Speculative state per GPU (--tp {report.tp}, {count(report.requests, 'request')}),"
+            f" {span}, and (x) over the seed's ring"
+        )
+    ]
+
+    def across(low: int, high: int) -> str:
+        return short(low) if first is last else f"{short(low)} to {short(high)}"
+
+    width = max(len(view) for view in [*first.speculative, "seed-row ring"]) + 2
+    ring = f"{ReplayDesign.SEED_ROW.value} ring"
+    lines.append(f"  {ring:<{width}}{across(first.seed_ring[1], last.seed_ring[1])}")
+    for view in first.speculative:
+        figures = across(first.speculative[view][1], last.speculative[view][1])
+        times = (
+            ratio(first.ratio(view))
+            if first is last
+            else f"{ratio(first.ratio(view))} to {ratio(last.ratio(view))}"
+        )
+        lines.append(f"  {view:<{width}}{figures:<24}{times}")
+    return "\n".join(lines)
+
+
+def _answer(review: Review, /) -> Section:
+    """One review's answer first: the engine, whether it starts, the state, the seed's ring."""
+    unit, s, f = review.unit, review.snapshot, review.replay
+    held = count(s.requests, "slot" if unit.seed_slots else "request")
+    state = f"{short(s.speculative_bytes)} per GPU for {held}"
+    if review.ratio is not None:
+        state += f"; per request {ratio(review.ratio)} the seed's replay ring"
+    covers = "covers" if f.preflight_covers_pool else "does not cover"
+    rows: list[Row] = [("engine", f"{s.view} view: {s.engine}")]
+    if review.fit is not None:
+        rows.append(("will it start", review.fit.start().line()))
+    rows += [
+        ("speculative state", state),
+        (
+            "seed's replay ring",
+            f"{short(f.preflight_ring_bytes)} per GPU reserved at preflight; {covers} the pool",
+        ),
+    ]
+    return ("Answer", rows)
 
 
 def _replay_section(d: GdnDimensions, f: rings.ReplaySizing, tp: int, /) -> list[Row]:
@@ -229,10 +344,13 @@ def review_sections(
         "Estimate, not part of the module's contract: "
         f"snapshot state, {s.view} view, {s.engine} (docs/sizing.md)"
     )
-    sections = [("Replay ring (the contract)", _replay_section(d, f, tp)), (heading, snapshot)]
+    sections = [
+        _answer(review),
+        ("Replay ring (the contract)", _replay_section(d, f, tp)),
+        (heading, snapshot),
+    ]
     if review.fit is not None:
         heading, rows = review.fit.section()
-        rows = [*rows, ("will it start", review.fit.start().line())]
         sections.append((heading, [*rows, *(review.fit.why() if why else [])]))
     return sections
 
@@ -269,12 +387,21 @@ def report_text(report: SizeReport, /, *, markdown: bool, why: bool = False) -> 
             explicit=report.explicit,
             why=why,
         )
-        sections += _need_sections(report, why=why)
-        return markdown_sections(sections) if markdown else text_sections(sections)
+        # The answer, then the memory each design needs, then the detail.
+        answer = [sections[0], *_need_sections(report, why=why)]
+        if markdown:
+            return markdown_sections([*answer, *sections[1:]])
+        # The answer stands apart, flush left; the detail keeps its own columns.
+        return text_sections(answer) + "\n\n" + text_sections(sections[1:])
     rows = report.rows or []
     return "\n\n".join(
-        sweep_table(rows, scope=_scope(report), markdown=markdown, per_request=per_request)
-        for per_request in (False, True)
+        [
+            _sweep_answer(report, rows),
+            *(
+                sweep_table(rows, scope=_scope(report), markdown=markdown, per_request=per_request)
+                for per_request in (False, True)
+            ),
+        ]
     )
 
 

@@ -11,6 +11,7 @@ import pytest
 
 from ssm_rollback_spec.sizing import dimensions as sizing
 from ssm_rollback_spec.sizing import rings, views
+from ssm_rollback_spec.sizing.presentation import rejoined
 from tests.child import run_module
 
 if TYPE_CHECKING:
@@ -135,13 +136,13 @@ def _size(*arguments: str) -> subprocess.CompletedProcess[str]:
 def test_the_command_prints_the_review_in_human_units() -> None:
     finished = _size("--config", str(QWEN3_NEXT), "--num-drafts", "3", "--mtp-slots", "1")
     assert finished.returncode == 0, finished.stderr
-    assert "GDN layers               36" in finished.stdout
-    assert "replay row               24,832 B (24.2 KiB)" in finished.stdout
-    assert "32 x 2 FP32), design seed-row\n" in finished.stdout
-    assert "preflight reservation    5,363,712 B (5.1 MiB)" in finished.stdout
-    assert "preflight covers pool    yes" in finished.stdout
-    assert "Estimate, not part of the module's contract" in finished.stdout
-    assert "  speculative state      618,135,552 B (589.5 MiB)" in finished.stdout
+    assert "GDN layers               36" in rejoined(finished.stdout)
+    assert "replay row               24,832 B (24.2 KiB)" in rejoined(finished.stdout)
+    assert "32 x 2 FP32), design seed-row" in rejoined(finished.stdout)
+    assert "preflight reservation    5,363,712 B (5.1 MiB)" in rejoined(finished.stdout)
+    assert "preflight covers pool    yes" in rejoined(finished.stdout)
+    assert "Estimate, not part of the module's contract" in rejoined(finished.stdout)
+    assert "  speculative state      618,135,552 B (589.5 MiB)" in rejoined(finished.stdout)
 
 
 def test_the_command_reports_a_shortfall_and_json() -> None:
@@ -169,7 +170,7 @@ def test_size_reports_the_minimal_replay_row_as_a_review_note() -> None:
     assert replay["row_bytes"] == 24_832
     # 2 slots x (4 - 1) rows x 36 layers x 16640 B.
     assert replay["minimal_pool_ring_bytes"] == 3_594_240
-    text = _size(*_SAMPLE, *_REVIEW).stdout
+    text = rejoined(_size(*_SAMPLE, *_REVIEW).stdout)
     assert "review note: minimal row 16,640 B (16.2 KiB) per token per layer without z" in text
     # Wherever a figure says minimal, it says what for.
     assert replay["minimal_for"] == (

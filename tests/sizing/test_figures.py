@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Final
 import pytest
 
 from ssm_rollback_spec.sizing import vllm
+from ssm_rollback_spec.sizing.presentation import rejoined
 from ssm_rollback_spec.sizing.registry import ENGINES
 from ssm_rollback_spec.sizing.wording import human, short
 from ssm_rollback_spec.tools.cli import main
@@ -134,7 +135,9 @@ def test_a_concurrency_past_a_million_says_so(capsys: pytest.CaptureFixture[str]
         "--kv-cache-memory-bytes", "100000T", "--max-model-len", "1",
     ]  # fmt: skip
     assert main(arguments) == 0
-    line = next(line for line in capsys.readouterr().out.splitlines() if "as it runs" in line)
+    line = next(
+        line for line in rejoined(capsys.readouterr().out).splitlines() if "as it runs" in line
+    )
     assert "Maximum concurrency for 1 tokens per request: 99,888,163.84x" in line
     assert "x (over a million requests)  (" in line
 
@@ -157,7 +160,7 @@ def test_why_says_why_a_ring_needs_more_of_sglang_than_its_snapshots(
     assert main(arguments) == 0
     plain = capsys.readouterr().out
     assert main([*arguments, "--why"]) == 0
-    lines = capsys.readouterr().out.splitlines()
+    lines = rejoined(capsys.readouterr().out).splitlines()
     why = [line for line in lines if line.startswith("  why more ")]
     assert [line[2:].split(" ring ")[0] + " ring" for line in why] == [
         "why more with the seed's replay ring",

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Final
 from ssm_rollback_spec.sizing import llamacpp
 from ssm_rollback_spec.sizing.dimensions import GdnDimensions
 from ssm_rollback_spec.sizing.engines.llamacpp import LLAMA_CPP_VIEW, LlamaCppSizing
+from ssm_rollback_spec.sizing.presentation import rejoined
 from ssm_rollback_spec.sizing.releases import LLAMA_CPP, LLAMA_CPP_COMMIT
 from ssm_rollback_spec.sizing.review import model_from_config, model_from_dimensions
 from ssm_rollback_spec.sizing.state import Drafting, Setup
@@ -154,7 +155,7 @@ def test_the_text_report_words_snapshots_checkpoints_and_rings(
     review = ["--config", str(QWEN3_NEXT), "--num-drafts", "3", "--mtp-slots", "1"]
     code, out, err = _size(capsys, *review, "--engine", "llama.cpp")
     assert (code, err) == (0, "")
-    lines = out.splitlines()
+    lines = rejoined(out).splitlines()
     assert f"  follows                {ENGINE}" in lines
     assert (
         "  n_rs_seq               0: llama.cpp clamps it, qwen3next is not in"
@@ -218,4 +219,6 @@ def test_a_seed_ring_past_the_usize_range_is_said_not_raised(
         *("--mtp-state-slots", "0", "--num-intermediates", "1", "--engine", "llama.cpp"),
     )
     assert (code, err) == (0, "")
-    assert "  beside the rings       seed ring past the 64-bit usize range per slot" in out
+    assert "  beside the rings       seed ring past the 64-bit usize range per slot" in rejoined(
+        out
+    )

@@ -6,8 +6,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 from ssm_rollback_spec.sizing.presentation import (
+    COLUMNS,
     RATIO_DEFINITION,
     markdown_sections,
+    rejoined,
     sweep_table,
     text_sections,
 )
@@ -80,34 +82,55 @@ def test_markdown_sections_are_tables_under_bold_headings_with_bars_escaped() ->
 def test_the_per_gpu_sweep_is_right_aligned_under_its_scope_and_the_ratio_defined() -> None:
     assert sweep_table(ROWS, scope="SCOPE", markdown=False, per_request=False).splitlines() == [
         (
-            f"SCOPE. (x): {RATIO_DEFINITION}. Designs: docs/replay.md; views: docs/sizing.md;"
-            " exact bytes: --format json."
+            "SCOPE. The rings, then each view's speculative state and its ratio (x): one"
+            " request's speculative"
         ),
+        (
+            "state over one slot's seed ring. Designs: docs/replay.md; views: docs/sizing.md;"
+            " exact bytes:"
+        ),
+        "--format json.",
         "",
-        (
-            "num_drafts  seed-row ring  minimal-pre-conv ring  replayssm ring"
-            "  vllm speculative  toy speculative"
-        ),
-        (
-            "         1        4.0 KiB                2.0 KiB         8.0 KiB"
-            "   12.0 KiB (3.0x)   4.0 KiB (1.0x)"
-        ),
-        (
-            "         0            0 B                    0 B             0 B"
-            "      20.0 GiB (-)          0 B (-)"
-        ),
+        "num_drafts  seed-row ring  minimal-pre-conv ring  replayssm ring",
+        "         1        4.0 KiB                2.0 KiB         8.0 KiB",
+        "         0            0 B                    0 B             0 B",
+        "",
+        "num_drafts           vllm           toy",
+        "         1  12.0 KiB 3.0x  4.0 KiB 1.0x",
+        "         0     20.0 GiB -         0 B -",
     ]
+    assert RATIO_DEFINITION == "one request's speculative state over one slot's seed ring"
 
 
 def test_the_per_request_sweep_in_markdown_keeps_the_per_request_ratio() -> None:
     assert sweep_table(ROWS, scope="SCOPE", markdown=True, per_request=True).splitlines() == [
-        "Per request; (x) as above.",
+        "Per request; the ratios (x) as above.",
         "",
-        (
-            "| num_drafts | seed-row ring | minimal-pre-conv ring | replayssm ring"
-            " | vllm speculative | toy speculative |"
-        ),
-        "| --- | --- | --- | --- | --- | --- |",
-        "| 1 | 1.0 KiB | 512 B | 2.0 KiB | 3.0 KiB (3.0x) | 1.0 KiB (1.0x) |",
-        "| 0 | 0 B | 0 B | 0 B | 10.0 MiB (-) | 0 B (-) |",
+        "| num_drafts | seed-row ring | minimal-pre-conv ring | replayssm ring |",
+        "| --- | --- | --- | --- |",
+        "| 1 | 1.0 KiB | 512 B | 2.0 KiB |",
+        "| 0 | 0 B | 0 B | 0 B |",
+        "",
+        "| num_drafts | vllm | toy |",
+        "| --- | --- | --- |",
+        "| 1 | 3.0 KiB 3.0x | 1.0 KiB 1.0x |",
+        "| 0 | 10.0 MiB - | 0 B - |",
     ]
+
+
+def test_a_long_value_goes_on_under_its_column_and_rejoins() -> None:
+    value = " ".join(["word"] * 40)
+    text = text_sections([("Top", [("a", "1")]), ("Next", [("label", value)])])
+    lines = text.splitlines()
+    assert max(len(line) for line in lines) <= COLUMNS
+    assert lines[3].startswith("  label" + " " * 18 + "word")
+    assert all(line.startswith(" " * 25 + "word") for line in lines[4:])
+    assert rejoined(text).splitlines()[3] == "  label" + " " * 18 + value
+
+
+def test_a_long_heading_goes_on_indented_by_four() -> None:
+    heading = " ".join(["heading"] * 20)
+    lines = text_sections([("Top", [("a", "1")]), (heading, [("b", "2")])]).splitlines()
+    assert lines[2].startswith("heading heading")
+    assert lines[3].startswith("    heading")
+    assert rejoined("\n".join(lines)).splitlines()[2] == heading

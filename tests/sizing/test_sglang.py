@@ -16,6 +16,7 @@ import pytest
 
 from ssm_rollback_spec.sizing import capacity, sglang
 from ssm_rollback_spec.sizing.memory import FitFlagsError, FitKind, fit_kind
+from ssm_rollback_spec.sizing.presentation import rejoined
 from ssm_rollback_spec.sizing.review import model_from_config
 from ssm_rollback_spec.sizing.views import Model, Setup
 from tests.child import run_module
@@ -179,13 +180,13 @@ def test_the_command_prints_sglangs_startup_line() -> None:
         "What SGLang 0.5.23 sizes at startup with --mem-fraction-static 0.85,"
         " --gpu-memory-bytes 150,000,000,000 and --weights-bytes 80,000,000,000 per GPU, at"
         " --context-length 32,768 (the replay lines are estimates)"
-    ) in finished.stdout.splitlines()
+    ) in rejoined(finished.stdout).splitlines()
     assert (
-        "  SGLang 0.5.23 as it runs                               max_total_num_tokens=1030451,"
+        "  SGLang 0.5.23 as it runs                max_total_num_tokens=1030451,"
         " max_running_requests=31, max_mamba_cache_size=158  (KV pool 25,324,387,072 B"
         " (23.6 GiB) at 24,576 B (24.0 KiB) per token; mamba state 77,266,944 B (73.7 MiB)"
-        " per slot; 31 requests of 32,768 tokens fit)\n"
-    ) in finished.stdout
+        " per slot; 31 requests of 32,768 tokens fit)"
+    ) in rejoined(finished.stdout).splitlines()
 
 
 def test_a_utilization_that_leaves_nothing_is_one_line() -> None:

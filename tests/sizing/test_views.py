@@ -21,6 +21,7 @@ import pytest
 from ssm_rollback_spec.sizing import dimensions as dims
 from ssm_rollback_spec.sizing import replayssm, sglang, vllm
 from ssm_rollback_spec.sizing.dtypes import ConfigDtypes, Dtype, StateDtypes, dtypes_from_config
+from ssm_rollback_spec.sizing.presentation import COLUMNS, rejoined
 from ssm_rollback_spec.sizing.views import Model, Setup, View, size_view, sweep
 from tests.child import run_module
 
@@ -178,7 +179,7 @@ def test_each_view_names_its_engine_and_version(view: View, engine: str) -> None
     finished = _size(*REVIEW, "--engine", view.value, "--json", "-")
     assert finished.returncode == 0, finished.stderr
     assert json.loads(finished.stdout)["snapshot"]["engine"] == engine
-    text = _size(*REVIEW, "--engine", view.value).stdout
+    text = rejoined(_size(*REVIEW, "--engine", view.value).stdout)
     assert f"snapshot state, {view.value} view, {engine} (docs/sizing.md)" in text
     markdown = _size(*REVIEW, "--engine", view.value, "--format", "markdown").stdout
     assert f"| follows | {engine} |" in markdown
@@ -195,8 +196,8 @@ def test_the_text_report_shows_the_vllm_setup() -> None:
     assert finished.returncode == 0, finished.stderr
     assert (
         "  setup                  vllm serve on SM90, --no-enable-prefix-caching"
-        " (mamba_cache_mode none), speculative method mtp\n"
-    ) in finished.stdout
+        " (mamba_cache_mode none), speculative method mtp"
+    ) in rejoined(finished.stdout)
     assert "  recurrent state h      1,048,576 B (1.0 MiB) per layer (524,288 x bf16)" in (
         finished.stdout
     )
@@ -284,47 +285,49 @@ def test_no_drafts_means_no_ring_and_no_ratio() -> None:
     assert row.ratio(View.VLLM) is None
 
 
-def test_a_sweep_prints_per_gpu_and_per_request_tables() -> None:
+def test_a_sweep_prints_its_answer_then_per_gpu_and_per_request_tables() -> None:
     finished = _size(*REVIEW[:2], "--num-drafts", "1,3,7", "--mtp-slots", "1")
     assert finished.returncode == 0, finished.stderr
-    tables = finished.stdout.split("\n\n")
-    assert tables[0] == (
+    blocks = finished.stdout.split("\n\n")
+    assert blocks[0].splitlines()[:3] == [
+        (
+            "Speculative state per GPU (--tp 1, 1 request), num_drafts 1 to 7,"
+            " and (x) over the seed's ring"
+        ),
+        "  seed-row ring     1.7 MiB to 11.9 MiB",
+        "  module            294.8 MiB to 1.2 GiB    172.9x to 98.8x",
+    ]
+    assert " ".join(blocks[1].splitlines()) == (
         "Per GPU (--tp 1): rings over 2 seed slots, views over 1 request (--mtp-slots) and"
-        " their pools' padding. (x): one request's speculative state over one slot's seed"
-        " ring. Designs: docs/replay.md; views: docs/sizing.md; exact bytes: --format json."
+        " their pools' padding. The rings, then each view's speculative state and its ratio"
+        " (x): one request's speculative state over one slot's seed ring. Designs:"
+        " docs/replay.md; views: docs/sizing.md; exact bytes: --format json."
     )
-    assert tables[2] == "Per request; (x) as above."
-    header = tables[1].splitlines()[0].split()
-    assert header == [
+    assert blocks[4] == "Per request; the ratios (x) as above."
+    assert blocks[2].splitlines()[0].split() == [
         "num_drafts", "seed-row", "ring", "minimal-pre-conv", "ring", "replayssm", "ring",
-        "module", "speculative", "vllm", "speculative", "sglang", "speculative",
-        "sglang-replayssm", "speculative", "llama.cpp", "speculative",
     ]  # fmt: skip
-    rows = tables[1].splitlines()[1:]
+    header, *rows = blocks[3].splitlines()
+    assert header.split() == [
+        "num_drafts", "module", "vllm", "sglang", "sglang-replayssm", "llama.cpp",
+    ]  # fmt: skip
     assert [line.split()[0] for line in rows] == ["1", "3", "7"]
-    assert "5.1 MiB                3.4 MiB        27.1 MiB  589.5 MiB (115.2x)" in rows[1]
-    assert len(tables[0]) < 300
+    assert "3  589.5 MiB 115.2x  138.4 MiB 54.1x" in rows[1]
+    assert max(len(line) for line in finished.stdout.splitlines()) <= COLUMNS
 
 
 def test_a_sweep_shows_only_the_view_engine_names() -> None:
     finished = _size(*REVIEW[:2], "--num-drafts", "3,4", "--mtp-slots", "1", "--engine", "vllm")
     assert finished.returncode == 0, finished.stderr
-    assert finished.stdout.split("\n\n")[1].splitlines()[0].split()[-2:] == [
-        "vllm",
-        "speculative",
-    ]
+    assert finished.stdout.split("\n\n")[3].splitlines()[0].split() == ["num_drafts", "vllm"]
 
 
 def test_a_sweep_in_markdown_is_a_table() -> None:
     finished = _size(*REVIEW[:2], "--num-drafts", "2-3", "--mtp-slots", "1", "--format", "markdown")
     assert finished.returncode == 0, finished.stderr
-    lines = finished.stdout.splitlines()
-    assert lines[2] == (
-        "| num_drafts | seed-row ring | minimal-pre-conv ring | replayssm ring "
-        "| module speculative | vllm speculative | sglang speculative "
-        "| sglang-replayssm speculative | llama.cpp speculative |"
-    )
-    assert lines[5].startswith("| 3 | 5.1 MiB | 3.4 MiB | 27.1 MiB | 589.5 MiB (115.2x) |")
+    states = finished.stdout.split("\n\n")[3].splitlines()
+    assert states[0] == ("| num_drafts | module | vllm | sglang | sglang-replayssm | llama.cpp |")
+    assert states[3].startswith("| 3 | 589.5 MiB 115.2x | 138.4 MiB 54.1x |")
 
 
 def test_a_sweep_in_json_gives_exact_bytes_and_the_engines() -> None:

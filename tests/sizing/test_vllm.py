@@ -17,6 +17,7 @@ import pytest
 
 from ssm_rollback_spec.sizing import capacity, vllm
 from ssm_rollback_spec.sizing import dimensions as dims
+from ssm_rollback_spec.sizing.presentation import rejoined
 from ssm_rollback_spec.sizing.review import model_from_config
 from ssm_rollback_spec.sizing.views import Model, Setup, View, size_view, vllm_plan
 from ssm_rollback_spec.tools.size import add_arguments as add_size_arguments
@@ -150,7 +151,7 @@ def test_the_command_prints_vllms_startup_line() -> None:
     assert (
         "GPU KV cache size: 1,223,338 tokens, Maximum concurrency for 32,768 tokens per"
         " request: 37.33x  (2,800 blocks of 15,335,424 B (14.6 MiB), 75 per request)"
-    ) in finished.stdout
+    ) in rejoined(finished.stdout)
 
 
 #: ``size`` under vLLM's --gpu-memory-utilization: ceil(0.9 x the H200's bytes) less 85 GiB.
@@ -177,7 +178,8 @@ def test_the_utilization_heading_names_the_flags_given(output: str, line: str) -
         "ssm_rollback_spec.tools.cli", *UTILIZATION, "--format", output, timeout=120
     )
     assert finished.returncode == 0, finished.stderr
-    assert line in finished.stdout.splitlines()
+    shown = finished.stdout if output == "markdown" else rejoined(finished.stdout)
+    assert line in shown.splitlines()
     assert "--kv-cache-memory-bytes" not in finished.stdout
 
 
@@ -257,8 +259,8 @@ def test_explicit_dimensions_say_which_dtype_they_assume() -> None:
     assert finished.returncode == 0, finished.stderr
     assert (
         "  dtypes assumed         a bf16 model: explicit dimensions name no dtype"
-        " (--state-dtype and --conv-dtype say otherwise)\n"
-    ) in finished.stdout
+        " (--state-dtype and --conv-dtype say otherwise)"
+    ) in rejoined(finished.stdout)
 
 
 def test_a_ring_counts_against_the_room_for_one_request() -> None:
