@@ -203,6 +203,7 @@ _PROMPT_SHAPES: Final = {
 }
 
 
+@pytest.mark.clause("RB-REPLAY-12")
 def test_the_model_s_batch_vectors_hold_prompts_of_every_shape_beside_verifies() -> None:
     shapes = _prompt_shapes(batch_cases())
     assert shapes["float64"] >= _PROMPT_SHAPES

@@ -79,10 +79,20 @@ DRAWN_BATCH: Final = "test_replay.py::test_each_sequence_of_a_drawn_batch_is_its
 SHIPPED_BATCH: Final = "test_replay.py::test_every_shipped_batch_gives_each_sequence_its_own_replay"
 
 
+#: The batch against the same adapter's sequences alone (RB-REPLAY-13).
+DRAWN_ALONE: Final = (
+    "test_replay.py::test_each_sequence_of_a_drawn_batch_is_what_the_same_adapter_gives_it_alone"
+)
+SHIPPED_ALONE: Final = (
+    "test_replay.py::test_every_shipped_batch_gives_each_sequence_what_it_has_alone"
+)
+
+
 @pytest.mark.slow
-def test_a_right_batch_bookkeeping_passes_both_batch_properties(tmp_path: Path) -> None:
-    document, _ = _check(tmp_path, "--impl-cmd", BATCH_ADAPTER, *_only(DRAWN_BATCH, SHIPPED_BATCH))
-    assert _outcomes(document) == {DRAWN_BATCH: "passed", SHIPPED_BATCH: "passed"}
+def test_a_right_batch_bookkeeping_passes_every_batch_property(tmp_path: Path) -> None:
+    chosen = (DRAWN_BATCH, SHIPPED_BATCH, DRAWN_ALONE, SHIPPED_ALONE)
+    document, _ = _check(tmp_path, "--impl-cmd", BATCH_ADAPTER, *_only(*chosen))
+    assert _outcomes(document) == dict.fromkeys(chosen, "passed")
 
 
 _WRONG_BATCHES: Final = (
@@ -90,6 +100,7 @@ _WRONG_BATCHES: Final = (
     "neighbour-accepted",
     "full-accept-uncommitted",
     "gates-by-window-index",
+    "prompt-gates-without-offset",
 )
 
 
@@ -116,4 +127,23 @@ def test_a_decode_without_drafts_reading_slot_0_fails_the_drawn_batches(tmp_path
     assert lines[1].startswith('  request: {"op":"replay_batch","pipeline":"float64"')
     assert lines[4].startswith("  allowed: the states of its own replay of each sequence alone")
     assert lines[-1].endswith(f" | {command}")
+    assert "please report" not in stdout
+
+
+# The bookkeeping wrong only where prompt rows sit beside verifies: a batch of
+# one never shows it, so the engine's own judge, each sequence alone, must.
+@pytest.mark.slow
+def test_prompt_gates_wrong_only_beside_verifies_fail_the_batch_against_itself(
+    tmp_path: Path,
+) -> None:
+    command = f"{BATCH_ADAPTER} prompt-gates-without-offset"
+    document, stdout = _check(tmp_path, "--impl-cmd", command, *_only(DRAWN_ALONE, SHIPPED_ALONE))
+    assert _outcomes(document) == {DRAWN_ALONE: "failed", SHIPPED_ALONE: "failed"}
+    [row] = [row for row in document["properties"] if row["property"] == DRAWN_ALONE]
+    assert row["clauses"] == ["RB-REPLAY-13"]
+    lines = row["detail"].splitlines()
+    assert lines[1].startswith('  request: {"op":"replay_batch","pipeline":"float64"')
+    assert lines[4].startswith(
+        "  allowed: the states of its own replay_batch of each sequence alone, with the same steps"
+    )
     assert "please report" not in stdout

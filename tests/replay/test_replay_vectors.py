@@ -15,6 +15,7 @@ import pytest
 from ssm_rollback_spec.corpus.replay_cases import generate_replay_vectors
 from ssm_rollback_spec.corpus.replay_draws import SNAPSHOT
 from ssm_rollback_spec.corpus.replay_format import (
+    BATCH_ALONE_FILE,
     BATCH_FILE,
     POST_CONV_FILE,
     REBUILD_FILE,
@@ -25,13 +26,22 @@ from ssm_rollback_spec.corpus.replay_format import (
     decode_case,
     rebuild_from_case,
 )
+from ssm_rollback_spec.corpus.replay_refusals import REFUSALS_FILE
 from ssm_rollback_spec.replay.decoders import reference_decoder
 from ssm_rollback_spec.replay.layer import Array, GdnLayer, LayerState, Pipeline, delta_rule_step
 from ssm_rollback_spec.replay_rows import ReplayDesign
 from tests import traceability
 
 REPLAY_VECTORS: Final = Path(__file__).resolve().parents[2] / "vectors" / "replay"
-CASE_FILES: Final = (REBUILD_FILE, POST_CONV_FILE, ROW_BYTES_FILE, ROUNDS_FILE, BATCH_FILE)
+CASE_FILES: Final = (
+    REBUILD_FILE,
+    POST_CONV_FILE,
+    ROW_BYTES_FILE,
+    ROUNDS_FILE,
+    BATCH_FILE,
+    BATCH_ALONE_FILE,
+    REFUSALS_FILE,
+)
 
 
 def _json(name: str, /) -> dict[str, object]:
@@ -201,4 +211,5 @@ def test_every_replay_clause_has_replay_vectors_and_only_replay_clauses_do() -> 
     replay_clauses = [c for c in traceability.spec_clauses() if c.startswith("RB-REPLAY-")]
     found = traceability.replay_vector_clauses()
     assert replay_clauses
-    assert sorted(found) == sorted(replay_clauses)
+    # And RB-PROTO-4: the refusals (refusals.json) are the protocol's bad-request rules.
+    assert sorted(found) == sorted([*replay_clauses, "RB-PROTO-4"])
