@@ -26,6 +26,7 @@ from .replay_decodes import (
     BATCH_SHAPE,
     LATER_BATCH_PLANS,
     PROMPT_BATCH_PLANS,
+    WIDE_BATCH_PLANS,
     alone_cases,
     batch_cases,
     engine_rounds_cases,
@@ -47,6 +48,7 @@ from .replay_format import (
     RowBytesCase,
     Tolerance,
 )
+from .replay_refusals import REFUSALS_FILE, RefusalCase, refusal_cases
 from .replay_windows import engine_rebuild_cases, post_conv_cases, rebuild_cases, row_bytes_cases
 
 if TYPE_CHECKING:
@@ -106,6 +108,10 @@ _LATER_BATCH_SEED: Final = 20261205
 _PROMPT_BATCH_SEED: Final = 20261206
 #: The stream of the batches judged against the runtime itself (``batch_alone.json``).
 _ALONE_SEED: Final = 20261207
+#: The stream of the batches at the protocol's size (``WIDE_BATCH_PLANS``), the model's
+#: pipelines; and of the refusals' layers (``refusals.json``).
+_WIDE_BATCH_SEED: Final = 20261208
+_REFUSAL_SEED: Final = 20261209
 
 
 def _document(
@@ -114,7 +120,8 @@ def _document(
     | list[RowBytesCase]
     | list[RoundsCase]
     | list[BatchCase]
-    | list[AloneCase],
+    | list[AloneCase]
+    | list[RefusalCase],
     /,
     *,
     states: bool = True,
@@ -164,6 +171,9 @@ def generate_replay_vectors() -> dict[str, str]:
     batches += batch_cases(
         prompts, MODEL_PIPELINES, BATCH_SHAPE, len(batches), plans=PROMPT_BATCH_PLANS
     )
+    # A pool at the protocol's size, after every batch case above, so those keep their bytes.
+    wide = random.Random(_WIDE_BATCH_SEED)  # noqa: S311
+    batches += batch_cases(wide, MODEL_PIPELINES, BATCH_SHAPE, len(batches), plans=WIDE_BATCH_PLANS)
     alone = random.Random(_ALONE_SEED)  # noqa: S311
     alones = alone_cases(alone, MODEL_PIPELINES, BATCH_SHAPE)
     for pipeline, _ in _ENGINE_BATCHES:
@@ -215,6 +225,17 @@ def generate_replay_vectors() -> dict[str, str]:
             "where an engine's kernels take another path for the same rows in a batch.",
             alones,
             tolerances=ALONE_TOLERANCES,
+        ),
+        REFUSALS_FILE: _document(
+            "Refusals: for each rule that makes a `replay` or `replay_batch` request "
+            "`bad-request` (docs/protocol.md), `-at`, the request nearest the rule that it "
+            "allows, whose `expected` reply holds the model's states, and `-past`, one step "
+            "past the rule, whose only allowed reply is `bad-request` (any message). A rule "
+            "whose nearest allowed request is the base one has no `-at` of its own. Each "
+            "`request` is sent as it is; `pipeline` and `layout` are what a describe must list "
+            "for the case to be sent, and a case with `without_form` is sent only to an "
+            "adapter whose describe does not list that batch form.",
+            refusal_cases(random.Random(_REFUSAL_SEED)),  # noqa: S311
         ),
     }
     header = {"spec_version": SPEC_VERSION, "status": _STATUS}

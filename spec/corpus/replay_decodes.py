@@ -50,6 +50,7 @@ __all__ = [
     "BATCH_SHAPE",
     "LATER_BATCH_PLANS",
     "PROMPT_BATCH_PLANS",
+    "WIDE_BATCH_PLANS",
     "alone_cases",
     "batch_cases",
     "engine_rounds_cases",
@@ -389,6 +390,67 @@ PROMPT_BATCH_PLANS: Final[Mapping[str, tuple[int, tuple[tuple[_Planned, ...], ..
             ),
             (("s4", 2, 2, 1, 2, True, False), ("s3", 0, 1, 1, 0, False, True)),
             (("s4", 2, 3, 2, 0, False, True),),
+        ),
+    ),
+}
+
+
+def _named(label: str, /) -> str:
+    """A sequence name of 64 characters, the longest a name may be (docs/protocol.md)."""
+    return f"{label}-".ljust(64, "x")
+
+
+_A, _B, _C, _D = (_named(label) for label in ("seq-a", "seq-b", "seq-c", "seq-d"))
+#: A pool at the protocol's size (docs/replay.md, "Batches"): 4,096 slots, sequences
+#: of 64-character names in slots 0 and 256, 255 and 4,095 (the last), the same slot
+#: to a runtime that keeps slot indices in 8 bits; each of the four accepts 1, 2, 3
+#: and 4 of a window of 4, sits the next step out and comes back; a slot freed and
+#: taken the next step, the finisher listed first and the joiner last, then the
+#: reverse. Few rows: a pool this large costs one index per entry. Drawn after every
+#: batch case above, from a stream of its own, so those keep their bytes.
+WIDE_BATCH_PLANS: Final[Mapping[str, tuple[int, tuple[tuple[_Planned, ...], ...]]]] = {
+    "a-pool-of-4096-slots-with-long-names": (
+        4096,
+        (
+            (
+                (_A, 0, 4, 1, 0, True, False),
+                (_D, 4095, 4, 2, 2, True, False),
+                (_B, 256, 4, 3, 0, True, False),
+                (_C, 255, 4, 4, 1, True, False),
+            ),
+            (("e", 300, 2, 1, 0, True, False),),
+            (
+                (_D, 4095, 1, 1, 0, False, False),
+                (_A, 0, 3, 2, 0, False, False),
+                ("e", 300, 3, 3, 0, False, False),
+                (_C, 255, 2, 1, 0, False, False),
+                (_B, 256, 1, 1, 0, False, False),
+            ),
+            (
+                (_D, 4095, 2, 2, 0, False, True),
+                (_B, 256, 4, 2, 0, False, False),
+                (_A, 0, 1, 1, 0, False, False),
+                ("e", 300, 1, 1, 0, False, False),
+            ),
+            (
+                (_C, 255, 3, 1, 0, False, False),
+                (_A, 0, 2, 1, 0, False, False),
+                (_B, 256, 3, 3, 0, False, False),
+                (_named("seq-f"), 4095, 2, 1, 1, True, False),
+            ),
+            (
+                (_named("seq-f"), 4095, 4, 4, 0, False, False),
+                (_C, 255, 1, 1, 0, False, True),
+                (_A, 0, 2, 2, 0, False, False),
+                ("e", 300, 2, 2, 0, False, True),
+                (_B, 256, 2, 1, 0, False, True),
+            ),
+            (
+                (_named("seq-g"), 256, 3, 2, 0, True, False),
+                (_named("seq-f"), 4095, 1, 1, 0, False, True),
+                (_A, 0, 1, 1, 0, False, True),
+            ),
+            ((_named("seq-g"), 256, 2, 1, 0, False, True),),
         ),
     ),
 }

@@ -18,9 +18,10 @@ from functools import partial
 from typing import TYPE_CHECKING, Final, cast
 
 from ..harness.clauses import CLAUSES
-from ..harness.protocol import encode, encode_line
+from ..harness.protocol import ErrorKind, ProtocolError, encode, encode_line
 from ..harness.replay_wire import (
     HEX_FLOAT,
+    BatchForm,
     batch_forms,
     current_pipeline,
     decode_replay,
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BATCH_NOT_OFFERED",
+    "FORM_LISTED",
     "FORM_NOT_LISTED",
     "NOT_OFFERED",
     "ReplayCase",
@@ -58,6 +60,10 @@ NOT_OFFERED: Final = "not offered: the adapter answered unknown-op to replay"
 BATCH_NOT_OFFERED: Final = "not offered: the adapter answered unknown-op to replay_batch"
 #: A skipped batch case's detail, for a form of entry its adapter's describe does not list.
 FORM_NOT_LISTED: Final = "not offered: the adapter's describe does not list batch form {}"
+#: A skipped refusal's detail, for an adapter that offers the form the request would use.
+FORM_LISTED: Final = (
+    "not a refusal here: the adapter's describe lists batch form {}, which allows the request"
+)
 
 
 class ReplayOfferError(ValueError):
@@ -130,14 +136,17 @@ def spoken(request: dict[str, object], offer: ReplayOffer | None, /) -> dict[str
     return request if old is None else request | {"pipeline": old}
 
 
-def not_offered(case: ReplayCase, offer: ReplayOffer | None, /) -> str | None:
+def not_offered(case: ReplayCase, offer: ReplayOffer | None, /) -> str | None:  # noqa: PLR0911 (one return a reason)
     """Why ``case`` is not offered by an adapter whose describe states ``offer``, or None.
 
     A form of batch entry beyond the first is offered only when listed: an
     adapter written before it refuses it, and is not failed for that.
     """
-    if case.request["op"] == "replay_batch":
-        listed = frozenset() if offer is None else offer.batch
+    listed = frozenset() if offer is None else offer.batch
+    if case.without_form is not None and case.without_form in listed:
+        return FORM_LISTED.format(case.without_form)
+    # A refusal's request is a refusal whatever forms are offered, unless it names one.
+    if case.request["op"] == "replay_batch" and case.refused is None:
         for form in sorted(batch_forms(case.request), key=lambda form: form.value):
             if form.value not in listed:
                 return FORM_NOT_LISTED.format(form.value)
@@ -159,6 +168,7 @@ _STATE_FILES: Final = {
     "rounds.json": "rounds",
     "batch.json": "batch",
     "batch_alone.json": "alone",
+    "refusals.json": "refusal",
 }
 _DIMS: Final = ("num_key_heads", "key_head_dim", "num_value_heads", "value_head_dim", "conv_kernel")
 
@@ -186,6 +196,12 @@ class ReplayCase:
     #: pairs ``(i, j)`` of replied states that must be the same, bit for bit, and
     #: ``expected`` empty (RB-REPLAY-13).
     alone: tuple[tuple[int, int], ...] = ()
+    #: A case of ``refusals.json``: True when its only allowed reply is
+    #: ``bad-request``, False when it is at a rule's bound and must be answered
+    #: with ``expected``; None for every other case.
+    refused: bool | None = None
+    #: A refusal sent only to an adapter whose describe does not list this batch form.
+    without_form: str | None = None
 
 
 _GATE_INPUTS: Final = ("a", "b")
@@ -263,12 +279,56 @@ def _check_request(
     encode_line(request)
 
 
-def _replay_case(
+def _refusal(
+    case: dict[str, object], /
+) -> tuple[dict[str, object], list[object], bool, str | None]:
+    """A ``refusals.json`` case's request, expected states, whether refused, and its form.
+
+    Raises:
+        ValueError: the reference decoder does not refuse a case that expects
+            ``bad-request``, or refuses one at a bound.
+    """
+    request = cast("dict[str, object]", case["request"])
+    expected = cast("dict[str, object]", case["expected"])
+    form = case.get("without_form")
+    if form is not None and form not in {form.value for form in BatchForm}:
+        raise ValueError(f"its without_form names no batch form: {form!r}")
+    if request.get("op") not in {"replay", "replay_batch"}:
+        raise ValueError("its request must be a replay or replay_batch request")
+    decode = decode_replay if request["op"] == "replay" else decode_replay_batch
+    if expected == {"error": {"kind": "bad-request"}}:
+        try:
+            decode(request)
+        except ProtocolError as error:
+            refused_here = error.kind is ErrorKind.BAD_REQUEST
+        else:
+            # Allowed by the decoder, which offers every form: a refusal only without its form.
+            refused_here = form is not None and BatchForm(form) in batch_forms(request)
+        if not refused_here:
+            raise ValueError("the protocol's decoder does not refuse its request")
+        encode_line(request)
+        return request, [], True, form
+    value = cast("dict[str, object]", expected["ok"])
+    states = cast("list[object]", value["states"])
+    _check_request(
+        "batch" if request["op"] == "replay_batch" else "replay", request, len(states), ()
+    )
+    if request["op"] == "replay" and len(states) != len(cast("list[object]", request["rounds"])):
+        raise ValueError("it must expect one state for each round")
+    return request, states, False, None
+
+
+def _replay_case(  # noqa: C901 (one branch a file)
     kind: str, case: dict[str, object], tolerances: dict[str, object], /
 ) -> ReplayCase:
     # KeyError or TypeError here is a case that breaks the schema.
     alone: tuple[tuple[int, int], ...] = ()
-    if kind == "alone":
+    refused: bool | None = None
+    without_form: str | None = None
+    if kind == "refusal":
+        request, states, refused, without_form = _refusal(case)
+        expected = cast("list[dict[str, object]]", states)
+    elif kind == "alone":
         request = _batch_request(case)
         expected = []
         pairs = cast("list[list[int]]", case["alone"])
@@ -304,7 +364,8 @@ def _replay_case(
             raise TypeError("the kernel and self bounds must be numbers in [0, 1)")
         numbers.append(float(value))
     bound, itself = numbers
-    _check_request(kind, request, len(expected), alone)
+    if kind != "refusal":
+        _check_request(kind, request, len(expected), alone)
     clauses = cast("list[str]", case["clauses"])
     unknown = [clause for clause in clauses if clause not in CLAUSES]
     if unknown:
@@ -319,10 +380,12 @@ def _replay_case(
         request=request,
         expected=expected,
         tolerance=float(bound),
-        layout=str(request.get("layout", "pre-conv")),
+        layout=str(case["layout"] if kind == "refusal" else request.get("layout", "pre-conv")),
         design=design,
         self_tolerance=itself,
         alone=alone,
+        refused=refused,
+        without_form=without_form,
     )
 
 
@@ -433,6 +496,8 @@ def judge_replay(case: ReplayCase, reply: dict[str, object], /) -> CaseResult:
     if isinstance(error, dict) and error.get("kind") == "unknown-op":
         detail = BATCH_NOT_OFFERED if case.request["op"] == "replay_batch" else NOT_OFFERED
         return CaseResult(case.case_id, case.clauses, "skipped", detail)
+    if case.refused:
+        return _judge_refusal(case, reply)
     value = reply.get("ok")
     states = value.get("states") if isinstance(value, dict) else None
     if case.alone:
@@ -460,6 +525,20 @@ def judge_replay(case: ReplayCase, reply: dict[str, object], /) -> CaseResult:
         # Not a distance: the reply broke the shape, not the bound.
         return CaseResult(case.case_id, case.clauses, "failed", detail)
     return CaseResult(case.case_id, case.clauses, "failed", detail, largest, case.tolerance)
+
+
+def _judge_refusal(case: ReplayCase, reply: dict[str, object], /) -> CaseResult:
+    """A request past a rule: passed when refused as ``bad-request``, with any message."""
+    error = reply.get("error")
+    if isinstance(error, dict) and error.get("kind") == "bad-request":
+        return CaseResult(case.case_id, case.clauses, "passed", "refused as bad-request")
+    replied = encode(reply)
+    shown = replied if len(replied) <= 300 else f"{replied[:297]}..."
+    detail = (
+        "the request breaks a rule of docs/protocol.md, so the only allowed reply is "
+        f'{{"error":{{"kind":"bad-request"}}}} (any message)\nreplied {shown}'
+    )
+    return CaseResult(case.case_id, case.clauses, "failed", detail)
 
 
 def _entries(request: dict[str, object], /) -> list[str]:
@@ -531,7 +610,11 @@ def as_cases(cases: Sequence[ReplayCase], /) -> tuple[list[Case], dict[str, Judg
             "id": case.case_id,
             "clauses": case.clauses,
             "request": case.request,
-            "expected": [{"ok": {"states": case.expected}}],
+            "expected": [
+                {"error": {"kind": "bad-request"}}
+                if case.refused
+                else {"ok": {"states": case.expected}}
+            ],
         }
         for case in cases
     ]

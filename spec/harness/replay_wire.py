@@ -240,9 +240,12 @@ def _dims(value: object, /) -> ReplayDims:
         raise bad_request(f"field 'dims' must be an object, got {encode_value(value)}")
     for name in names:
         number = required_field(value, name)
-        if type(number) is not int or not 1 <= number <= _MAX_DIM:
+        # A conv of one tap keeps no columns: the conv state would be empty.
+        least = 2 if name == "conv_kernel" else 1
+        if type(number) is not int or not least <= number <= _MAX_DIM:
             raise bad_request(
-                f"dims.{name} must be an integer in [1, {_MAX_DIM}], got {encode_value(number)}"
+                f"dims.{name} must be an integer in [{least}, {_MAX_DIM}], "
+                f"got {encode_value(number)}"
             )
     dims = ReplayDims(
         num_key_heads=value["num_key_heads"],

@@ -16,7 +16,11 @@ are ``tests/fakes/wrong_batch.py``):
 - ``prompt-gates-without-offset``: in a step whose prompt rows sit beside
   verifies, a prompt row's gates are gathered at its index among the prompt
   rows, not past the verifies' rows before it in the flat batch (a batch of
-  one never shows it).
+  one never shows it);
+- ``slot-8-bits``: slot indices kept in 8 bits, so slot 256 is slot 0 and
+  slot 4,095 is slot 255 (a pool of 256 slots or fewer never shows it);
+- ``accepts-malformed``: no request is checked: whatever it cannot run is
+  answered with no states, never ``bad-request``.
 
 Its ``describe`` lists the batch form ``prompt-chunks``: a prompt, or a chunk
 of one, runs in the step it comes in, beside the others' verifies.
@@ -39,7 +43,12 @@ WRONG: Final = (
     "full-accept-uncommitted",
     "gates-by-window-index",
     "prompt-gates-without-offset",
+    "slot-8-bits",
+    "accepts-malformed",
 )
+
+#: What an 8-bit slot index keeps of a slot.
+_EIGHT_BITS: Final = 0xFF
 
 _DESCRIBE: Final = {
     "name": "float64 replay_batch (tests/fakes/replay_batch_adapter.py)",
@@ -146,13 +155,15 @@ def _batch(request: dict[str, object], how: str | None, /) -> dict[str, object]:
     states = []
     for step in request["steps"]:  # type: ignore[attr-defined]
         batch = step["batch"]
+        if how == "slot-8-bits":
+            batch = [entry | {"slot": entry["slot"] & _EIGHT_BITS} for entry in batch]
         _admit(request, batch, slots, how)
         _commit(request, batch, slots, _verify(request, batch, slots, how), how)
         states += [replay_adapter.hexed(*slots[entry["slot"]].state) for entry in batch]
     return {"states": states}
 
 
-def _reply(line: str, how: str | None, /) -> dict[str, object]:
+def _reply(line: str, how: str | None, /) -> dict[str, object]:  # noqa: PLR0911 (one return a kind of reply)
     try:
         request = protocol.decode_request(line)
     except protocol.ProtocolError as error:
@@ -162,6 +173,11 @@ def _reply(line: str, how: str | None, /) -> dict[str, object]:
     if request.get("op") != "replay_batch":
         return replay_adapter.reply(line, None)
     request = json.loads(line)
+    if how == "accepts-malformed":
+        try:
+            return protocol.ok_reply(_batch(request, how))
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError, ZeroDivisionError):
+            return protocol.ok_reply({"states": []})
     try:
         decode_replay_batch(request)
     except protocol.ProtocolError as error:

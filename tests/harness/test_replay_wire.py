@@ -140,9 +140,11 @@ def test_a_describe_of_the_previous_revision_listing_an_old_name_is_sent_that_na
     sent_now, skipped_now = split_offered(_corpus(), now)
     assert [case.case_id for case in sent_old] == [case.case_id for case in sent_now]
     assert skipped_old == skipped_now
-    spelled = {str(case.request["pipeline"]) for case in sent_old}
+    # A refusal may name a pipeline no protocol had (refusals.json): it is sent as it is.
+    spelled = {str(case.request["pipeline"]) for case in sent_old if not case.refused}
     assert spelled == {"float64", "bf16-rows-fp32-state"}
-    assert {str(case.request["pipeline"]) for case in sent_now} == {"float64", "transformers-bf16"}
+    now_spelled = {str(case.request["pipeline"]) for case in sent_now if not case.refused}
+    assert now_spelled == {"float64", "transformers-bf16"}
 
 
 @pytest.mark.parametrize(

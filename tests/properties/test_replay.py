@@ -71,7 +71,8 @@ class _Corpus:
 def _corpus() -> _Corpus:
     # Read when a replay property first runs, not when the suite is collected:
     # a run that selects none of them (``check --clause RB-PARSE``) never reads it.
-    every = load_replay_cases(replay_corpus_directory())
+    # The refusals (refusals.json) have a property of their own.
+    every = [case for case in load_replay_cases(replay_corpus_directory()) if case.refused is None]
     cases = [case for case in every if case.request["op"] == "replay"]
     return _Corpus(
         cases,

@@ -18,7 +18,9 @@ from ssm_rollback_spec.harness.replay_wire import decode_replay_batch
 from tests.properties.replay_reference import SMALL_DIMS, SMALL_REPLAY
 
 REPLAY: Final = Path(__file__).resolve().parents[2] / "vectors" / "replay"
-BATCHES: Final = [c for c in load_replay_cases(REPLAY) if c.request["op"] == "replay_batch"]
+BATCHES: Final = [
+    c for c in load_replay_cases(REPLAY) if c.request["op"] == "replay_batch" and c.refused is None
+]
 
 _ZERO: Final = "0x0p+0"
 _ROW: Final = {"qkv": ["0x1p-2", "0x1p-1", "0x1p+0"], "g": ["-0x1p-3"], "beta": ["0x1p-1"]}
@@ -47,11 +49,11 @@ def _joins(sequence: str, slot: int, /, **more: object) -> dict[str, object]:
 def test_every_batch_case_becomes_one_request_with_a_state_per_entry() -> None:
     # Six batches (five named shapes and a drawn one) in each of the model's two
     # pipelines and each engine's whose adapter offers replay_batch (vLLM, SGLang),
-    # then two prompt shapes in the model's two pipelines; and the batches run
-    # alone: three plans in those four pipelines.
+    # then two prompt shapes and a pool of 4,096 slots in the model's two
+    # pipelines; and the batches run alone: three plans in those four pipelines.
     judged = [case for case in BATCHES if not case.alone]
     alone = [case for case in BATCHES if case.alone]
-    assert (len(judged), len(alone)) == (28, 12)
+    assert (len(judged), len(alone)) == (30, 12)
     for case in judged:
         decoded = decode_replay_batch(case.request)
         assert len(case.expected) == sum(len(batch) for batch in decoded["steps"])

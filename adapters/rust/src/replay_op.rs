@@ -49,10 +49,12 @@ fn matrix(value: &Json, place: &str, rows: usize, columns: usize) -> Result<Vec<
 
 fn dims(value: &Json) -> Result<Dims, Reply> {
     let number = |name: &str| -> Result<usize, Reply> {
+        // A conv of one tap keeps no columns: its state would be empty.
+        let least = if name == "conv_kernel" { 2 } else { 1 };
         match value.get(name).and_then(Json::as_u64) {
-            Some(n) if (1..=MAX_DIM).contains(&n) => Ok(n as usize),
+            Some(n) if (least..=MAX_DIM).contains(&n) => Ok(n as usize),
             _ => Err(bad(format!(
-                "dims.{name} must be an integer in [1, {MAX_DIM}]"
+                "dims.{name} must be an integer in [{least}, {MAX_DIM}]"
             ))),
         }
     };
