@@ -21,7 +21,19 @@ if TYPE_CHECKING:
 
     from .reports import Known, Report, Result
 
-__all__ = ["SECTIONS", "Cell", "Column", "Matrix", "Standing", "anchor", "build_matrix"]
+__all__ = [
+    "FAILING",
+    "NO_REASON",
+    "REASONED",
+    "SECTIONS",
+    "Cell",
+    "Column",
+    "Matrix",
+    "Standing",
+    "anchor",
+    "build_matrix",
+    "family",
+]
 
 #: Each clause family's section of SPEC.md, which titles its rows.
 SECTIONS: Final = {
@@ -35,6 +47,15 @@ SECTIONS: Final = {
     "RB-PROTO": "The adapter protocol (docs/protocol.md)",
     "RB-REPLAY": "Replay rollback: an executable model (draft)",
 }
+
+#: The outcomes a page puts first: a clause some implementation fails or did not run.
+FAILING: Final = frozenset({"failed", "not-run"})
+
+#: The outcomes whose cells give the reason the report states for them.
+REASONED: Final = frozenset({"skipped", "not-observed"})
+
+#: The reason of a result whose report states none.
+NO_REASON: Final = "the report states no reason"
 
 #: The most ``reproduce:`` lines a cell shows (a replay line is kilobytes); the rest are counted.
 MAX_REPRODUCTIONS: Final = 1
@@ -96,6 +117,8 @@ class Cell:
     standings: tuple[Standing, ...] = ()
     #: The deviation entries of its known failures, or that now pass.
     entries: tuple[Known, ...] = ()
+    #: Why a skipped or not-observed cell is so, as its results' details say (REASONED).
+    reasons: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -106,6 +129,21 @@ class Matrix:
     columns: tuple[Column, ...]
     #: ``cells[column index][clause]``.
     cells: tuple[Mapping[str, Cell], ...]
+
+    def failing(self, clause: str, /) -> bool:
+        """Whether some implementation fails the clause or did not run it."""
+        return any(cells[clause].outcome in FAILING for cells in self.cells)
+
+
+def family(clause: str, /) -> str:
+    """A clause's family: its ID without the number (``RB-PARSE`` of ``RB-PARSE-2``)."""
+    return clause.rsplit("-", 1)[0]
+
+
+def _reason(detail: str, /) -> str:
+    # The detail's first line that is not a reproduce: line says why.
+    lines = [line.strip() for line in detail.splitlines()]
+    return next((line for line in lines if line and not line.startswith("reproduce: ")), NO_REASON)
 
 
 def anchor(clause: str, /) -> str:
@@ -161,8 +199,12 @@ def _cell(
         standings.append(Standing.NOT_LISTED)
     if stale:
         standings.append(Standing.NOW_PASSES)
+    outcome = _verdict({result.outcome for result in mine}, order)
+    reasons = (
+        {_reason(r.detail) for r in mine if r.outcome == outcome} if outcome in REASONED else ()
+    )
     return Cell(
-        outcome=_verdict({result.outcome for result in mine}, order),
+        outcome=outcome,
         distance=None if farthest is None else farthest[0],
         bound=None if farthest is None else farthest[1],
         bounds=tuple(sorted({bound for _, bound, _ in measured})),
@@ -171,6 +213,7 @@ def _cell(
         more_reproductions=max(0, len(reproductions) - MAX_REPRODUCTIONS),
         standings=tuple(standings),
         entries=tuple(known + [entry for entry in stale if entry not in known]),
+        reasons=tuple(sorted(reasons)),
     )
 
 

@@ -15,12 +15,12 @@ import re
 from typing import TYPE_CHECKING, Final
 
 from .badge import badge, badge_name
-from .matrix import SECTIONS, Cell, Column, Matrix, Standing, anchor
+from .matrix import SECTIONS, Cell, Column, Matrix, Standing, anchor, family
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
-__all__ = ["TITLE", "html_page", "markdown_page"]
+__all__ = ["REASONS_HEADING", "TITLE", "html_page", "markdown_page", "totals"]
 
 TITLE: Final = "Results across implementations"
 
@@ -53,11 +53,29 @@ code{font-size:0.85em;word-break:break-all}
 .passed{background:#e3f4e3}.failed,.not-run{background:#fbe0e0}
 .deviation,.not-observed{background:#fff3cd}.skipped{background:#f2f2f2}.other{background:#e7e7fb}
 .standing{font-style:italic}
+.family th{background:#dde6f0;font-size:1.05em}
+.totals td{font-weight:bold;background:#fafafa}
 """
+
+#: The heading over the numbered reasons of SKIP and NOT OBSERVED cells.
+REASONS_HEADING: Final = "Why a clause was skipped or not observed"
 
 
 def _title(clause: str, /) -> str:
-    return SECTIONS.get(clause.rsplit("-", 1)[0], "not in this version of SPEC.md")
+    return SECTIONS.get(family(clause), "not in this version of SPEC.md")
+
+
+def totals(cells: Mapping[str, Cell], labels: Mapping[str, str], /) -> str:
+    """A column's cells counted by outcome, worst first: ``1 FAIL, 3 PASS, 40 —``."""
+    found = [cell.outcome for cell in cells.values()]
+    known = [labels[outcome] for outcome in labels]
+    others = sorted({o for o in found if o is not None and o not in labels})
+    counted = [
+        *((label, found.count(outcome)) for outcome, label in zip(labels, known, strict=True)),
+        *((other, found.count(other)) for other in others),
+        (UNCITED, found.count(None)),
+    ]
+    return ", ".join(f"{number} {label}" for label, number in counted if number)
 
 
 def _release(column: Column, /) -> str:
@@ -173,13 +191,19 @@ def _h_entry(entry_text: str, link: str, /) -> str:
     return f'<a href="{_h(link)}">{_h(entry_text)}</a>' if link else _h(entry_text)
 
 
-def _h_cell(cell: Cell, labels: Mapping[str, str], /, *, measured: bool) -> str:
+def _h_cell(
+    cell: Cell, labels: Mapping[str, str], notes: dict[str, int], /, *, measured: bool
+) -> str:
+    """One cell; a reason it gives is numbered in ``notes`` (a footnote below the table)."""
     if cell.outcome is None:
         classes, shown = "uncited", UNCITED
     else:
         classes = cell.outcome if cell.outcome in labels else "other"
         shown = labels.get(cell.outcome, cell.outcome)
     parts = [f'<span class="outcome">{_h(shown)}</span>']
+    for reason in cell.reasons:
+        number = notes.setdefault(reason, len(notes) + 1)
+        parts[0] += f' <sup><a href="#reason-{number}">{number}</a></sup>'
     if distance := _distance(cell, measured=measured):
         parts.append(f'<span class="distance">{_h(distance)}</span>')
     parts += [f'<span class="standing">{_h(s.value)}</span>' for s in cell.standings]
@@ -187,7 +211,62 @@ def _h_cell(cell: Cell, labels: Mapping[str, str], /, *, measured: bool) -> str:
     parts += [f"<code>{_h(line)}</code>" for line in cell.reproductions]
     if cell.more_reproductions:
         parts.append(_h(f"and {cell.more_reproductions} more reproduce: lines"))
-    return f'<td class="{_h(classes)}">{"<br>".join(parts)}</td>'
+    # The reason is also the cell's title: a pointer over the cell shows it.
+    title = f' title="{_h("; ".join(cell.reasons))}"' if cell.reasons else ""
+    return f'<td class="{_h(classes)}"{title}>{"<br>".join(parts)}</td>'
+
+
+def _families(matrix: Matrix, /) -> list[tuple[str, list[str]]]:
+    """The clauses by family in SPEC.md's order, and in each, failing clauses first."""
+    grouped: dict[str, list[str]] = {}
+    for clause in matrix.clauses:
+        grouped.setdefault(family(clause), []).append(clause)
+    return [
+        (name, sorted(clauses, key=lambda clause: not matrix.failing(clause)))
+        for name, clauses in grouped.items()
+    ]
+
+
+def _h_body(
+    matrix: Matrix,
+    labels: Mapping[str, str],
+    notes: dict[str, int],
+    spec_url: str,
+    /,
+    *,
+    measured: bool,
+) -> list[str]:
+    """One ``tbody`` per clause family, under one heading row naming it."""
+    code: Callable[[str], str] = _markdown_code_to_html
+    width = len(matrix.columns) + 1
+    lines: list[str] = []
+    for name, clauses in _families(matrix):
+        title = SECTIONS.get(name, "not in this version of SPEC.md")
+        lines += [
+            f'<tbody id="family-{_h(name.lower())}">',
+            (
+                f'<tr class="family"><th colspan="{width}" scope="rowgroup">{code(title)}'
+                f" ({_h(name)})</th></tr>"
+            ),
+        ]
+        for clause in clauses:
+            heading = (
+                f'<th scope="row"><a href="{_h(spec_url)}#{_h(anchor(clause))}">'
+                f"{_h(clause)}</a></th>"
+            )
+            cells = "".join(
+                _h_cell(cells[clause], labels, notes, measured=measured) for cells in matrix.cells
+            )
+            lines.append(f'<tr id="{_h(anchor(clause))}">{heading}{cells}</tr>')
+        lines.append("</tbody>")
+    return lines
+
+
+def _h_notes(notes: Mapping[str, int], /) -> list[str]:
+    if not notes:
+        return []
+    items = [f'<li id="reason-{number}">{_h(reason)}</li>' for reason, number in notes.items()]
+    return [f'<h2 id="reasons">{_h(REASONS_HEADING)}</h2>', "<ol>", *items, "</ol>"]
 
 
 def _h_column(column: Column, cells: Mapping[str, Cell], labels: Mapping[str, str], /) -> str:
@@ -230,14 +309,10 @@ def html_page(
         f'<th scope="col"><a href="#impl-{_h(c.key)}">{_h(c.name)}</a><br>{_h(_release(c))}</th>'
         for c in matrix.columns
     ]
-    rows = []
-    for clause in matrix.clauses:
-        heading = (
-            f'<th scope="row"><a href="{_h(spec_url)}#{_h(anchor(clause))}">{_h(clause)}</a>'
-            f"<br>{code(_title(clause))}</th>"
-        )
-        cells = "".join(_h_cell(cells[clause], labels, measured=measured) for cells in matrix.cells)
-        rows.append(f'<tr id="{_h(anchor(clause))}">{heading}{cells}</tr>')
+    counted = "".join(f"<td>{_h(totals(cells, labels))}</td>" for cells in matrix.cells)
+    total_row = f'<tr class="totals"><th scope="row">Totals</th>{counted}</tr>'
+    notes: dict[str, int] = {}
+    body = _h_body(matrix, labels, notes, spec_url, measured=measured)
     sections = [
         _h_column(column, cells, labels)
         for column, cells in zip(matrix.columns, matrix.cells, strict=True)
@@ -256,13 +331,13 @@ def html_page(
                 "<body>",
                 "<main>",
                 f"<h1>{_h(TITLE)}</h1>",
-                f"<p>{code(_INTRODUCTION.format(order=_order(labels)))}</p>",
                 '<table id="results">',
-                f"<thead><tr>{''.join(head)}</tr></thead>",
-                "<tbody>",
-                *rows,
-                "</tbody>",
+                f"<thead><tr>{''.join(head)}</tr>{total_row}</thead>",
+                *body,
                 "</table>",
+                *_h_notes(notes),
+                "<h2>Reading the table</h2>",
+                f"<p>{code(_INTRODUCTION.format(order=_order(labels)))}</p>",
                 "<h2>Implementations</h2>",
                 *sections,
                 "</main>",

@@ -15,6 +15,7 @@ from ssm_rollback_spec.harness.clauses import CLAUSES
 from ssm_rollback_spec.harness.files import MAX_FILE_BYTES
 from ssm_rollback_spec.harness.pytest_plugin import MEASURED
 from ssm_rollback_spec.results.matrix import SECTIONS
+from ssm_rollback_spec.results.page import REASONS_HEADING
 from ssm_rollback_spec.tools.cli import main
 from tests.child import ROOT, run_module
 from tests.fakes import FAKES
@@ -464,3 +465,71 @@ def test_a_report_given_twice_is_read_once_with_a_warning(
         f"ssm-rollback-spec report: warning: {reports[0]} is given twice; read once"
     )
     assert twice.read_bytes() == once.read_bytes()
+
+
+def _reasoned_reports(folder: Path, /) -> list[str]:
+    """One implementation that skips, is not observed racing, and fails a later clause."""
+    report = _check_report(
+        "reasoned",
+        "2.0",
+        [
+            _property("t::a", ["RB-PARSE-1"], "passed"),
+            _property("t::b", ["RB-PARSE-2"], "failed", "wrong text"),
+            _property("t::c", ["RB-SIZE-1"], "skipped", "not offered: no usize op\nmore"),
+            _property("t::d", ["RB-SIZE-2"], "skipped", ""),
+            _property("t::e", ["RB-PUB-4"], "not-observed", "no race seen in 200 tries"),
+        ],
+    )
+    return [_write(folder, "reasoned.json", report)]
+
+
+def test_the_html_page_gives_totals_first_and_one_heading_per_family(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    status, page, _ = _run(capsys, *_reasoned_reports(tmp_path), "--html", "-")
+    assert status == 0
+    totals = re.search(r'<tr class="totals"><th scope="row">Totals</th><td>(.*?)</td></tr>', page)
+    assert totals is not None
+    uncited = len(CLAUSES) - 5
+    assert totals[1] == f"1 FAIL, 1 NOT OBSERVED, 2 SKIP, 1 PASS, {uncited} —"
+    assert page.index('class="totals"') < page.index('<tr id="rb-mode-1">')
+    headings = re.findall(r'<th colspan="2" scope="rowgroup">(.*?)</th>', page)
+    assert len(headings) == len(SECTIONS)
+    assert headings[1] == "Parsing <code>--ssm-rollback-mode</code> (RB-PARSE)"
+    # No row repeats its family's title.
+    assert "Replay rollback: an executable model (draft)" not in page.replace(
+        "Replay rollback: an executable model (draft) (RB-REPLAY)", ""
+    )
+    # Failures first within their family: RB-PARSE-2 before RB-PARSE-1.
+    assert page.index('<tr id="rb-parse-2">') < page.index('<tr id="rb-parse-1">')
+    # The explanation comes after the table.
+    assert page.index("</table>") < page.index("<h2>Reading the table</h2>")
+
+
+def test_every_skip_and_not_observed_cell_gives_its_reason_as_title_and_footnote(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    _, page, _ = _run(capsys, *_reasoned_reports(tmp_path), "--html", "-")
+    cells = re.findall(r'<td class="(skipped|not-observed)"(?: title="([^"]*)")?>(.*?)</td>', page)
+    assert len(cells) == 3
+    notes = dict(re.findall(r'<li id="(reason-\d+)">(.*?)</li>', page))
+    for _, title, content in cells:
+        [target] = re.findall(r'<sup><a href="#(reason-\d+)">\d+</a></sup>', content)
+        assert title == notes[target]
+    assert sorted(notes.values()) == [
+        "no race seen in 200 tries",
+        "not offered: no usize op",
+        "the report states no reason",
+    ]
+    assert f'<h2 id="reasons">{REASONS_HEADING}</h2>' in page
+
+
+def test_a_spec_url_makes_every_clause_link_absolute(
+    capsys: pytest.CaptureFixture[str], reports: list[str]
+) -> None:
+    address = "https://example.org/spec/v1.0.0/SPEC.md"
+    for flag in ("--html", "--markdown"):
+        _, page, _ = _run(capsys, *reports, flag, "-", "--spec-url", address)
+        linked = re.findall(r"(?:href=\"|\]\()([^\"#)]*)#(rb-[a-z]+-\d+)", page)
+        assert {clause for _, clause in linked} == {clause.lower() for clause in CLAUSES}
+        assert {target for target, _ in linked} == {address}
