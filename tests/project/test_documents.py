@@ -271,7 +271,8 @@ def _replay_counts() -> list[str]:
     manifest = json.loads((replay_corpus_directory() / "manifest.json").read_text("utf-8"))
     files = {entry["path"]: entry["cases"] for entry in manifest["files"]}
     cases = load_replay_cases(replay_corpus_directory())
-    singles = [case for case in cases if case.request["op"] == "replay"]
+    # The refusals (refusals.json) are counted apart: their IDs name the rule, not the kind.
+    singles = [case for case in cases if case.request["op"] == "replay" and case.refused is None]
     engine = [case for case in singles if case.pipeline in ENGINE_PIPELINES]
     rebuild = [case for case in singles if "-rebuild-" in case.case_id]
     rounds = [case for case in singles if "-rounds-" in case.case_id]
@@ -296,6 +297,7 @@ def _replay_counts() -> list[str]:
         f"{engine_rounds} in the engine pipelines, one each",
         f"(`batch.json`, {files['batch.json']}\ncases",
         f"`batch_alone.json`, {files.get('batch_alone.json', 0)};",
+        f"`refusals.json` ({files['refusals.json']} cases",
     ]
 
 
