@@ -280,6 +280,16 @@ class SizingEngine(abc.ABC):
         """The state's total, as one row (a view that holds some of it off the GPU says where)."""
         return [("base + speculative", human(sizing.total_bytes))]
 
+    def in_host_memory(self, sizing: SnapshotSizing, /) -> bool:
+        """Whether the speculative state lies in host memory, not on the GPU (no, unless said)."""
+        del sizing
+        return False
+
+    def plot_says(self, *, host: bool) -> str:
+        """How the plot's legend names the speculative state, on the GPU or in host memory."""
+        del host
+        return self.plot_label
+
     def need(
         self, model: Model, setup: Setup, /, *, requests: int, context: int, num_drafts: int
     ) -> tuple[str, list[Need]] | None:

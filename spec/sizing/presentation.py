@@ -10,6 +10,7 @@ startup lines, so the wording a reviewer reads lives beside the figures.
 from __future__ import annotations
 
 import textwrap
+from pathlib import PurePath
 from typing import TYPE_CHECKING, Final
 
 from ..replay_rows import ReplayDesign
@@ -31,6 +32,7 @@ __all__ = [
     "count",
     "human",
     "markdown_sections",
+    "model_name",
     "plot_title",
     "ratio",
     "rejoined",
@@ -49,6 +51,9 @@ ASSUMED_DTYPES: Final = (
 #: The widest line the text output prints (a table's row may be wider only
 #: where its figures are: a sweep's cells are never wrapped).
 COLUMNS: Final = 100
+
+#: The file a Hugging Face snapshot folder keeps its config in.
+_SNAPSHOT_CONFIG: Final = "config.json"
 
 #: The headline ratio, said once wherever it is shown.
 RATIO_DEFINITION: Final = "one request's speculative state over one slot's seed ring"
@@ -405,9 +410,22 @@ def report_text(report: SizeReport, /, *, markdown: bool, why: bool = False) -> 
     )
 
 
+def model_name(report: SizeReport, /) -> str:
+    """The model as ``--config`` named it: a shipped name, a file's or a snapshot folder's name."""
+    typed = report.inputs["config"]
+    if typed is None:
+        return f"explicit dimensions ({report.model.dimensions.num_gdn_layers} GDN layers)"
+    path = PurePath(typed)
+    if path.name == _SNAPSHOT_CONFIG and path.parent.name:
+        # A snapshot folder's config.json: the folder names the model.
+        return path.parent.name
+    return path.name.removesuffix(".json").removesuffix(".config")
+
+
 def plot_title(report: SizeReport, /) -> str:
-    """The plot's title: TP, the engines' requests and the seed's slots."""
+    """The plot's title: the model, TP, the engines' requests and what the lines compare."""
     return (
-        f"Speculative state per GPU (TP {report.tp}),"
-        f" {count(report.requests, 'request')} ({report.slots} seed slots)"
+        f"{model_name(report)}, TP {report.tp}, {count(report.requests, 'request')}"
+        f" ({report.slots} seed slots)\n"
+        "each engine's speculative state against the replay rings"
     )

@@ -137,6 +137,8 @@ class SweepRow:
     minimal_ring: tuple[int, int]
     replayssm_ring: tuple[int, int]
     speculative: Mapping[str, tuple[int, int]]
+    #: The views whose speculative state lies in host memory, not on the GPU.
+    host: frozenset[str] = frozenset()
 
     def ratio(self, view: str, /) -> float | None:
         """The headline ratio: speculative state over the seed's ring, both per request.
@@ -201,10 +203,13 @@ def sweep(  # noqa: PLR0913 - each is a separate dimension of the review
     for drafts in num_drafts:
         k = drafts + 1
         speculative = {}
+        host = set()
         for name in chosen:
             count = slots if ENGINES[name].seed_slots else requests
             sized = size_view(name, model, num_drafts=drafts, requests=count, setup=setup)
             speculative[name] = (sized.speculative_bytes_per_request, sized.speculative_bytes)
+            if ENGINES[name].in_host_memory(sized):
+                host.add(name)
         rows.append(
             SweepRow(
                 num_drafts=drafts,
@@ -216,6 +221,7 @@ def sweep(  # noqa: PLR0913 - each is a separate dimension of the review
                     (requests + sglang.POOL_PADDING_SLOTS) * replay_ring if drafts else 0,
                 ),
                 speculative=speculative,
+                host=frozenset(host),
             )
         )
     return rows

@@ -425,7 +425,7 @@ def test_the_plot_is_a_real_image(tmp_path: Path, suffix: str, magic: bytes) -> 
         assert magic in data[:2_000]
         # matplotlib keeps each text as a comment beside its glyph paths.
         assert b"drafts per step (num_drafts)" in data
-        assert b"bytes per GPU (log scale)" in data
+        assert b"GiB per GPU (log scale)" in data
 
 
 @pytest.mark.parametrize("flag", ["--plot", "--json"])

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Final
 
 from .. import llamacpp, replayssm
 from ..engine import SizingEngine, layer_bytes
-from ..releases import LLAMA_CPP
+from ..releases import LLAMA_CPP, LLAMA_CPP_COMMIT
 from ..rings import SizingOverflowError, seed_ring_bytes
 from ..state import SnapshotFigures, SnapshotSizing
 from ..wording import count, human, ratio
@@ -87,7 +87,8 @@ class LlamaCppView(SizingEngine):
 
     name = "llama.cpp"
     engine = llamacpp.ENGINE
-    plot_label = f"llama.cpp {LLAMA_CPP.version} n_rs_seq snapshots (FP32)"
+    # llama.cpp by its own commit: llama-cpp-python's version is not llama.cpp's.
+    plot_label = f"llama.cpp {LLAMA_CPP_COMMIT} n_rs_seq snapshots (FP32)"
     base_formula = "(h + (K-1) conv columns), FP32"
     speculative_formula = "n_rs_seq x (h + (K-1) conv columns), FP32, n_rs_seq = num_drafts"
     release = LLAMA_CPP
@@ -213,6 +214,16 @@ class LlamaCppView(SizingEngine):
                 ("in host memory", f"{human(sizing.speculative_bytes)}  (the saved copy)"),
             ]
         return super().total_rows(sizing)
+
+    def in_host_memory(self, sizing: SnapshotSizing, /) -> bool:
+        """Whether the speculative state is the saved copy in host memory (no snapshots)."""
+        return isinstance(sizing, LlamaCppSizing) and sizing.speculative_checkpoint
+
+    def plot_says(self, *, host: bool) -> str:
+        """The snapshots on the GPU, or the saved copy in host memory."""
+        if host:
+            return f"llama.cpp {LLAMA_CPP_COMMIT} saved copy before each verify (spec_ckpt)"
+        return self.plot_label
 
 
 def _over(value: int, ring: int | None, /) -> float | None:
