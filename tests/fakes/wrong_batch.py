@@ -10,16 +10,22 @@ on each.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Final
 
 from ssm_rollback_spec.replay.batch import FlatBatch, SlotPool
 
 if TYPE_CHECKING:
-    from ssm_rollback_spec.replay.batch import BatchRuntimeFactory
+    from collections.abc import Sequence
+
+    from ssm_rollback_spec.replay.batch import BatchEntry, BatchRuntimeFactory
     from ssm_rollback_spec.replay.layer import LayerState
     from ssm_rollback_spec.replay.rounds import Slot
 
 __all__ = ["WRONG_BATCHES"]
+
+#: What an 8-bit slot index keeps of a slot.
+_EIGHT_BITS: Final = 0xFF
 
 
 class _ReadsSlotZeroWithoutDrafts(SlotPool):
@@ -62,10 +68,27 @@ class _GatesGatheredByLocalIndex(SlotPool):
         return token
 
 
+class _EightBitSlotIndices(SlotPool):
+    """Slot indices kept in 8 bits: slot 256 is slot 0's state, slot 4,095 slot 255's.
+
+    Who holds which slot is kept right (a scheduler's table, checked by the
+    request's validator); only the state each index reaches is wrong.
+    """
+
+    def _admit(self, entry: BatchEntry, /) -> None:
+        # The scheduler's table is right, so the narrowed index is taken as the entry's own.
+        self.owners[entry.slot] = None if entry.checkpoint is not None else entry.sequence
+        super()._admit(entry)
+
+    def step(self, batch: Sequence[BatchEntry], /) -> list[LayerState]:
+        return super().step([replace(entry, slot=entry.slot & _EIGHT_BITS) for entry in batch])
+
+
 #: Every wrong bookkeeping, by name.
 WRONG_BATCHES: Final[dict[str, BatchRuntimeFactory]] = {
     "reads_slot_0_for_a_decode_without_drafts": _ReadsSlotZeroWithoutDrafts,
     "takes_the_neighbouring_entry_s_accepted_count": _NeighbourSAcceptedCount,
     "forgets_to_commit_a_full_accept": _FullAcceptNotCommitted,
     "gathers_the_gates_at_window_indices": _GatesGatheredByLocalIndex,
+    "keeps_slot_indices_in_8_bits": _EightBitSlotIndices,
 }

@@ -54,6 +54,10 @@ _MAX_K_CEILING: Final = 5
 _MAX_PREFILL: Final = 3
 #: Batches per example: a slot taken, freed and taken again shows within a few.
 STEPS: Final = 8
+#: A pool at the protocol's size, and the slots its sequences join there: past 255, the
+#: last one, and two pairs an 8-bit slot index takes for one (0 and 256, 255 and 4,095).
+_WIDE_POOL: Final = 4096
+_WIDE_SLOTS: Final = (0, 255, 256, 4095)
 
 
 @st.composite
@@ -106,7 +110,10 @@ class _Batches(RuleBasedStateMachine):
         self.numbers = _seeded(random.Random(seed))  # noqa: S311 - reproducible, no secret
         shape = data.draw(_small_shapes(), label="shape")
         self.layer = replace(make_layer(shape, self.numbers), pipeline=self.pipeline)
-        self.slots = data.draw(st.integers(1, MAX_SLOTS), label="slots")
+        # A few slots, every one of which may be taken, or 4,096, of which a few far apart are.
+        wide = st.just(_WIDE_POOL)
+        self.slots = data.draw(st.one_of(st.integers(1, MAX_SLOTS), wide), label="slots")
+        self.joinable = _WIDE_SLOTS if self.slots == _WIDE_POOL else tuple(range(self.slots))
         self.k_ceiling = data.draw(st.integers(1, _MAX_K_CEILING), label="k_ceiling")
         self.runtime = self.make(self.layer, self.pipeline, self.slots, self.k_ceiling)
         #: Each running sequence's slot, and its state replayed alone.
@@ -158,7 +165,7 @@ class _Batches(RuleBasedStateMachine):
     def _batch(self, data: st.DataObject, /) -> list[BatchEntry]:
         """Joiners in some free slots, some running sequences, in any order; never empty."""
         held = {slot for slot, _ in self.running.values()}
-        free = [slot for slot in range(self.slots) if slot not in held]
+        free = [slot for slot in self.joinable if slot not in held]
         names = sorted(self.running)
         joining = (
             data.draw(st.lists(st.sampled_from(free), unique=True), label="joining") if free else []
@@ -174,7 +181,10 @@ class _Batches(RuleBasedStateMachine):
             self._entry(data, name, self.running[name][0], joins=False) for name in scheduled
         ]
         for slot in joining:
-            entries.append(self._entry(data, f"s{self.joined}", slot, joins=True))
+            # Names of 64 characters, the longest allowed, in the pool at the protocol's size.
+            name = f"s{self.joined}"
+            name = f"{name}-".ljust(64, "x") if self.slots == _WIDE_POOL else name
+            entries.append(self._entry(data, name, slot, joins=True))
             self.joined += 1
         return data.draw(st.permutations(entries), label="order")
 
