@@ -405,13 +405,23 @@ def add_size_arguments(size: argparse.ArgumentParser, /) -> None:
     _output_arguments(size)
 
 
+#: How every error line of the command line begins (``cli.py`` prints a
+#: ``CliError`` so), a bad flag of ``size``'s too.
+_ERROR_PREFIX: Final = "ssm-rollback-spec: error:"
+
+
 class SizeParser(argparse.ArgumentParser):
-    """``size``'s parser: a bad flag is one line, ``PROG: FLAG: WHAT (see --help)``, exit 2."""
+    """``size``'s parser: a bad flag is one line, exit 2.
+
+    The line begins as every other error of the command line does
+    (``ssm-rollback-spec: error:``), then names the flag, what was wrong
+    with it, and where to look: ``(see ssm-rollback-spec size --help)``.
+    """
 
     def error(self, message: str) -> NoReturn:  # noqa: D102 - the class says it
         found = re.fullmatch(r"argument (\S+?)(?:/\S+)?: (.*)", message, flags=re.DOTALL)
         line = " ".join((message if found is None else f"{found[1]}: {found[2]}").split())
-        self.exit(2, f"{self.prog}: {line} (see --help)\n")
+        self.exit(2, f"{_ERROR_PREFIX} {line} (see {self.prog} --help)\n")
 
     def parse_known_args(  # type: ignore[override]
         self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None

@@ -496,11 +496,17 @@ def test_a_bad_corpus_file_gets_exit_2_and_one_line(tmp_path: Path, kind: str) -
     [
         (
             ["size", *REVIEW, "--gdn-layers", "1", "--key-heads", "0"],
-            "ssm-rollback-spec size: --key-heads: must be at least 1, got 0 (see --help)",
+            (
+                "ssm-rollback-spec: error: --key-heads: must be at least 1, got 0"
+                " (see ssm-rollback-spec size --help)"
+            ),
         ),
         (
             ["size", "--num-drafts", "-1", "--mtp-slots", "1"],
-            "ssm-rollback-spec size: --num-drafts: must not be negative: -1 (see --help)",
+            (
+                "ssm-rollback-spec: error: --num-drafts: must not be negative: -1"
+                " (see ssm-rollback-spec size --help)"
+            ),
         ),
     ],
 )

@@ -226,7 +226,8 @@ def test_batch_stands_alone_one_request_is_the_default_and_zero_is_refused(
         main([*QWEN3_5_27B, "--mtp-slots", "0"])
     assert raised.value.code == 2
     assert capsys.readouterr().err == (
-        "ssm-rollback-spec size: --mtp-slots: must be at least 1, got 0 (see --help)\n"
+        "ssm-rollback-spec: error: --mtp-slots: must be at least 1, got 0"
+        " (see ssm-rollback-spec size --help)\n"
     )
     # Neither: one request, so a capacity question needs neither flag.
     alone = _json(capsys, *QWEN3_5_27B)
@@ -236,19 +237,26 @@ def test_batch_stands_alone_one_request_is_the_default_and_zero_is_refused(
 @pytest.mark.parametrize(
     ("flags", "line"),
     [
-        (["--bogus"], "ssm-rollback-spec size: unrecognized arguments: --bogus (see --help)"),
+        (
+            ["--bogus"],
+            (
+                "ssm-rollback-spec: error: unrecognized arguments: --bogus"
+                " (see ssm-rollback-spec size --help)"
+            ),
+        ),
         (
             ["--kv-cache-memory-bytes", "0.1GiB"],
             (
-                "ssm-rollback-spec size: --kv-cache-memory-bytes: not a whole number of bytes:"
-                " '0.1GiB' is 107,374,182.4 B (see --help)"
+                "ssm-rollback-spec: error: --kv-cache-memory-bytes: not a whole number of bytes:"
+                " '0.1GiB' is 107,374,182.4 B (see ssm-rollback-spec size --help)"
             ),
         ),
         (
             ["--engine", "vlm"],
             (
-                "ssm-rollback-spec size: --engine: invalid choice: 'vlm' (choose from 'module',"
-                " 'vllm', 'sglang', 'sglang-replayssm', 'llama.cpp', 'vllm-align') (see --help)"
+                "ssm-rollback-spec: error: --engine: invalid choice: 'vlm' (choose from 'module',"
+                " 'vllm', 'sglang', 'sglang-replayssm', 'llama.cpp', 'vllm-align')"
+                " (see ssm-rollback-spec size --help)"
             ),
         ),
     ],

@@ -235,7 +235,7 @@ def test_bad_input_gets_one_clear_line_and_no_traceback(arguments: list[str], me
     assert finished.returncode == 2, finished.stdout + finished.stderr
     # One line: a bad flag as argparse finds it, or a bad value as the review finds it.
     assert finished.stderr in {
-        f"ssm-rollback-spec size: {message} (see --help)\n",
+        f"ssm-rollback-spec: error: {message} (see ssm-rollback-spec size --help)\n",
         f"ssm-rollback-spec: error: {message}\n",
     }
     assert "Traceback" not in finished.stderr

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import re
 import shlex
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import pytest
 
 from ssm_rollback_spec.sizing.presentation import COLUMNS
 from ssm_rollback_spec.tools.cli import main
 from tests.child import ROOT
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 #: The README's section that shows ``size``.
 _SECTION: Final = "## Design-review sizing\n"
@@ -61,3 +64,20 @@ def test_a_readme_example_fits_100_columns_and_answers_in_five_lines(
         # A sweep: the default engine's speculative state across the drafts drawn.
         assert first[0].startswith("Speculative state per GPU (--tp ")
         assert any(line.startswith("  module            ") for line in first)
+
+
+def test_a_bad_flag_and_a_bad_config_begin_their_line_alike(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    with pytest.raises(SystemExit) as raised:
+        main(["size", "--num-drafts", "-1"])
+    assert raised.value.code == 2
+    flag = capsys.readouterr().err
+    missing = tmp_path / "missing.json"
+    assert main(["size", "--num-drafts", "3", "--config", str(missing)]) == 2
+    config = capsys.readouterr().err
+    assert flag == (
+        "ssm-rollback-spec: error: --num-drafts: must not be negative: -1"
+        " (see ssm-rollback-spec size --help)\n"
+    )
+    assert config == f"ssm-rollback-spec: error: --config {missing}: No such file or directory\n"

@@ -121,7 +121,10 @@ def test_the_engines_names_for_the_drafts_stand_for_num_drafts(alias: str) -> No
 def test_a_flag_it_cannot_read_is_one_line_naming_the_flag_typed(
     capsys: pytest.CaptureFixture[str], typed: list[str], line: str
 ) -> None:
-    assert _refused(capsys, *typed) == f"ssm-rollback-spec size: {line} (see --help)\n"
+    assert (
+        _refused(capsys, *typed)
+        == f"ssm-rollback-spec: error: {line} (see ssm-rollback-spec size --help)\n"
+    )
 
 
 def test_the_drafts_are_required_under_any_name(capsys: pytest.CaptureFixture[str]) -> None:
@@ -129,7 +132,8 @@ def test_the_drafts_are_required_under_any_name(capsys: pytest.CaptureFixture[st
         main(["size", "--config", "qwen3.5-27b"])
     assert raised.value.code == 2
     assert capsys.readouterr().err == (
-        "ssm-rollback-spec size: the following arguments are required: --num-drafts (see --help)\n"
+        "ssm-rollback-spec: error: the following arguments are required: --num-drafts"
+        " (see ssm-rollback-spec size --help)\n"
     )
 
 
