@@ -604,7 +604,7 @@ def alone_cases(
     The plans are the prompt plans, and the prefill plan the engines' batch
     cases leave their prefill out of. Each case's request runs the batch, then
     each sequence alone; its ``alone`` pairs name the states that must be the
-    same, bit for bit (RB-REPLAY-13).
+    same (RB-REPLAY-13).
     """
     draw = drawer(rng)
     layer = make_layer(shape, draw)

@@ -242,7 +242,8 @@ class BatchCase(TypedDict):
 class AloneCase(TypedDict):
     """One case of ``batch_alone.json``: a batch, then each of its sequences alone, in one request.
 
-    ``alone`` pairs the reply's states that must be the same, bit for bit:
+    ``alone`` pairs the reply's states that must be the same, within the file's
+    bound for the pipeline (0 but where an engine's own kernels differ):
     ``[i, j]``, state ``i`` an entry of the batch, state ``j`` the same entry
     of its sequence run alone, a batch of one with the same steps, after the
     batch (RB-REPLAY-13).

@@ -193,8 +193,8 @@ class ReplayCase:
     #: properties), when the case file states one apart ("self"); else ``tolerance``.
     self_tolerance: float | None = None
     #: A case judged against the implementation itself (``batch_alone.json``): the
-    #: pairs ``(i, j)`` of replied states that must be the same, bit for bit, and
-    #: ``expected`` empty (RB-REPLAY-13).
+    #: pairs ``(i, j)`` of replied states that must be the same within ``tolerance``
+    #: (0 but for an engine whose kernels differ), and ``expected`` empty (RB-REPLAY-13).
     alone: tuple[tuple[int, int], ...] = ()
     #: A case of ``refusals.json``: True when its only allowed reply is
     #: ``bad-request``, False when it is at a rule's bound and must be answered
@@ -548,7 +548,11 @@ def _entries(request: dict[str, object], /) -> list[str]:
 
 
 def _judge_alone(case: ReplayCase, reply: dict[str, object], states: object, /) -> CaseResult:
-    """A batch case judged against the implementation itself: each pair the same, bit for bit."""
+    """A batch case judged against the implementation itself: each pair within the case's bound.
+
+    The bound is ``batch_alone.json``'s for the pipeline: 0, bit for bit, but
+    where an engine's own kernels differ for the same rows (RB-REPLAY-13).
+    """
     names = _entries(case.request)
     problem: str | None = None
     largest = 0.0

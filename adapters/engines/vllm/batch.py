@@ -11,6 +11,10 @@ Per step of the batch, as vLLM's runner hands a verify to its GDN layers:
    chunk; a one-token decode after the prompt counts as a speculative row with
    zero drafts, lines 2215-2227) and ``num_accepted_tokens`` (each request's
    count from its previous verify, 1 for a new request; lines 2067-2101).
+   Prompt rows (a prompt chunk alone, or the prefill of an entry that
+   verifies after it) run in the same forward as the step's other verifies,
+   in the order vLLM's own ``reorder_batch_to_split_decodes_and_prefills``
+   gives them (:meth:`_Batch.reordered`).
 2. vLLM's :class:`GDNAttentionMetadataBuilder`.``build``
    (``v1/attention/backends/gdn_attn.py`` lines 313-705), run as it is, which
    picks the state indices (``mamba_get_block_table_tensor``,
