@@ -1,0 +1,208 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
+"""What the e2e tier runs in its own venv (tests/e2e/install.sh): a tiny model, and vLLM on it.
+
+``python tests/e2e/driver.py model DIR [--scale S] [--layers N]`` writes a
+tiny random Qwen3.5 text model (``Qwen3_5ForCausalLM``: GDN layers and one
+full-attention layer, hidden size 128, vocabulary 512) with transformers into
+DIR, weights drawn at test time, and prints, as JSON, how far the next
+token's logits move when the GDN layers' recurrent state is zeroed
+(``state_effect``): the measure that the model's outputs depend on the state a
+rollback restores.
+
+``python tests/e2e/driver.py generate ANSWER`` reads a JSON request on stdin (the
+model, the engine's options, batches of token-id prompts, the tokens to
+generate) and serves it with ``vllm.LLM`` as a user does (no tokenizer, eager,
+greedy, logprobs of the sampled token), and writes one JSON object to ANSWER: each
+request's tokens and logprobs, vLLM's own speculative counters
+(``vllm:spec_decode_*``) for each batch, or the error the engine raised.
+
+Standard library at the top: torch, transformers and vLLM are imported inside
+the functions that use them, since only this venv has them (the suite's own
+Python imports this module for its names alone).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import sys
+import traceback
+from pathlib import Path
+from typing import Any, Final
+
+__all__ = ["HIDDEN", "VOCAB", "main"]
+
+#: The tiny model's sizes.
+HIDDEN: Final = 128
+VOCAB: Final = 512
+_SEED: Final = 1234
+
+
+def _model(folder: Path, scale: float, layers: int, seed: int) -> dict[str, Any]:
+    torch: Any = importlib.import_module("torch")
+    transformers: Any = importlib.import_module("transformers")
+    torch.manual_seed(seed)
+    # Every layer GDN but the last, full attention: vLLM takes a hybrid model
+    # with an attention layer.
+    kinds = ["linear_attention"] * (layers - 1) + ["full_attention"]
+    config = transformers.Qwen3_5TextConfig(
+        vocab_size=VOCAB,
+        hidden_size=HIDDEN,
+        intermediate_size=256,
+        num_hidden_layers=layers,
+        layer_types=kinds,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=64,
+        linear_num_key_heads=2,
+        linear_num_value_heads=2,
+        # 64: vLLM's CPU chunk kernel refuses a head of 32 ("Unexpected head dim size").
+        linear_key_head_dim=64,
+        linear_value_head_dim=64,
+        linear_conv_kernel_dim=4,
+        max_position_embeddings=1024,
+        initializer_range=scale,
+        tie_word_embeddings=False,
+        bos_token_id=None,
+        eos_token_id=None,
+        pad_token_id=None,
+        torch_dtype="bfloat16",
+    )
+    config.architectures = ["Qwen3_5ForCausalLM"]
+    model = transformers.Qwen3_5ForCausalLM(config).eval()
+    model.save_pretrained(str(folder), safe_serialization=True)
+    return {
+        "folder": str(folder),
+        "scale": scale,
+        "layers": layers,
+        "state_effect": _state_effect(torch, model, seed),
+    }
+
+
+def _state_effect(torch: Any, model: Any, seed: int) -> dict[str, float]:
+    """How the next token's logits move when every GDN layer's recurrent state is zeroed.
+
+    FP32, in transformers: a prompt of 24 drawn tokens is run, then its last
+    token again with the cache as left (the reference) and with each GDN
+    layer's recurrent state set to zeros (conv windows and the attention
+    layer's keys kept). Reported: the largest logit move, the logits' spread
+    (their standard deviation), and the share of 16 prompts whose next token
+    (the argmax) changes.
+    """
+    generator = torch.Generator().manual_seed(seed + 1)
+    moves: list[float] = []
+    spreads: list[float] = []
+    flips = 0
+    prompts = 16
+    with torch.no_grad():
+        for _ in range(prompts):
+            ids = torch.randint(0, VOCAB, (1, 24), generator=generator)
+            out = model(input_ids=ids[:, :-1], use_cache=True)
+            cache = out.past_key_values
+            again = model(input_ids=ids[:, -1:], past_key_values=_copy(cache), use_cache=True)
+            zeroed = _copy(cache)
+            for layer in zeroed.layers:
+                states = getattr(layer, "recurrent_states", None)
+                if states is not None and states[0] is not None:
+                    states[0].zero_()
+            moved = model(input_ids=ids[:, -1:], past_key_values=zeroed, use_cache=True)
+            ref = again.logits[0, -1]
+            new = moved.logits[0, -1]
+            moves.append(float((ref - new).abs().max()))
+            spreads.append(float(ref.std()))
+            flips += int(int(ref.argmax()) != int(new.argmax()))
+    return {
+        "largest_move": max(moves),
+        "median_move": sorted(moves)[len(moves) // 2],
+        "logit_spread": sorted(spreads)[len(spreads) // 2],
+        "argmax_changed": flips / prompts,
+    }
+
+
+def _copy(cache: Any) -> Any:
+    return importlib.import_module("copy").deepcopy(cache)
+
+
+def _counters(llm: Any) -> dict[str, float]:
+    totals: dict[str, float] = {}
+    for metric in llm.get_metrics():
+        name = getattr(metric, "name", "")
+        if name.startswith("vllm:spec_decode"):
+            value = getattr(metric, "value", None)
+            if value is None:
+                values = getattr(metric, "values", None) or []
+                value = sum(values)
+            totals[name] = totals.get(name, 0.0) + float(value)
+    return totals
+
+
+def _generate(request: dict[str, Any]) -> dict[str, Any]:
+    vllm: Any = importlib.import_module("vllm")
+    options: dict[str, Any] = dict(request["engine"])
+    llm = vllm.LLM(
+        model=request["model"],
+        skip_tokenizer_init=True,
+        enforce_eager=True,
+        dtype="bfloat16",
+        seed=0,
+        disable_log_stats=False,
+        **options,
+    )
+    params = vllm.SamplingParams(
+        temperature=0.0,
+        max_tokens=int(request["max_tokens"]),
+        logprobs=0,
+        ignore_eos=True,
+        detokenize=False,
+    )
+    batches: list[dict[str, Any]] = []
+    before = _counters(llm)
+    for prompts in request["batches"]:
+        given = [{"prompt_token_ids": list(prompt)} for prompt in prompts]
+        outputs = llm.generate(given, params, use_tqdm=False)
+        after = _counters(llm)
+        runs = []
+        for output in outputs:
+            completion = output.outputs[0]
+            logprobs = [
+                float(step[token].logprob)
+                for step, token in zip(completion.logprobs or [], completion.token_ids, strict=True)
+            ]
+            runs.append({"tokens": list(completion.token_ids), "logprobs": logprobs})
+        counters = {name: after.get(name, 0.0) - before.get(name, 0.0) for name in after}
+        batches.append({"requests": runs, "counters": counters})
+        before = after
+    return {"batches": batches}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``model`` or ``generate``; JSON on stdout."""
+    parser = argparse.ArgumentParser(prog="tests/e2e/driver.py")
+    commands = parser.add_subparsers(dest="command", required=True)
+    model = commands.add_parser("model")
+    model.add_argument("folder", type=Path)
+    model.add_argument("--scale", type=float, default=0.2)
+    model.add_argument("--layers", type=int, default=4)
+    model.add_argument("--seed", type=int, default=_SEED)
+    generate = commands.add_parser("generate")
+    generate.add_argument("answer", type=Path)
+    arguments = parser.parse_args(argv)
+    if arguments.command == "model":
+        made = _model(arguments.folder, arguments.scale, arguments.layers, arguments.seed)
+        sys.stdout.write(json.dumps(made) + "\n")
+        return 0
+    request = json.loads(sys.stdin.read())
+    try:
+        answer = _generate(request)
+    except Exception as error:  # noqa: BLE001 - the engine's failure is the answer
+        answer = {"error": f"{type(error).__name__}: {error}", "trace": traceback.format_exc()}
+    # A file, not stdout: vLLM's worker processes print there, even after this.
+    arguments.answer.write_text(json.dumps(answer) + "\n", encoding="utf-8")
+    sys.stdout.flush()
+    os._exit(0)  # vLLM's engine threads can hold an orderly exit for seconds
+
+
+if __name__ == "__main__":
+    sys.exit(main())
