@@ -32,12 +32,14 @@ import traceback
 from pathlib import Path
 from typing import Any, Final
 
-__all__ = ["HIDDEN", "VOCAB", "main"]
+__all__ = ["HIDDEN", "PATCHES", "VOCAB", "main"]
 
 #: The tiny model's sizes.
 HIDDEN: Final = 128
 VOCAB: Final = 512
 _SEED: Final = 1234
+#: Logprobs kept per generated token: the sampled one's and the top five.
+_TOP: Final = 5
 
 
 def _model(folder: Path, scale: float, layers: int, seed: int) -> dict[str, Any]:
@@ -138,9 +140,83 @@ def _counters(llm: Any) -> dict[str, float]:
     return totals
 
 
+#: The changes the driver can make to vLLM's CPU GDN path in its own process, at run time.
+PATCHES: Final = ("none", "roll-fixed", "roll-fixed+accepted-plus-one")
+
+
+def _patch(name: str) -> None:
+    """Wrap vLLM 0.32.0's ``_spec_forward`` (the CPU GDN verify) in this process.
+
+    ``roll-fixed``: after vLLM's own step, each speculative row's conv buffer
+    is rewritten so that it holds, from column 0, the window the step read
+    less its first column, then the step's own inputs: where the next step
+    reads its history (column ``num_accepted - 1``) whatever the step's
+    length. vLLM 0.32.0 puts the inputs at the buffer's end instead, which is
+    that place only for a row of 1 + num_spec tokens (docs/findings/). This
+    is the layout vLLM 0.33.0's own code keeps (``gdn_attention.py``, in the
+    same function). Only vLLM's torch loop is followed (no AMX on the hosts
+    read here: the native conv is used with AMX or Arm BF16 alone).
+
+    ``...+accepted-plus-one``: the rollback fault of the self-test, each
+    speculative row's accepted count one too many, handed to the whole step
+    (conv window and SSM slot), before the fix above.
+    """
+    if name == "none":
+        return
+    module: Any = importlib.import_module("vllm.model_executor.layers.mamba.ops.cpu.gdn_attention")
+    torch: Any = importlib.import_module("torch")
+    original = module._spec_forward  # noqa: SLF001 - the function patched
+    plus_one = name.endswith("accepted-plus-one")
+
+    def wrapped(
+        layer: Any,
+        metadata: Any,
+        mixed_qkv_spec: Any,
+        b_spec: Any,
+        a_spec: Any,
+        conv_buf: Any,
+        ssm_state: Any,
+        width: int,
+        state_len: int,
+    ) -> Any:
+        rows = int(metadata.num_spec_decodes)
+        if plus_one:
+            counts = metadata.num_accepted_tokens
+            counts[:rows] = counts[:rows] + 1
+        starts = metadata.spec_query_start_loc[: rows + 1].tolist()
+        slots = metadata.spec_state_indices_tensor[:rows, 0].tolist()
+        counts = metadata.num_accepted_tokens[:rows].tolist()
+        windows = []
+        for row in range(rows):
+            offset = int(counts[row]) - 1
+            windows.append(conv_buf[slots[row], :, offset : offset + width - 1].clone())
+        out = original(
+            layer, metadata, mixed_qkv_spec, b_spec, a_spec, conv_buf, ssm_state, width, state_len
+        )
+        for row in range(rows):
+            start, end = int(starts[row]), int(starts[row + 1])
+            if end == start:
+                continue
+            inputs = mixed_qkv_spec[start:end].transpose(0, 1).to(conv_buf.dtype)
+            kept = torch.cat([windows[row][:, 1:], inputs], dim=-1)
+            conv_buf[slots[row], :, : kept.size(-1)] = kept
+        return out
+
+    module._spec_forward = wrapped  # noqa: SLF001 - the function patched
+
+
 def _generate(request: dict[str, Any]) -> dict[str, Any]:
+    patch = str(request.get("patch", "none"))
+    in_process = patch != "none" or bool(request.get("in_process"))
+    if in_process:
+        # The engine and its worker in this process, so that the patch is theirs.
+        os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
     vllm: Any = importlib.import_module("vllm")
+    _patch(patch)
     options: dict[str, Any] = dict(request["engine"])
+    if in_process:
+        # The engine's own exception, not EngineDeadError, reaches this process.
+        options["distributed_executor_backend"] = "uni"
     llm = vllm.LLM(
         model=request["model"],
         skip_tokenizer_init=True,
@@ -153,7 +229,7 @@ def _generate(request: dict[str, Any]) -> dict[str, Any]:
     params = vllm.SamplingParams(
         temperature=0.0,
         max_tokens=int(request["max_tokens"]),
-        logprobs=0,
+        logprobs=_TOP,
         ignore_eos=True,
         detokenize=False,
     )
@@ -166,11 +242,11 @@ def _generate(request: dict[str, Any]) -> dict[str, Any]:
         runs = []
         for output in outputs:
             completion = output.outputs[0]
-            logprobs = [
-                float(step[token].logprob)
-                for step, token in zip(completion.logprobs or [], completion.token_ids, strict=True)
+            steps = [
+                {str(token): float(entry.logprob) for token, entry in step.items()}
+                for step in completion.logprobs or []
             ]
-            runs.append({"tokens": list(completion.token_ids), "logprobs": logprobs})
+            runs.append({"tokens": list(completion.token_ids), "logprobs": steps})
         counters = {name: after.get(name, 0.0) - before.get(name, 0.0) for name in after}
         batches.append({"requests": runs, "counters": counters})
         before = after
