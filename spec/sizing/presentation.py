@@ -28,6 +28,7 @@ __all__ = [
     "ASSUMED_DTYPES",
     "COLUMNS",
     "RATIO_DEFINITION",
+    "TERMS",
     "Section",
     "count",
     "human",
@@ -57,6 +58,54 @@ _SNAPSHOT_CONFIG: Final = "config.json"
 
 #: The headline ratio, said once wherever it is shown.
 RATIO_DEFINITION: Final = "one request's speculative state over one slot's seed ring"
+
+#: The words of ``size``'s output an engine's user may not know, each defined once under --why.
+TERMS: Final = (
+    (
+        "seed",
+        (
+            "the runtime module this suite specifies (rollback.rs, SPEC.md): in verify-rollback"
+            " mode it keeps a ring of each verify's inputs and replays the accepted ones, in"
+            " place of snapshots of the state"
+        ),
+    ),
+    ("replay ring", "what the seed keeps: k - 1 rows per slot and GDN layer (docs/sizing.md)"),
+    (
+        "seed-row, minimal-pre-conv, replayssm",
+        (
+            "the rings' designs: the seed's row; the same row without z; SGLang's ReplaySSM records"
+            " (docs/replay.md)"
+        ),
+    ),
+    (
+        "MTP slots",
+        (
+            "the requests the seed drafts for at once (--mtp-slots, multi-token prediction);"
+            " the engine views size as many requests"
+        ),
+    ),
+    (
+        "dummy slot",
+        (
+            "the one slot the seed's pool holds beyond the MTP slots (mtp_slots + 1), where engines"
+            " pad their pools instead"
+        ),
+    ),
+    ("k", "the verify window: num_drafts + 1 tokens (--num-intermediates for the pool)"),
+    (
+        "preflight reservation, pool allocation",
+        "the ring the seed reserves before it builds its pool, and what the pool then takes",
+    ),
+    ("view", "an engine's layout of the state as size models it (--engine)"),
+    (
+        "base state, speculative state",
+        (
+            "what a view holds with no drafts, and what drafting adds: the figure a replay ring"
+            " replaces"
+        ),
+    ),
+    ("(x)", RATIO_DEFINITION),
+)
 
 
 #: The column values start at, at most: a longer label ends two spaces before its value.
@@ -394,20 +443,24 @@ def report_text(report: SizeReport, /, *, markdown: bool, why: bool = False) -> 
         )
         # The answer, then the memory each design needs, then the detail.
         answer = [sections[0], *_need_sections(report, why=why)]
+        # The terms, each defined once, under --why.
+        terms: list[Section] = [("Terms", list(TERMS))] if why else []
         if markdown:
-            return markdown_sections([*answer, *sections[1:]])
+            return markdown_sections([*answer, *sections[1:], *terms])
         # The answer stands apart, flush left; the detail keeps its own columns.
-        return text_sections(answer) + "\n\n" + text_sections(sections[1:])
+        return text_sections(answer) + "\n\n" + text_sections([*sections[1:], *terms])
     rows = report.rows or []
-    return "\n\n".join(
-        [
-            _sweep_answer(report, rows),
-            *(
-                sweep_table(rows, scope=_scope(report), markdown=markdown, per_request=per_request)
-                for per_request in (False, True)
-            ),
-        ]
-    )
+    blocks = [
+        _sweep_answer(report, rows),
+        *(
+            sweep_table(rows, scope=_scope(report), markdown=markdown, per_request=per_request)
+            for per_request in (False, True)
+        ),
+    ]
+    if why:
+        shown = [("", []), ("Terms", list(TERMS))]
+        blocks.append(markdown_sections(shown[1:]) if markdown else text_sections(shown).lstrip())
+    return "\n\n".join(blocks)
 
 
 def model_name(report: SizeReport, /) -> str:

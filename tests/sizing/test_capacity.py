@@ -23,7 +23,7 @@ import pytest
 from ssm_rollback_spec.sizing import capacity, sglang
 from ssm_rollback_spec.sizing.engine import NOT_CHECKED, FitOutcome
 from ssm_rollback_spec.sizing.engines.sglang import SGLANG_VIEW
-from ssm_rollback_spec.sizing.presentation import rejoined
+from ssm_rollback_spec.sizing.presentation import TERMS, rejoined
 from ssm_rollback_spec.sizing.review import model_from_config
 from ssm_rollback_spec.sizing.state import Setup
 from ssm_rollback_spec.tools.cli import main
@@ -176,7 +176,9 @@ def test_the_why_lines_are_behind_a_flag_and_always_in_the_json(
     assert "will it start" in plain
     assert "why the block has its tokens" not in plain
     assert "why the block has its tokens" in why
-    assert len(rejoined(why).splitlines()) == len(rejoined(plain).splitlines()) + 2
+    # Two reasons, then the terms (a blank line, their heading, one line each).
+    shown = len(rejoined(plain).splitlines()) + 2 + 2 + len(TERMS)
+    assert len(rejoined(why).splitlines()) == shown
     assert [item["figure"] for item in _json(capsys, *flags)["why"]] == [
         "why the block has its tokens",
         "why tokens are not blocks x block size",

@@ -8,14 +8,18 @@ from typing import TYPE_CHECKING, Final
 from ssm_rollback_spec.sizing.presentation import (
     COLUMNS,
     RATIO_DEFINITION,
+    TERMS,
     markdown_sections,
     rejoined,
     sweep_table,
     text_sections,
 )
 from ssm_rollback_spec.sizing.views import SweepRow
+from ssm_rollback_spec.tools.cli import main
 
 if TYPE_CHECKING:
+    import pytest
+
     from ssm_rollback_spec.sizing.wording import Section
 
 KIB: Final = 1024
@@ -134,3 +138,22 @@ def test_a_long_heading_goes_on_indented_by_four() -> None:
     assert lines[2].startswith("heading heading")
     assert lines[3].startswith("    heading")
     assert rejoined("\n".join(lines)).splitlines()[2] == heading
+
+
+def test_why_defines_each_term_once_and_the_plain_output_none(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    for drafts in ("3", "1-3"):
+        flags = ["size", "--config", "qwen3.5-27b", "--num-drafts", drafts]
+        assert main(flags) == 0
+        plain = capsys.readouterr().out
+        assert main([*flags, "--why"]) == 0
+        printed = capsys.readouterr().out
+        why = rejoined(printed).splitlines()
+        assert "Terms" not in plain.splitlines()
+        assert why.count("Terms") == 1
+        for term, meaning in TERMS:
+            # Each term once, with its meaning after it.
+            [line] = [line for line in why if line.startswith(f"  {term} ")]
+            assert line.endswith(f" {meaning}")
+        assert max(len(line) for line in printed.splitlines()) <= COLUMNS
