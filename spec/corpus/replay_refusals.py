@@ -360,7 +360,8 @@ def refusal_cases(rng: random.Random, /) -> list[RefusalCase]:
         out.append(
             RefusalCase(
                 id=f"{len(out):03d}-{name}",
-                clauses=["RB-PROTO-4"] if refused else ["RB-PROTO-4", clause],
+                # The replay clause too, so that a run of --clause RB-REPLAY sends it.
+                clauses=["RB-PROTO-4", clause],
                 pipeline="float64",
                 layout="pre-conv",
                 request=request,
