@@ -54,6 +54,7 @@ CLAUSES: Final = (
     "RB-REPLAY-11",
     "RB-REPLAY-12",
     "RB-REPLAY-13",
+    "RB-REPLAY-14",
 )
 
 

@@ -51,7 +51,9 @@ __all__ = ["REPLAY_PROPERTY_CLAUSES", "add_arguments"]
 
 #: The draft clauses the suite's replay properties cite (over the opt-in
 #: replay operation); every other draft clause is the replay model's alone.
-REPLAY_PROPERTY_CLAUSES: Final = frozenset(f"RB-REPLAY-{n}" for n in (1, 2, 4, 6, 7, 10, 12, 13))
+REPLAY_PROPERTY_CLAUSES: Final = frozenset(
+    f"RB-REPLAY-{n}" for n in (1, 2, 4, 6, 7, 10, 12, 13, 14)
+)
 
 _PROFILES: Final = ("dev", "ci", "thorough", "crosshair", "interpreter")
 

@@ -183,8 +183,8 @@ class _Engine:
             sequence = self.sequences[name]
             stale = self.how == "stale-checkpoint" and sequence.checkpoint is not None
             if not stale:
-                sequence.checkpoint, sequence.window = sequence.state, []
-            sequence.window += tokens
+                sequence.checkpoint = sequence.state
+            sequence.window = list(tokens)
             rows = []
             for token in tokens:
                 sequence.snapshots = [*sequence.snapshots, sequence.state][-_DEPTH:]

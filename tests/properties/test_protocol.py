@@ -31,8 +31,8 @@ if TYPE_CHECKING:
 
 U64_MAX: Final = 2**64 - 1
 _DESCRIBED: Final = (
-    'exactly {"ok": {"name": TEXT (not empty), "usize_bits": 64}}, and maybe "replay"'
-    ' and "release" (TEXT, not empty)'
+    'exactly {"ok": {"name": TEXT (not empty), "usize_bits": 64}}, and maybe "replay",'
+    ' "model" and "release" (TEXT, not empty)'
 )
 
 
@@ -44,8 +44,9 @@ def test_describe_names_the_implementation_and_a_64_bit_usize(impl: Implementati
     if not (
         set(reply) == {"ok"}
         and isinstance(described, dict)
-        # "replay" (optional): what its replay computes (docs/protocol.md).
-        and set(described) - {"replay", "release"} == {"name", "usize_bits"}
+        # "replay" and "model" (optional): what its replay computes, the model
+        # it loaded (docs/protocol.md).
+        and set(described) - {"replay", "release", "model"} == {"name", "usize_bits"}
         and isinstance(described["name"], str)
         # "release" (optional): which release is judged, for the results page.
         and (isinstance(described.get("release", "-"), str) and described.get("release") != "")
