@@ -94,6 +94,12 @@ def main() -> int:
     if len(sys.argv) == 4 and sys.argv[1] == "--serve":
         tokens = _serve(sys.argv[2], speculative=sys.argv[3] == "ngram")
         Path(sys.argv[2], f"tokens-{sys.argv[3]}.json").write_text(json.dumps(tokens))
+        import psutil  # vLLM's engine processes outlive an exit without shutdown
+
+        children = psutil.Process().children(recursive=True)
+        for child in children:
+            child.kill()
+        psutil.wait_procs(children, timeout=30)
         os._exit(0)
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     with tempfile.TemporaryDirectory() as folder:

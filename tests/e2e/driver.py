@@ -253,6 +253,15 @@ def _generate(request: dict[str, Any]) -> dict[str, Any]:
     return {"batches": batches}
 
 
+def _end_children() -> None:
+    """Kill vLLM's engine and worker processes: with no orderly shutdown they outlive this one."""
+    psutil: Any = importlib.import_module("psutil")
+    children = psutil.Process().children(recursive=True)
+    for child in children:
+        child.kill()
+    psutil.wait_procs(children, timeout=30)
+
+
 def main(argv: list[str] | None = None) -> int:
     """``model`` or ``generate``; JSON on stdout."""
     parser = argparse.ArgumentParser(prog="tests/e2e/driver.py")
@@ -277,6 +286,7 @@ def main(argv: list[str] | None = None) -> int:
     # A file, not stdout: vLLM's worker processes print there, even after this.
     arguments.answer.write_text(json.dumps(answer) + "\n", encoding="utf-8")
     sys.stdout.flush()
+    _end_children()
     os._exit(0)  # vLLM's engine threads can hold an orderly exit for seconds
 
 
