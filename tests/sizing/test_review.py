@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: MIT OR Apache-2.0
-"""Figures that hold up: vLLM's length check, nothing speculative at 0 drafts, large figures read.
+"""A review's figures that hold up: vLLM's length check, nothing speculative at 0 drafts, large
+figures read (spec/sizing/review.py, and the wording its report takes).
 
 In-process: ``size`` is called through ``main``. vLLM 0.33.0's own length
 check is cited by file and line (``vllm.SOURCES["max_model_len check"]``).
