@@ -248,7 +248,7 @@ def sweep_table(
     return "\n".join(lines)
 
 
-def _sweep_answer(report: SizeReport, rows: Sequence[SweepRow], /) -> str:
+def _sweep_answer(report: SizeReport, rows: Sequence[SweepRow], /, *, markdown: bool) -> str:
     """A sweep's answer first: each view's speculative state across the drafts, and the ring's."""
     first, last = rows[0], rows[-1]
     span = (
@@ -256,27 +256,34 @@ def _sweep_answer(report: SizeReport, rows: Sequence[SweepRow], /) -> str:
         if first is last
         else f"num_drafts {first.num_drafts} to {last.num_drafts}"
     )
-    lines = [
-        (
-            f"Speculative state per GPU (--tp {report.tp}, {count(report.requests, 'request')}),"
-            f" {span}, and (x) over the seed's ring"
-        )
+    caption = (
+        f"Speculative state per GPU (--tp {report.tp}, {count(report.requests, 'request')}),"
+        f" {span}, and (x) over the seed's ring"
+    )
+
+    def across(low: str, high: str) -> str:
+        return low if first is last else f"{low} to {high}"
+
+    cells = [
+        [
+            f"{ReplayDesign.SEED_ROW.value} ring",
+            across(short(first.seed_ring[1]), short(last.seed_ring[1])),
+            "",
+        ]
     ]
-
-    def across(low: int, high: int) -> str:
-        return short(low) if first is last else f"{short(low)} to {short(high)}"
-
-    width = max(len(view) for view in [*first.speculative, "seed-row ring"]) + 2
-    ring = f"{ReplayDesign.SEED_ROW.value} ring"
-    lines.append(f"  {ring:<{width}}{across(first.seed_ring[1], last.seed_ring[1])}")
-    for view in first.speculative:
-        figures = across(first.speculative[view][1], last.speculative[view][1])
-        times = (
-            ratio(first.ratio(view))
-            if first is last
-            else f"{ratio(first.ratio(view))} to {ratio(last.ratio(view))}"
-        )
-        lines.append(f"  {view:<{width}}{figures:<24}{times}")
+    cells += [
+        [
+            view,
+            across(short(first.speculative[view][1]), short(last.speculative[view][1])),
+            across(ratio(first.ratio(view)), ratio(last.ratio(view))),
+        ]
+        for view in first.speculative
+    ]
+    if markdown:
+        return "\n".join([caption, "", *_table(["", "per GPU", "(x)"], cells, markdown=True)])
+    width = max(len(name) for name, _, _ in cells) + 2
+    lines = [caption]
+    lines += [f"  {name:<{width}}{figures:<24}{times}".rstrip() for name, figures, times in cells]
     return "\n".join(lines)
 
 
@@ -451,7 +458,7 @@ def report_text(report: SizeReport, /, *, markdown: bool, why: bool = False) -> 
         return text_sections(answer) + "\n\n" + text_sections([*sections[1:], *terms])
     rows = report.rows or []
     blocks = [
-        _sweep_answer(report, rows),
+        _sweep_answer(report, rows, markdown=markdown),
         *(
             sweep_table(rows, scope=_scope(report), markdown=markdown, per_request=per_request)
             for per_request in (False, True)

@@ -325,7 +325,14 @@ def test_a_sweep_shows_only_the_view_engine_names() -> None:
 def test_a_sweep_in_markdown_is_a_table() -> None:
     finished = _size(*REVIEW[:2], "--num-drafts", "2-3", "--mtp-slots", "1", "--format", "markdown")
     assert finished.returncode == 0, finished.stderr
-    states = finished.stdout.split("\n\n")[3].splitlines()
+    blocks = finished.stdout.split("\n\n")
+    # The answer as a table under its caption, then each scope's caption, rings and views.
+    assert blocks[1].splitlines()[:3] == [
+        "|  | per GPU | (x) |",
+        "| --- | --- | --- |",
+        ("| seed-row ring | 3.4 MiB to 5.1 MiB |  |"),
+    ]
+    states = blocks[4].splitlines()
     assert states[0] == ("| num_drafts | module | vllm | sglang | sglang-replayssm | llama.cpp |")
     assert states[3].startswith("| 3 | 589.5 MiB 115.2x | 138.4 MiB 54.1x |")
 
