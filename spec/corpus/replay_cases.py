@@ -71,13 +71,15 @@ _STATUS: Final = "draft: informative; changes nothing in the 1.0.0 contract"
 #: step of max |h| (2**-8, 3.9e-3): 4e-3; but a round of A rows against A
 #: one-row rounds (check's properties) rounds h once against A times: 8.6e-3
 #: over 150 draws, so its self bound 2e-2; SGLang's cases within 3.6e-6, its
-#: ReplaySSM over other windowings 7.1e-4, so 2e-3; FLA's fused recurrent
-#: rule 2.5e-7, so 1e-6.
+#: ReplaySSM over other windowings 7.1e-4, so 2e-3, but check's drawn batches
+#: against its own replay of each sequence reached 2.03e-3 once the draws took
+#: pools of 4,096 slots (BENCHMARKS.md, "A batch against its sequences alone"),
+#: so its self bound 4e-3; FLA's fused recurrent rule 2.5e-7, so 1e-6.
 TOLERANCES: Final[Mapping[Pipeline, Tolerance]] = {
     Pipeline.FLOAT64: Tolerance(port=0, kernel=1e-12),
     Pipeline.TRANSFORMERS_BF16: Tolerance(port=0, kernel=1e-6),
     Pipeline.VLLM_BF16: Tolerance(port=0, kernel=4e-3, self=2e-2),
-    Pipeline.SGLANG_BF16: Tolerance(port=0, kernel=2e-3),
+    Pipeline.SGLANG_BF16: Tolerance(port=0, kernel=2e-3, self=4e-3),
     Pipeline.FLA_BF16: Tolerance(port=0, kernel=1e-6),
     Pipeline.GGML_F32: Tolerance(port=0, kernel=1e-6),
 }

@@ -81,7 +81,9 @@ def _entry(entry: BatchEntry, /) -> dict[str, object]:
         out["checkpoint"] = _state(entry.checkpoint)
     if entry.prefill:
         out["prefill"] = [_row(row) for row in entry.prefill]
-    out |= {"rows": [_row(row) for row in entry.rows], "accepted": entry.accepted}
+    # A prompt chunk alone has no window (the form prompt-chunks).
+    if entry.rows:
+        out |= {"rows": [_row(row) for row in entry.rows], "accepted": entry.accepted}
     return out | ({"finish": True} if entry.finish else {})
 
 
@@ -100,9 +102,10 @@ def _replayssm_alone(layer: GdnLayer, steps: Sequence[Sequence[BatchEntry]], /) 
             alone[entry.sequence] = SglangGdnReplaySsm(
                 layer, PIPELINE, entry.checkpoint, k, ring_length=RING_LENGTH
             )
-            if entry.prefill:
-                alone[entry.sequence].verify_round(list(entry.prefill), len(entry.prefill))
-        alone[entry.sequence].verify_round(list(entry.rows), entry.accepted)
+        if entry.prefill:
+            alone[entry.sequence].verify_round(list(entry.prefill), len(entry.prefill))
+        if entry.rows:
+            alone[entry.sequence].verify_round(list(entry.rows), entry.accepted)
         out.append(alone[entry.sequence].state())
     return out
 
@@ -128,13 +131,14 @@ def sglang_cases(path: str, /) -> list[ReplayCase]:
             for planned in step["batch"]:
                 prefill = len(planned.get("prefill", []))
                 start = make_case(layer, PIPELINE, max(prefill, 1), 1, draw)
-                window = make_case(layer, PIPELINE, len(planned["rows"]), 1, draw).rows
+                rows = len(planned.get("rows", []))
+                window = make_case(layer, PIPELINE, rows, 1, draw).rows if rows else ()
                 batch.append(
                     BatchEntry(
                         sequence=planned["sequence"],
                         slot=planned["slot"],
                         rows=window,
-                        accepted=planned["accepted"],
+                        accepted=planned.get("accepted", 0),
                         checkpoint=start.checkpoint if "checkpoint" in planned else None,
                         prefill=start.rows if prefill else (),
                         finish=planned.get("finish", False),
