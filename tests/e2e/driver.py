@@ -157,9 +157,12 @@ def _patch(name: str) -> None:
     same function). Only vLLM's torch loop is followed (no AMX on the hosts
     read here: the native conv is used with AMX or Arm BF16 alone).
 
-    ``...+accepted-plus-one``: the rollback fault of the self-test, each
-    speculative row's accepted count one too many, handed to the whole step
-    (conv window and SSM slot), before the fix above.
+    ``...+accepted-plus-one``: the rollback fault of the self-test, on top of
+    the fix: the SSM kernel of each verify is handed each row's accepted count
+    one too many (at most its slots), so it resumes from the state one token
+    after the last accepted one, while the conv window rolls back right.
+    (Handed to the whole step, the count makes vLLM's own roll fail on a
+    tensor size instead of computing a wrong state.)
     """
     if name == "none":
         return
@@ -180,9 +183,6 @@ def _patch(name: str) -> None:
         state_len: int,
     ) -> Any:
         rows = int(metadata.num_spec_decodes)
-        if plus_one:
-            counts = metadata.num_accepted_tokens
-            counts[:rows] = counts[:rows] + 1
         starts = metadata.spec_query_start_loc[: rows + 1].tolist()
         slots = metadata.spec_state_indices_tensor[:rows, 0].tolist()
         counts = metadata.num_accepted_tokens[:rows].tolist()
@@ -203,6 +203,17 @@ def _patch(name: str) -> None:
         return out
 
     module._spec_forward = wrapped  # noqa: SLF001 - the function patched
+    if plus_one:
+        kernels = module.ops
+        verify = kernels.fused_sigmoid_gating_delta_rule_update_spec_cpu
+
+        def one_too_many(**arguments: Any) -> Any:
+            slots = int(arguments["spec_state_indices"].size(1))
+            counts = arguments["num_accepted_tokens"]
+            arguments["num_accepted_tokens"] = torch.clamp(counts + 1, max=slots).to(counts.dtype)
+            return verify(**arguments)
+
+        kernels.fused_sigmoid_gating_delta_rule_update_spec_cpu = one_too_many
 
 
 def _generate(request: dict[str, Any]) -> dict[str, Any]:
