@@ -43,7 +43,8 @@ if TYPE_CHECKING:
     import random
     from collections.abc import Mapping, Sequence
 
-    from ..replay.layer import Array, LayerState
+    from ..replay.cases import Draw
+    from ..replay.layer import Array, GdnLayer, LayerState
     from ..replay.paths import SeedRow
 
 __all__ = [
@@ -487,6 +488,37 @@ def _drawn_plan(rng: random.Random, /) -> tuple[tuple[_Planned, ...], ...]:
     return tuple(steps)
 
 
+def _planned_steps(
+    layer: GdnLayer,
+    pipeline: Pipeline,
+    plan: tuple[tuple[_Planned, ...], ...],
+    draw: Draw,
+    /,
+    *,
+    prompts: bool,
+) -> list[list[BatchEntry]]:
+    """``plan``'s steps in ``pipeline``: checkpoints, windows, and prefills with ``prompts``."""
+    steps: list[list[BatchEntry]] = []
+    for planned in plan:
+        batch = []
+        for sequence, slot, window, accepted, planned_prefill, joins, finish in planned:
+            prefill = planned_prefill if prompts else 0
+            start = make_case(layer, pipeline, max(prefill, 1), 1, draw)
+            batch.append(
+                BatchEntry(
+                    sequence=sequence,
+                    slot=slot,
+                    rows=make_case(layer, pipeline, window, 1, draw).rows if window else (),
+                    accepted=accepted,
+                    checkpoint=start.checkpoint if joins else None,
+                    prefill=start.rows if prefill else (),
+                    finish=finish,
+                )
+            )
+        steps.append(batch)
+    return steps
+
+
 def batch_cases(
     rng: random.Random,
     pipelines: tuple[Pipeline, ...] = MODEL_PIPELINES,
@@ -518,24 +550,7 @@ def batch_cases(
             # so an engine's sequences join from their checkpoint, without prefill rows.
             dropped = pipeline.engine and any(entry[4] for step in plan for entry in step)
             name = f"{planned_name}-without-prefill" if dropped else planned_name
-            steps: list[list[BatchEntry]] = []
-            for planned in plan:
-                batch = []
-                for sequence, slot, window, accepted, planned_prefill, joins, finish in planned:
-                    prefill = 0 if pipeline.engine else planned_prefill
-                    start = make_case(layer, pipeline, max(prefill, 1), 1, draw)
-                    batch.append(
-                        BatchEntry(
-                            sequence=sequence,
-                            slot=slot,
-                            rows=make_case(layer, pipeline, window, 1, draw).rows if window else (),
-                            accepted=accepted,
-                            checkpoint=start.checkpoint if joins else None,
-                            prefill=start.rows if prefill else (),
-                            finish=finish,
-                        )
-                    )
-                steps.append(batch)
+            steps = _planned_steps(layer, pipeline, plan, draw, prompts=not pipeline.engine)
             expected = [state for after in batch_oracle(layer, pipeline, steps) for state in after]
             dims = CaseDims(**shape, window=_K_CEILING)
             out.append(
@@ -614,23 +629,7 @@ def alone_cases(
     out: list[AloneCase] = []
     for planned_name, (slots, plan) in plans.items():
         for pipeline in pipelines:
-            steps: list[list[BatchEntry]] = []
-            for planned in plan:
-                batch = []
-                for sequence, slot, window, accepted, prefill, joins, finish in planned:
-                    start = make_case(layer, pipeline, max(prefill, 1), 1, draw)
-                    batch.append(
-                        BatchEntry(
-                            sequence=sequence,
-                            slot=slot,
-                            rows=make_case(layer, pipeline, window, 1, draw).rows if window else (),
-                            accepted=accepted,
-                            checkpoint=start.checkpoint if joins else None,
-                            prefill=start.rows if prefill else (),
-                            finish=finish,
-                        )
-                    )
-                steps.append(batch)
+            steps = _planned_steps(layer, pipeline, plan, draw, prompts=True)
             requested, pairs = _alone_steps(steps)
             # The request must be one the model runs: every pairing is then exact there.
             batch_oracle(layer, pipeline, requested)

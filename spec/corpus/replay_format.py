@@ -219,12 +219,8 @@ class BatchStepJson(TypedDict):
     batch: list[BatchEntryJson]
 
 
-class BatchCase(TypedDict):
-    """One case of ``batch.json``: steps of batches on a pool of ``slots`` slots.
-
-    ``expected`` is each entry's state after its step, step by step in the
-    order the entries are listed: each sequence's own replay, as if alone.
-    """
+class _BatchSteps(TypedDict):
+    """What every batch case holds: its layer, its pool of ``slots`` slots and its steps."""
 
     id: str
     clauses: list[str]
@@ -236,10 +232,19 @@ class BatchCase(TypedDict):
     k_ceiling: int
     slots: int
     steps: list[BatchStepJson]
+
+
+class BatchCase(_BatchSteps):
+    """One case of ``batch.json``: steps of batches on a pool of ``slots`` slots.
+
+    ``expected`` is each entry's state after its step, step by step in the
+    order the entries are listed: each sequence's own replay, as if alone.
+    """
+
     expected: list[StateJson]
 
 
-class AloneCase(TypedDict):
+class AloneCase(_BatchSteps):
     """One case of ``batch_alone.json``: a batch, then each of its sequences alone, in one request.
 
     ``alone`` pairs the reply's states that must be the same, within the file's
@@ -249,16 +254,6 @@ class AloneCase(TypedDict):
     batch (RB-REPLAY-13).
     """
 
-    id: str
-    clauses: list[str]
-    pipeline: PipelineName
-    dims: CaseDims
-    conv_weight: Matrix
-    a_log: NotRequired[Vector]
-    dt_bias: NotRequired[Vector]
-    k_ceiling: int
-    slots: int
-    steps: list[BatchStepJson]
     alone: list[list[int]]
 
 

@@ -527,9 +527,16 @@ class _DrawnBatch:
         return self.request([{"batch": [entry]} for entry in self.solo[name]])
 
 
-def _prompt_chunks(impl: Implementation, /) -> bool:
+def _drawn_batch(
+    impl: Implementation, layer: dict[str, object], data: st.DataObject, /
+) -> _DrawnBatch:
+    """A batch of 1 to 4 drawn steps, with prompt chunks where the adapter lists the form."""
     offer = _offer(impl)
-    return offer is not None and BatchForm.PROMPT_CHUNKS.value in offer.batch
+    chunks = offer is not None and BatchForm.PROMPT_CHUNKS.value in offer.batch
+    batch = _DrawnBatch(_with_pipeline(impl, layer, data), data, chunks=chunks)
+    for _ in range(data.draw(st.integers(1, 4), label="steps")):
+        batch.step()
+    return batch
 
 
 @pytest.mark.clause("RB-REPLAY-12")
@@ -542,10 +549,7 @@ def test_each_sequence_of_a_drawn_batch_is_its_own_replay_alone(
     # their slot to the next, windows of 1 to 4 rows in any order: each
     # entry's state is the implementation's own replay of its sequence alone,
     # in the pipeline's self bound.
-    chunks = _prompt_chunks(impl)
-    batch = _DrawnBatch(_with_pipeline(impl, layer, data), data, chunks=chunks)
-    for _ in range(data.draw(st.integers(1, 4), label="steps")):
-        batch.step()
+    batch = _drawn_batch(impl, layer, data)
     if not batch.steps:
         return
     request = batch.request()
@@ -566,10 +570,7 @@ def test_each_sequence_of_a_drawn_batch_is_what_the_same_adapter_gives_it_alone(
     # each sequence in a batch of one with the same steps: bit for bit, but
     # where an engine's own kernels differ for the same rows (batch_alone.json's
     # bounds). No model of its arithmetic is needed.
-    chunks = _prompt_chunks(impl)
-    batch = _DrawnBatch(_with_pipeline(impl, layer, data), data, chunks=chunks)
-    for _ in range(data.draw(st.integers(1, 4), label="steps")):
-        batch.step()
+    batch = _drawn_batch(impl, layer, data)
     if not batch.steps:
         return
     request = batch.request()
