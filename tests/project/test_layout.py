@@ -25,6 +25,7 @@ ACROSS_MODULES: Final = {
 FOLDERS: Final = {
     "adapters": "the shipped adapters",
     "corpus": "unit tests of spec/corpus/",
+    "e2e": "the e2e tier",
     "fakes": "what is wrong on purpose",
     "harness": "unit tests of spec/harness/",
     "kernels": "the kernels tier",
