@@ -61,9 +61,8 @@ code{font-size:0.85em;word-break:break-all}
 REASONS_HEADING: Final = "Why a clause was skipped or not observed"
 
 
-def _family_title(name: str, /) -> str:
-    """A clause family's SPEC.md section, which heads its rows."""
-    return SECTIONS.get(name, "not in this version of SPEC.md")
+def _title(clause: str, /) -> str:
+    return SECTIONS.get(family(clause), "not in this version of SPEC.md")
 
 
 def totals(cells: Mapping[str, Cell], labels: Mapping[str, str], /) -> str:
@@ -125,12 +124,10 @@ def _md_entry(entry_text: str, link: str, /) -> str:
 
 
 def _md_cell(cell: Cell, labels: Mapping[str, str], /, *, measured: bool) -> str:
-    """One cell; a SKIP's or NOT OBSERVED's reason in it, so that a cell moved keeps it."""
     if cell.outcome is None:
         parts = [UNCITED]
     else:
         parts = [f"**{_md_text(labels.get(cell.outcome, cell.outcome))}**"]
-    parts += [f"*{_md_text(reason)}*" for reason in cell.reasons]
     if distance := _distance(cell, measured=measured):
         parts.append(_md_text(distance))
     parts += [f"*{_md_text(standing.value)}*" for standing in cell.standings]
@@ -139,11 +136,6 @@ def _md_cell(cell: Cell, labels: Mapping[str, str], /, *, measured: bool) -> str
     if cell.more_reproductions:
         parts.append(_md_text(f"and {cell.more_reproductions} more reproduce: lines"))
     return "<br>".join(parts)
-
-
-def _md_title(text: str, /) -> str:
-    # SPEC.md's titles mark code with backticks, kept as code.
-    return "`".join(_md_text(piece) for piece in text.split("`"))
 
 
 def markdown_page(
@@ -156,34 +148,19 @@ def markdown_page(
     as the page's readers reach it (``../SPEC.md`` from docs/). Without
     ``measured``, a cell gives a passing distance's bound alone ("within
     bound 0.01"): the page then holds nothing a machine's float rounding
-    changes. As the HTML page: each column's totals first, a row naming each
-    clause family above its clauses, then how to read it. Unlike it, the
-    clauses keep SPEC.md's order and a SKIP or NOT OBSERVED cell gives its
-    reason in the cell itself, so that a column spliced into or out of a
-    page row by row (the llama.cpp tier's, into docs/results.md) leaves the
-    page ``report`` would write.
+    changes.
     """
-    lines = [f"# {TITLE}", ""]
+    lines = [f"# {TITLE}", "", _INTRODUCTION.format(order=_order(labels)), ""]
     header = [
         "Clause",
         *(f"{_md_text(c.name)}<br>{_md_text(_release(c))}" for c in matrix.columns),
     ]
     lines += [f"| {' | '.join(header)} |", f"|{' --- |' * len(header)}"]
-    lines.append(
-        "| **Totals** | "
-        + " | ".join(f"**{_md_text(totals(cells, labels))}**" for cells in matrix.cells)
-        + " |"
-    )
-    for name, clauses in _families(matrix, failing_first=False):
-        title = _md_title(_family_title(name))
-        # Empty cells as a column spliced in or out writes them (tests/llamacpp/results.py).
-        heading = [f"**{title}** ({_md_text(name)})", *([""] * len(matrix.columns))]
-        lines.append(f"| {' | '.join(heading)} |")
-        for clause in clauses:
-            row = [_md_link(clause, f"{spec_url}#{anchor(clause)}")]
-            row += [_md_cell(cells[clause], labels, measured=measured) for cells in matrix.cells]
-            lines.append(f"| {' | '.join(row)} |")
-    lines += ["", "## Reading the table", "", _INTRODUCTION.format(order=_order(labels))]
+    for clause in matrix.clauses:
+        title = "`".join(_md_text(piece) for piece in _title(clause).split("`"))
+        row = [f"{_md_link(clause, f'{spec_url}#{anchor(clause)}')}<br>{title}"]
+        row += [_md_cell(cells[clause], labels, measured=measured) for cells in matrix.cells]
+        lines.append(f"| {' | '.join(row)} |")
     lines += ["", "## Implementations"]
     for column, cells in zip(matrix.columns, matrix.cells, strict=True):
         shown = badge(column, cells, labels)
@@ -239,13 +216,11 @@ def _h_cell(
     return f'<td class="{_h(classes)}"{title}>{"<br>".join(parts)}</td>'
 
 
-def _families(matrix: Matrix, /, *, failing_first: bool = True) -> list[tuple[str, list[str]]]:
-    """The clauses by family in SPEC.md's order, and in each, failing clauses first if asked."""
+def _families(matrix: Matrix, /) -> list[tuple[str, list[str]]]:
+    """The clauses by family in SPEC.md's order, and in each, failing clauses first."""
     grouped: dict[str, list[str]] = {}
     for clause in matrix.clauses:
         grouped.setdefault(family(clause), []).append(clause)
-    if not failing_first:
-        return list(grouped.items())
     return [
         (name, sorted(clauses, key=lambda clause: not matrix.failing(clause)))
         for name, clauses in grouped.items()
@@ -266,7 +241,7 @@ def _h_body(
     width = len(matrix.columns) + 1
     lines: list[str] = []
     for name, clauses in _families(matrix):
-        title = _family_title(name)
+        title = SECTIONS.get(name, "not in this version of SPEC.md")
         lines += [
             f'<tbody id="family-{_h(name.lower())}">',
             (
