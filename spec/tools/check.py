@@ -18,6 +18,7 @@ from .. import SPEC_VERSION
 from ..corpus import Case, exported_case, render_corpus, write_corpus
 from ..harness.adapter import REFERENCE_DESCRIBE
 from ..harness.clauses import CLAUSES, DRAFT_CLAUSES, UnknownClauseError, select_clauses
+from ..harness.model_wire import MODEL_OP
 from ..harness.oracle import allowed_replies
 from ..harness.protocol import encode
 from ..harness.python_impl import (
@@ -316,6 +317,8 @@ def _export(arguments: argparse.Namespace, results: list[PropertyResult], /) -> 
     for result in results:
         if result["outcome"] == "failed":
             for exchange in result["requests"]:
+                if exchange["request"].get("op") == MODEL_OP:
+                    continue  # judged by the adapter's own plain decode, not by a list of replies
                 try:
                     case = exported_case(exchange["request"], result["clauses"], exchange["line"])
                 except ValueError:

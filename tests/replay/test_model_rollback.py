@@ -32,7 +32,7 @@ def _check(tmp_path: Path, command: str, /) -> tuple[dict[str, Any], str]:
     report = tmp_path / "report.json"
     finished = run_module(
         "ssm_rollback_spec.tools.cli", "check", "--clause", "RB-REPLAY-14", "--impl-cmd", command,
-        "--json", str(report), timeout=600,
+        "--json", str(report), "--export-failures", str(tmp_path / "exported"), timeout=600,
     )  # fmt: skip
     assert finished.returncode in {0, 1}, finished.stdout[-3000:] + finished.stderr
     document: dict[str, Any] = json.loads(report.read_text(encoding="utf-8"))
@@ -59,3 +59,7 @@ def test_check_rejects_each_wrong_rollback(tmp_path: Path, wrong: str) -> None:
     # Judged by the logits against a plain decode, with a line to send again.
     assert "a plain decode of" in stdout
     assert 'reproduce: printf \'%s\\n\' \'{"op":"model"' in stdout
+    # A script is judged against the adapter's own plain decode, which no
+    # list of allowed replies can say: nothing is exported as a protocol vector.
+    exported = json.loads((tmp_path / "exported" / "exported.json").read_text(encoding="utf-8"))
+    assert exported["cases"] == []
