@@ -193,7 +193,14 @@ class _Rounds(RuleBasedStateMachine):
         )
         for name, tokens in entries:
             self.live.add(name)
-            back = data.draw(st.integers(0, self._most(len(tokens))), label=f"rollback {name}")
+            most = self._most(len(tokens))
+            # Now and then past the offer: the engine may refuse it, and what it
+            # accepts is judged all the same.
+            past = data.draw(st.integers(0, 9), label=f"past the offer {name}") == 0
+            if past:
+                back = data.draw(st.integers(most + 1, most + 3), label=f"rollback {name}")
+            else:
+                back = data.draw(st.integers(0, most), label=f"rollback {name}")
             if back:
                 asked.rollbacks[name] = (len(self.script), back)
                 self.script.append({"rollback": name, "tokens": back})
@@ -237,29 +244,57 @@ class _Rounds(RuleBasedStateMachine):
         return NonConformingReply(request, reply, allowed, note=note, clauses=_CLAUSES)
 
     def _run(self) -> None:
-        """Send the script so far, whole, and judge every kept token's logits in it."""
+        """Send the script so far, whole, and judge every kept token's logits in it.
+
+        Each sequence's kept tokens follow the reply: a rollback the engine
+        refused keeps them all, one it accepted takes its tokens back, past
+        the window into earlier ones when it asked for more.
+        """
         request = self._request()
         reply, results = self.judge.send(request)
+        kept: dict[str, list[int]] = {}
         largest = 0.0
         for asked in self.asked:
             if isinstance(asked, _Finish):
+                kept.pop(asked.sequence, None)
                 continue
             decoded = results[asked.decode]
             assert decoded["kind"] == "decode"
             for index, (name, tokens) in enumerate(asked.entries):
+                before = kept.setdefault(name, [])
                 step, back = asked.rollbacks.get(name, (0, 0))
-                if back:
-                    result = results[step]
-                    if result["kind"] != "rollback" or not result["accepted"]:
-                        raise self._fail(
-                            request,
-                            reply,
-                            f"results[{step}]: the rollback of {back} of {name}'s {len(tokens)} "
-                            f"new tokens was refused, though the adapter offers it, after "
-                            f"{self._history(asked.decode)}",
-                        )
-                largest = max(largest, self._judge_window(request, reply, asked, decoded, index))
+                if back and not self._accepted(request, reply, results[step], asked, name):
+                    back = 0
+                judged = max(0, len(tokens) - back)
+                largest = max(
+                    largest,
+                    self._judge_window(request, reply, asked, decoded, index, before, judged),
+                )
+                whole = before + tokens
+                kept[name] = whole[: max(0, len(whole) - back)]
         record_distance(largest, self.offer["bound"])
+
+    def _accepted(
+        self,
+        request: dict[str, object],
+        reply: dict[str, object],
+        result: ModelResult,
+        asked: _Round,
+        name: str,
+    ) -> bool:
+        """Whether the engine took the tokens back; a refusal of an offered rollback fails."""
+        accepted = result["kind"] == "rollback" and result["accepted"]
+        step, back = asked.rollbacks[name]
+        tokens = dict(asked.entries)[name]
+        if not accepted and back <= self._most(len(tokens)):
+            raise self._fail(
+                request,
+                reply,
+                f"results[{step}]: the rollback of {back} of {name}'s {len(tokens)} "
+                f"new tokens was refused, though the adapter offers it, after "
+                f"{self._history(asked.decode)}",
+            )
+        return accepted
 
     def _judge_window(
         self,
@@ -268,12 +303,12 @@ class _Rounds(RuleBasedStateMachine):
         asked: _Round,
         decoded: DecodeResult,
         index: int,
+        before: list[int],
+        judged: int,
     ) -> float:
         name, tokens = asked.entries[index]
-        back = asked.rollbacks.get(name, (0, 0))[1]
-        before = self._kept_before(asked, name)
         largest = 0.0
-        for position in range(len(tokens) - back):
+        for position in range(judged):
             got = decoded["logits"][index][position]
             prefix = before + tokens[: position + 1]
             want = self.judge.plain_decode(self.way, prefix)
@@ -292,22 +327,6 @@ class _Rounds(RuleBasedStateMachine):
                     f"{encode(_plain_request(self.way, prefix))} gives the row {_hex_row(want)}",
                 )
         return largest
-
-    def _kept_before(self, upto: _Round, name: str, /) -> list[int]:
-        """``name``'s kept tokens before round ``upto``, as the machine asked for them."""
-        kept: list[int] = []
-        for asked in self.asked:
-            if asked is upto:
-                break
-            if isinstance(asked, _Finish):
-                if asked.sequence == name:
-                    kept = []
-                continue
-            for entry, tokens in asked.entries:
-                if entry == name:
-                    back = asked.rollbacks.get(name, (0, 0))[1]
-                    kept += tokens[: len(tokens) - back]
-        return kept
 
     def teardown(self) -> None:
         # The last round's rolled-back states, judged by one more token each.
