@@ -196,7 +196,9 @@ def test_sglangs_own_pool_verify_and_commit_pass_every_batch_case(
     cases = sglang_cases(path)
     replies = _replies(kernels_python, cases, PATH_FLAG, path)
     results = [judge_replay(case, reply) for case, reply in zip(cases, replies, strict=True)]
-    assert len(results) == 6  # the corpus's six plans: five named shapes and a drawn one
+    # The corpus's nine plans: five named shapes, a drawn one, two of prompts
+    # beside verifies and a pool of 4,096 slots.
+    assert len(results) == 9
     assert {result.outcome for result in results} == {"passed"}, [r.detail for r in results]
 
 

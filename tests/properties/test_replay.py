@@ -528,11 +528,11 @@ class _DrawnBatch:
 
 
 def _drawn_batch(
-    impl: Implementation, layer: dict[str, object], data: st.DataObject, /
+    impl: Implementation, layer: dict[str, object], data: st.DataObject, /, *, chunks: bool
 ) -> _DrawnBatch:
-    """A batch of 1 to 4 drawn steps, with prompt chunks where the adapter lists the form."""
+    """1 to 4 drawn steps; with ``chunks``, prompt chunks where the adapter offers them."""
     offer = _offer(impl)
-    chunks = offer is not None and BatchForm.PROMPT_CHUNKS.value in offer.batch
+    chunks = chunks and offer is not None and BatchForm.PROMPT_CHUNKS.value in offer.batch
     batch = _DrawnBatch(_with_pipeline(impl, layer, data), data, chunks=chunks)
     for _ in range(data.draw(st.integers(1, 4), label="steps")):
         batch.step()
@@ -544,12 +544,13 @@ def _drawn_batch(
 def test_each_sequence_of_a_drawn_batch_is_its_own_replay_alone(
     impl: Implementation, layer: dict[str, object], data: st.DataObject
 ) -> None:
-    # Sequences join free slots (after a prefill or not, or with prompt chunks
-    # alone where the adapter offers them), sit steps out, finish and leave
-    # their slot to the next, windows of 1 to 4 rows in any order: each
-    # entry's state is the implementation's own replay of its sequence alone,
-    # in the pipeline's self bound.
-    batch = _drawn_batch(impl, layer, data)
+    # Sequences join free slots (after a prefill or not), sit steps out,
+    # finish and leave their slot to the next, windows of 1 to 4 rows in any
+    # order: each entry's state is the implementation's own replay of its
+    # sequence alone, in the pipeline's self bound. No prompt chunks: an
+    # engine runs a prompt on a path its replay does not take, and the next
+    # property judges those against the engine's own batch of one.
+    batch = _drawn_batch(impl, layer, data, chunks=False)
     if not batch.steps:
         return
     request = batch.request()
@@ -570,7 +571,7 @@ def test_each_sequence_of_a_drawn_batch_is_what_the_same_adapter_gives_it_alone(
     # each sequence in a batch of one with the same steps: bit for bit, but
     # where an engine's own kernels differ for the same rows (batch_alone.json's
     # bounds). No model of its arithmetic is needed.
-    batch = _drawn_batch(impl, layer, data)
+    batch = _drawn_batch(impl, layer, data, chunks=True)
     if not batch.steps:
         return
     request = batch.request()
