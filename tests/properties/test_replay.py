@@ -209,6 +209,8 @@ def test_every_shipped_batch_gives_each_sequence_what_it_has_alone(
     for case in offered:
         _, reply = _replay(impl, case.request)
         result = judge_replay(case, reply)
+        if result.distance is not None and result.bound is not None:
+            record_distance(result.distance, result.bound)
         if result.outcome != "passed":
             failed.append((case, reply, result.detail.splitlines()[0]))
     if failed:
