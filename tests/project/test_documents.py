@@ -83,7 +83,7 @@ def test_what_is_not_run_is_marked_for_readers_with_its_reason() -> None:
     assert {reason for _, reason in untested} == {
         "in a clone of this repository (.ci/run runs these lines)",
         "needs root and the network (the job's image)",
-        "needs the plot extra, matplotlib (tests/sizing/test_views.py draws the plot)",
+        "needs the plot extra, matplotlib (tests/sizing/test_plot.py draws the plot)",
     }
 
 
