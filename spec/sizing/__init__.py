@@ -8,9 +8,10 @@ version it follows and its cited facts (:mod:`.vllm`, :mod:`.sglang`,
 :mod:`.replayssm`), the releases they follow (:mod:`.releases`), one unit
 per engine behind one interface (:mod:`.engines`, :mod:`.engine`) listed in
 :mod:`.registry`, :mod:`.views`, which puts them side by side, and
-:mod:`.review`, one ``size`` review from a typed request to a typed report. The
-figures are estimates for comparison, not part of the contract; only the
-seed's ring sizes come from it (:mod:`ssm_rollback_spec.rollback`).
+:mod:`.review`, one ``size`` review from a typed request to a typed report, made
+from the flags' values by :mod:`.request`, each value read by :mod:`.options`
+and :mod:`.units`. The figures are estimates for comparison, not part of the
+contract; only the seed's ring sizes come from it (:mod:`ssm_rollback_spec.rollback`).
 """
 
 __all__: list[str] = []

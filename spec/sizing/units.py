@@ -39,7 +39,10 @@ _UNIT_NUMBER: Final = re.compile(r"(\d+(?:\.\d+)?)(" + "|".join(_BYTE_UNITS) + "
 
 
 class SizeTextError(ValueError):
-    """A byte or token count typed in a form no flag reads; the message quotes the text."""
+    """A flag's value typed in a form it does not read (a byte or token count, or any other).
+
+    The message is the flag's one-line error (:mod:`.options` reads the others).
+    """
 
 
 def _count(text: str, /, *, what: str, spellings: str) -> int:

@@ -1,139 +1,56 @@
 # SPDX-License-Identifier: MIT OR Apache-2.0
-"""The flags of ``ssm-rollback-spec size``: their types and help, memory flags from the engines."""
+"""The flags of ``ssm-rollback-spec size`` and their help; ``sizing.options`` reads their values."""
 
 from __future__ import annotations
 
 import argparse
-import enum
 import re
-import sys
 import textwrap
-from typing import TYPE_CHECKING, Final, NoReturn
+from typing import TYPE_CHECKING, Final, NoReturn, TypeVar
 
 from ..sizing import units, vllm
 from ..sizing.dtypes import Dtype
 from ..sizing.memory import flags as memory_flags
+from ..sizing.options import (
+    DIMENSION_FLAGS,
+    ENGINE_ALIASES,
+    READERS,
+    SPELLING,
+    OutputFormat,
+    draft_counts,
+    engine_dtype,
+    positive,
+    whole_number,
+)
 from ..sizing.registry import ALIASES, ENGINES
-from .arguments import whole_number
 from .shipped import EXAMPLE_SUFFIX, examples_directory
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-__all__ = [
-    "DIMENSION_FLAGS",
-    "ENGINE_ALIASES",
-    "MAX_SWEEP_VALUES",
-    "SPELLING",
-    "OutputFormat",
-    "SizeParser",
-    "add_size_arguments",
-    "spelling",
-]
+__all__ = ["SizeParser", "add_size_arguments"]
 
-#: The most draft counts one sweep prints.
-MAX_SWEEP_VALUES: Final = 1024
+_T = TypeVar("_T")
 
 
-class OutputFormat(enum.Enum):
-    """How the figures are printed."""
+def _typed(read: Callable[[str], _T], /) -> Callable[[str], _T]:
+    """``read`` (:mod:`.sizing.options`) as an argparse type: its refusal is the flag's error."""
 
-    TEXT = "text"
-    JSON = "json"
-    MARKDOWN = "markdown"
-
-
-#: Each dimension flag and the GdnDimensions field it sets.
-DIMENSION_FLAGS: Final = {
-    "gdn_layers": "num_gdn_layers",
-    "key_heads": "num_key_heads",
-    "key_head_dim": "key_head_dim",
-    "value_heads": "num_value_heads",
-    "value_head_dim": "value_head_dim",
-    "conv_kernel": "conv_kernel",
-}
-
-
-def _positive(text: str, /) -> int:
-    value = whole_number(text)
-    if value == 0:
-        raise argparse.ArgumentTypeError("must be at least 1, got 0")
-    return value
-
-
-def _draft_counts(text: str, /) -> tuple[int, ...]:
-    """An argparse type: ``N``, ``A,B,C`` or a range ``A-B`` (or a mix)."""
-    spans = []
-    for part in text.split(","):
-        # A leading minus is a negative number, refused as such, not a range.
-        if "-" not in part[1:]:
-            value = whole_number(part)
-            spans.append((value, value))
-            continue
-        first, _, last = part.partition("-")
+    def typed(text: str, /) -> _T:
         try:
-            low, high = whole_number(first), whole_number(last)
-        except argparse.ArgumentTypeError:
-            raise argparse.ArgumentTypeError(f"not a whole number or range: {part!r}") from None
-        if low > high:
-            raise argparse.ArgumentTypeError(f"a range runs upward, got {part!r}")
-        spans.append((low, high))
-    # Counted before any list is built, so a huge range fails at once.
-    if sum(high - low + 1 for low, high in spans) > MAX_SWEEP_VALUES:
-        raise argparse.ArgumentTypeError(f"at most {MAX_SWEEP_VALUES} values, got {text!r}")
-    return tuple(sorted({value for low, high in spans for value in range(low, high + 1)}))
+            return read(text)
+        except units.SizeTextError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+
+    return typed
 
 
-def _bytes(text: str, /) -> int:
-    """An argparse type: a byte count, as every byte flag reads it (:func:`.units.byte_count`)."""
-    try:
-        return units.byte_count(text)
-    except units.SizeTextError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
+_positive: Final = _typed(positive)
+_whole_number: Final = _typed(whole_number)
+_draft_counts: Final = _typed(draft_counts)
+_engine_dtype: Final = _typed(engine_dtype)
+_tokens: Final = _typed(units.token_count)
 
-
-def _tokens(text: str, /) -> int:
-    """An argparse type: a token count, ``128K`` or digits (:func:`.units.token_count`)."""
-    try:
-        return units.token_count(text)
-    except units.SizeTextError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
-
-
-def _fraction(text: str, /, *, most: float = 1.0) -> float:
-    """An argparse type: a fraction above 0 and at most 1 (or ``most``)."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = 0.0
-    if not 0 < value <= most:
-        bound = "a fraction above 0 and at most 1" if most == 1 else "a number above 0"
-        raise argparse.ArgumentTypeError(f"{bound}, got {text!r}")
-    return value
-
-
-def _ratio(text: str, /) -> float:
-    return _fraction(text, most=sys.float_info.max)
-
-
-#: The namespace attribute that records how each flag was spelt, so errors name what was typed.
-SPELLING: Final = "spelling"
-
-#: The engines' own names for flags of ours that mean the same, by our flag's dest.
-ENGINE_ALIASES: Final = {
-    "tp": ("--tensor-parallel-size", "--tp-size"),
-    "num_drafts": ("--num-speculative-tokens", "--speculative-num-steps"),
-    "state_dtype": ("--mamba-ssm-cache-dtype", "--mamba-ssm-dtype"),
-    "conv_dtype": ("--mamba-cache-dtype",),
-}
-
-#: The dtypes as the engines' flags spell them, and ours; ``auto`` leaves the choice to the config.
-_ENGINE_DTYPES: Final = {
-    "auto": None,
-    "float32": Dtype.FP32.value,
-    "bfloat16": Dtype.BF16.value,
-    "float16": Dtype.FP16.value,
-}
 
 #: Three commands that answer what serving teams ask, shown at the end of --help.
 _EXAMPLES: Final = """\
@@ -146,13 +63,6 @@ examples:
   how does the speculative state grow with the drafts?
     %(prog)s --config qwen3.5-27b --num-drafts 1-8 --mtp-slots 1 --plot sizing.svg
 """
-
-
-def spelling(arguments: argparse.Namespace, dest: str, /) -> str:
-    """The flag as the user typed it for ``dest`` (ours, or an engine's alias), else ours."""
-    typed = getattr(arguments, SPELLING, None)
-    found = typed.get(dest) if isinstance(typed, dict) else None
-    return found if isinstance(found, str) else f"--{dest.replace('_', '-')}"
 
 
 class _Spelt(argparse.Action):
@@ -175,16 +85,6 @@ class _Spelt(argparse.Action):
                 parser.error(f"give {earlier} or {option_string}, not both")
             typed[self.dest] = option_string
         setattr(namespace, self.dest, values)
-
-
-def _engine_dtype(text: str, /) -> str | None:
-    """An argparse type: a dtype as the engines spell it (``float32``; ``auto``: the config's)."""
-    if text in _ENGINE_DTYPES:
-        return _ENGINE_DTYPES[text]
-    if text in {dtype.value for dtype in Dtype}:
-        return text
-    offered = ", ".join(repr(name) for name in _ENGINE_DTYPES)
-    raise argparse.ArgumentTypeError(f"invalid choice: {text!r} (choose from {offered})")
 
 
 def _add_aliases(
@@ -304,16 +204,10 @@ def _memory_arguments(size: argparse.ArgumentParser, /) -> None:
         "memory",
         f"per GPU. Bytes: {units.BYTE_SPELLINGS}.\nTokens: {units.LENGTH_SPELLINGS}.",
     )
-    readers: dict[str, Callable[[str], float]] = {
-        "FRACTION": _fraction,
-        "BYTES": _bytes,
-        "RATIO": _ratio,
-        "TOKENS": _tokens,
-    }
     for flag in memory_flags():
         memory.add_argument(
             f"--{flag.dest.replace('_', '-')}",
-            type=readers.get(flag.metavar, _positive),
+            type=_typed(READERS[flag.metavar]) if flag.metavar in READERS else _positive,
             metavar=flag.metavar,
             help=flag.help,
         )
@@ -346,13 +240,13 @@ def _speculation_arguments(size: argparse.ArgumentParser, /) -> None:
     )
     speculation.add_argument(
         "--mtp-state-slots",
-        type=whole_number,
+        type=_whole_number,
         metavar="N",
         help="slots the seed's preflight reserves (default --mtp-slots + 1)",
     )
     speculation.add_argument(
         "--num-intermediates",
-        type=whole_number,
+        type=_whole_number,
         metavar="N",
         help="the seed pool's verify window (default --num-drafts + 1)",
     )

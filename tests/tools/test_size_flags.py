@@ -11,9 +11,9 @@ from typing import Final
 import pytest
 
 from ssm_rollback_spec.sizing.memory import flags as memory_flags
+from ssm_rollback_spec.sizing.options import ENGINE_ALIASES
 from ssm_rollback_spec.tools import size
 from ssm_rollback_spec.tools.cli import main
-from ssm_rollback_spec.tools.size_flags import ENGINE_ALIASES
 
 REVIEW: Final = ["--config", "qwen3.5-27b", "--num-drafts", "3"]
 #: Every byte flag and every token flag, by the metavar that says which it is.
