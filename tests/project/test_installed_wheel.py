@@ -115,11 +115,13 @@ def test_vectors_run_passes_installed(installed: Installed, tmp_path: Path) -> N
     assert counts["failed"] == counts["not-run"] == 0
     # The Python adapter does not offer replay: its replay cases are not offered.
     skipped = [case for case in _json(report)["cases"] if case["outcome"] == "skipped"]
-    # 40 rebuilds, 4 post-conv rebuilds, 10 decodes, 28 batches, 12 batches run alone.
-    assert counts["skipped"] == len(skipped) == 94
+    # 40 rebuilds, 4 post-conv rebuilds, 10 decodes, 30 batches, 12 batches run
+    # alone and 70 refusals.
+    assert counts["skipped"] == len(skipped) == 166
     assert {case["detail"] for case in skipped} == {
         "not offered: the adapter answered unknown-op to replay",
         "not offered: the adapter answered unknown-op to replay_batch",
+        "not offered: the adapter's describe does not list batch form prompt-chunks",
     }
 
 
@@ -131,7 +133,8 @@ def test_vectors_run_installed_runs_the_replay_cases_on_the_rust_adapter(
     assert finished.returncode == 0, finished.stdout[-3000:] + finished.stderr
     cases = _json(report)["cases"]
     replay = [case for case in cases if case["id"].startswith("replay-")]
-    assert len(replay) == 94
+    assert len(replay) == 166
+    # The 70 refusals are float64 requests, all sent (it refuses prompt chunks too).
     # Its describe lists float64 and transformers-bf16: the 38 engine cases (vLLM's,
     # SGLang's and FLA's 15 windows and decodes, ggml's 5, vLLM's and SGLang's 12
     # batches and 6 batches run alone) are not offered, nor are the 8 batches with
@@ -173,15 +176,18 @@ def test_check_installed_runs_the_replay_properties_on_the_rust_adapter(
     assert set(outcomes) == {p for p in outcomes if p.startswith("test_replay.py::")}
     assert set(outcomes.values()) == {"passed"}
     # Each keeps the distance it measured and its bound: the Rust adapter's
-    # replay is the model's arithmetic, so every distance is 0.
+    # replay is the model's arithmetic but for exp, its platform's libm and not
+    # the model's correctly rounded one, so every distance is 0 or a last bit
+    # (the pool of 4,096 slots, whose batch runs the most exp calls: 7e-17).
     measured = {
         p["property"]: (p["distance"], p["bound"])
         for p in _json(report)["properties"]
         if p["property"] != model
     }
     assert set(measured) == set(outcomes)
-    assert {distance for distance, _ in measured.values()} == {0.0}
-    assert {bound for _, bound in measured.values()} <= {1e-12, 1e-06}
+    assert max(distance for distance, _ in measured.values()) <= 1e-15
+    # 0: the batches run alone (RB-REPLAY-13), judged bit for bit.
+    assert {bound for _, bound in measured.values()} <= {1e-12, 1e-06, 0.0}
     # The results page gives check's distances as it gives the vectors'.
     page = installed.run("report", str(report))
     assert page.returncode == 0, page.stderr

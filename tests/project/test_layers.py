@@ -58,12 +58,14 @@ THIRD_PARTY: Final = {
     "ssm_rollback_spec.corpus.replay_decodes": {"numpy"},
 }
 # The replay corpus's generator (its entry, what it draws from, its single
-# windows and its decodes) and its format, read back into the model: numpy.
+# windows, its decodes and its refusals) and its format, read back into the
+# model: numpy.
 REPLAY_CORPUS: Final = {
     "ssm_rollback_spec.corpus.replay_cases",
     "ssm_rollback_spec.corpus.replay_draws",
     "ssm_rollback_spec.corpus.replay_windows",
     "ssm_rollback_spec.corpus.replay_decodes",
+    "ssm_rollback_spec.corpus.replay_refusals",
     "ssm_rollback_spec.corpus.replay_format",
 }
 # Nothing leans on the numpy modules but the replay model itself and the

@@ -156,6 +156,10 @@ def test_check_skips_the_replay_properties_a_describe_does_not_offer(tmp_path: P
     assert details.pop(alone) == (
         "the implementation's describe offers none of the shipped batches run alone"
     )
+    model = "test_model.py::test_a_rolled_back_sequence_decodes_as_the_kept_tokens_decoded_plainly"
+    assert details.pop(model) == (
+        "model is opt-in, and this implementation's describe names no model"
+    )
     assert set(details.values()) == {
         "the implementation's describe offers no pipeline of the replay corpus for pre-conv rows"
     }

@@ -161,14 +161,15 @@ def test_a_replay_state_file_without_a_tolerance_is_refused(tmp_path: Path) -> N
 
 
 def test_check_knows_which_draft_clauses_the_replay_properties_cite() -> None:
-    source = (Path(__file__).parents[1] / "properties" / "test_replay.py").read_text(
-        encoding="utf-8"
+    properties = Path(__file__).parents[1] / "properties"
+    source = "".join(
+        (properties / name).read_text(encoding="utf-8")
+        for name in ("test_replay.py", "test_model.py")
     )
-    cited = {
-        clause
-        for marker in re.findall(r"@pytest\.mark\.clause\(([^)]*)\)", source)
-        for clause in re.findall(r'"(RB-REPLAY-[0-9]+)"', marker)
-    }
+    # A marker names its clauses, or a table of them (test_model.py's _CLAUSES).
+    markers = re.findall(r"@pytest\.mark\.clause\(([^)]*)\)", source)
+    markers += re.findall(r"\n_CLAUSES: Final = \(([^)]*)\)", source)
+    cited = {clause for marker in markers for clause in re.findall(r'"(RB-REPLAY-[0-9]+)"', marker)}
     # The malformed replay requests also cite RB-PROTO-4, a normative clause.
     assert cited == REPLAY_PROPERTY_CLAUSES
 
