@@ -20,12 +20,12 @@ from typing import TYPE_CHECKING, Final, cast
 from ..harness.clauses import CLAUSES
 from ..harness.protocol import ErrorKind, ProtocolError, encode, encode_line
 from ..harness.replay_wire import (
-    HEX_FLOAT,
     BatchForm,
     batch_forms,
     current_pipeline,
     decode_replay,
     decode_replay_batch,
+    finite_hex,
 )
 from .files import VectorError, load_corpus
 from .protocol_run import CaseResult
@@ -425,16 +425,6 @@ def _flat(value: object, path: str, /) -> list[tuple[str, object]]:
     return [(path, value)]
 
 
-def _number(value: object, /) -> float | None:
-    if not isinstance(value, str) or not HEX_FLOAT.fullmatch(value):
-        return None
-    try:
-        number = float.fromhex(value)
-    except (ValueError, OverflowError):
-        return None
-    return number if math.isfinite(number) else None
-
-
 @dataclass(frozen=True)
 class _TooFar:
     """A field further from the model than the case's bound: the message, and how far."""
@@ -455,7 +445,7 @@ def _field_problem(
     scale = max(abs(float.fromhex(str(value))) for _, value in wanted)
     worst: tuple[float, str, str, object] | None = None
     for (path, value), (_, found) in zip(wanted, got, strict=True):
-        parsed = _number(found)
+        parsed = finite_hex(found)
         if parsed is None:
             return f"{path} is not a finite float.hex string: {encode({'value': found})[9:-1]}"
         difference = abs(parsed - float.fromhex(str(value)))

@@ -16,11 +16,10 @@ Standard library only, beside :mod:`.protocol` and :mod:`.replay_wire`.
 from __future__ import annotations
 
 import enum
-import math
 from typing import TYPE_CHECKING, Final, Literal, NotRequired, TypedDict
 
 from .protocol import bad_request, encode_value, required_field
-from .replay_wire import HEX_FLOAT
+from .replay_wire import finite_hex
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -177,17 +176,6 @@ def _count(value: object, where: str, least: int, most: int, /) -> int:
     return value
 
 
-def _hex(value: object, /) -> float | None:
-    # A finite float.hex string's value, or None.
-    if not isinstance(value, str) or not HEX_FLOAT.fullmatch(value):
-        return None
-    try:
-        number = float.fromhex(value)
-    except (ValueError, OverflowError):
-        return None
-    return number if math.isfinite(number) else None
-
-
 def _ways(value: object, /) -> list[RollbackWay]:
     names = [way.value for way in RollbackWay]
     if (
@@ -231,7 +219,7 @@ def decode_model_offer(described: Mapping[str, object], /) -> ModelOffer | None:
         depth = member.get("snapshot_depth")
         offer["snapshot_depth"] = _count(depth, "model.snapshot_depth", 1, MAX_SNAPSHOT_DEPTH)
     if "bound" in member:
-        bound = _hex(member["bound"])
+        bound = finite_hex(member["bound"])
         if bound is None or bound < 0:
             raise ModelOfferError(
                 "describe's model.bound must be a float.hex string of a finite value "
@@ -365,7 +353,7 @@ def _logits(value: object, where: str, entry: DecodeEntry, vocab: int, /) -> lis
         )
     rows: list[list[float]] = []
     for index, row in enumerate(value):
-        numbers = [_hex(item) for item in row] if isinstance(row, list) else []
+        numbers = [finite_hex(item) for item in row] if isinstance(row, list) else []
         if len(numbers) != vocab or None in numbers:
             raise MalformedModelReplyError(
                 f"{where}[{index}] must be a list of {vocab} finite float.hex strings, "

@@ -43,6 +43,7 @@ __all__ = [
     "decode_replay",
     "decode_replay_batch",
     "encode_replay_states",
+    "finite_hex",
 ]
 
 
@@ -208,16 +209,22 @@ HEX_FLOAT: Final = re.compile(
 )
 
 
+def finite_hex(value: object, /) -> float | None:
+    """The value of a finite ``float.hex`` string of the protocol's spelling, or None."""
+    if not isinstance(value, str) or not HEX_FLOAT.fullmatch(value):
+        return None
+    try:
+        number = float.fromhex(value)
+    except (ValueError, OverflowError):
+        return None
+    return number if math.isfinite(number) else None
+
+
 def _hex_float(value: object, where: str, /) -> float:
-    if isinstance(value, str) and HEX_FLOAT.fullmatch(value):
-        try:
-            number = float.fromhex(value)
-        except (ValueError, OverflowError):
-            pass
-        else:
-            if math.isfinite(number):
-                return number
-    raise bad_request(f"{where} must be a finite float.hex string, got {encode_value(value)}")
+    number = finite_hex(value)
+    if number is None:
+        raise bad_request(f"{where} must be a finite float.hex string, got {encode_value(value)}")
+    return number
 
 
 def _floats(value: object, where: str, length: int, /) -> list[float]:
