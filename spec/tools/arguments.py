@@ -14,7 +14,6 @@ __all__ = [
     "before_the_run",
     "prepare_outputs",
     "race_budget",
-    "whole_number",
 ]
 
 
@@ -31,17 +30,6 @@ def race_budget(text: str, /) -> float:
         return parse_race_budget(text)
     except ValueError as error:
         raise argparse.ArgumentTypeError(str(error)) from None
-
-
-def whole_number(text: str, /) -> int:
-    """An argparse type: a whole number of at least 0."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must not be negative: {value}")
-    return value
 
 
 def add_impl_arguments(parser: argparse.ArgumentParser, /, *, python: bool) -> None:

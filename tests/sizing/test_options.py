@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
 
-@pytest.mark.parametrize(("typed", "value"), [("0", 0), ("7", 7), (" 12 ", 12)])
+@pytest.mark.parametrize(("typed", "value"), [("0", 0), ("7", 7), (" 12 ", 12), ("+3", 3)])
 def test_a_whole_number_is_read_from_zero(typed: str, value: int) -> None:
     assert options.whole_number(typed) == value
 
@@ -24,6 +24,7 @@ def test_a_whole_number_is_read_from_zero(typed: str, value: int) -> None:
     [
         (options.whole_number, "x", "not a whole number: 'x'"),
         (options.whole_number, "-1", "must not be negative: -1"),
+        (options.whole_number, "1.5", "not a whole number: '1.5'"),
         (options.positive, "0", "must be at least 1, got 0"),
         (options.positive, "1.5", "not a whole number: '1.5'"),
         (options.draft_counts, "8-1", "a range runs upward, got '8-1'"),

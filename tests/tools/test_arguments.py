@@ -15,7 +15,6 @@ from ssm_rollback_spec.tools.arguments import (
     before_the_run,
     prepare_outputs,
     race_budget,
-    whole_number,
 )
 from ssm_rollback_spec.tools.errors import CliError
 
@@ -38,21 +37,6 @@ def _refused(
         parser.parse_args(arguments)
     assert raised.value.code == 2
     return capsys.readouterr().err.strip().splitlines()[-1]
-
-
-@pytest.mark.parametrize(("text", "value"), [("0", 0), ("7", 7), ("+3", 3)])
-def test_a_whole_number_is_read_from_zero(text: str, value: int) -> None:
-    assert whole_number(text) == value
-
-
-@pytest.mark.parametrize(
-    ("text", "message"),
-    [("-1", "must not be negative: -1"), ("1.5", "not a whole number: '1.5'")],
-)
-def test_anything_else_is_no_whole_number(text: str, message: str) -> None:
-    with pytest.raises(argparse.ArgumentTypeError) as raised:
-        whole_number(text)
-    assert str(raised.value) == message
 
 
 def test_a_race_budget_takes_zero_and_fractions_but_not_less_than_zero() -> None:
