@@ -7,7 +7,9 @@ run and judged by :mod:`.protocol_run`; the replay corpus (``vectors/replay/``)
 is made by :mod:`.replay_cases` (numpy, the ``replay`` extra; its generators
 :mod:`.replay_windows` and :mod:`.replay_decodes` draw as :mod:`.replay_draws`
 says, and :mod:`.replay_format` is its JSON, read back into the model) and
-judged within its pipeline's bound by :mod:`.replay_run`. :mod:`.files` is
+judged within its pipeline's bound by :mod:`.replay_run`; its round scripts of
+the ``model`` operation are made by :mod:`.model_cases` and judged by the
+equalities they state by :mod:`.model_run`. :mod:`.files` is
 the one file format both share: case files, the manifest that pins them, and
 the JSON schemas in ``schemas/`` shipped beside the code. Everything but the
 replay generators and :mod:`.replay_format` is standard library, so running
@@ -17,6 +19,14 @@ a corpus needs no numpy.
 from __future__ import annotations
 
 from .files import VectorError
+from .model_run import (
+    MODEL_NOT_DESCRIBED,
+    MODEL_NOT_OFFERED,
+    ModelCase,
+    load_model_cases,
+    model_as_cases,
+    model_judges,
+)
 from .protocol_cases import Case, exported_case, generate, render_corpus, write_corpus
 from .protocol_run import CaseResult, Judge, is_contested_race, load_cases, run_cases
 from .replay_run import (
@@ -37,10 +47,13 @@ from .replay_run import (
 __all__ = [
     "BATCH_NOT_OFFERED",
     "FORM_NOT_LISTED",
+    "MODEL_NOT_DESCRIBED",
+    "MODEL_NOT_OFFERED",
     "NOT_OFFERED",
     "Case",
     "CaseResult",
     "Judge",
+    "ModelCase",
     "ReplayCase",
     "ReplayOffer",
     "ReplayOfferError",
@@ -51,7 +64,10 @@ __all__ = [
     "is_contested_race",
     "judge_replay",
     "load_cases",
+    "load_model_cases",
     "load_replay_cases",
+    "model_as_cases",
+    "model_judges",
     "not_offered",
     "render_corpus",
     "replay_offer",

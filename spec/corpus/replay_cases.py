@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Final
 from .. import SPEC_VERSION
 from ..replay.layer import Pipeline
 from .files import SCHEMA_FILE, render_corpus_files, schema_text
+from .model_cases import MODEL_FILE, ModelRoundsCase, model_cases
 from .replay_decodes import (
     BATCH_SHAPE,
     LATER_BATCH_PLANS,
@@ -123,7 +124,8 @@ def _document(
     | list[RoundsCase]
     | list[BatchCase]
     | list[AloneCase]
-    | list[RefusalCase],
+    | list[RefusalCase]
+    | list[ModelRoundsCase],
     /,
     *,
     states: bool = True,
@@ -141,7 +143,7 @@ def _document(
 def generate_replay_vectors() -> dict[str, str]:
     """Every file of ``vectors/replay/``, by name, as its exact text.
 
-    RB-REPLAY-1 to RB-REPLAY-12.
+    RB-REPLAY-1 to RB-REPLAY-14.
     """
     # Reproducible draws, not secrets: Random's stream is fixed for a seed.
     rng = random.Random(_SEED)  # noqa: S311
@@ -238,6 +240,20 @@ def generate_replay_vectors() -> dict[str, str]:
             "for the case to be sent, and a case with `without_form` is sent only to an "
             "adapter whose describe does not list that batch form.",
             refusal_cases(random.Random(_REFUSAL_SEED)),  # noqa: S311
+        ),
+        MODEL_FILE: _document(
+            "Round scripts of the model operation (RB-REPLAY-14), judged against the runtime "
+            "itself: each `request` decodes windows on named sequences and rolls each back by "
+            "some of its window, its way; decodes one more token on each sequence still live; "
+            "finishes them; then decodes each sequence's kept tokens again as `plain-NAME`, one "
+            "token a step, alone. Every rollback must be accepted. Each pair `[[step, entry, "
+            "token], [step, entry, token]]` of `equal` names two rows of the reply's logits, "
+            "a kept token and the same token decoded plainly, which must be the same within the "
+            "bound the adapter's describe declares for its model (0 unless it says). `needs` is "
+            "what a model must offer for the case to be sent: a vocabulary, sequences at once, "
+            "and for a snapshot case a snapshot depth. No logit is shipped.",
+            model_cases(),
+            states=False,
         ),
     }
     header = {"spec_version": SPEC_VERSION, "status": _STATUS}

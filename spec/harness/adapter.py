@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from .python_impl import Cell, RollbackApi
 
 __all__ = [
+    "MODEL_NOT_OFFERED",
     "REFERENCE_DESCRIBE",
     "REPLAY_BATCH_NOT_OFFERED",
     "REPLAY_NOT_OFFERED",
@@ -50,6 +51,7 @@ REPLAY_NOT_OFFERED: Final = "replay is not offered: ssm_rollback_spec.rollback h
 REPLAY_BATCH_NOT_OFFERED: Final = (
     "replay_batch is not offered: ssm_rollback_spec.rollback has no replay kernel"
 )
+MODEL_NOT_OFFERED: Final = "model is not offered: ssm_rollback_spec.rollback loads no model"
 
 
 class _RaceError(RuntimeError):
@@ -176,7 +178,7 @@ def _race_cells(api: RollbackApi, request: dict[str, object], /) -> object:
     return _WithSpans(returned, spans) if request.get(protocol.SPANS) else returned
 
 
-def _answer(api: RollbackApi, request: dict[str, object], /) -> object:  # noqa: PLR0911 - one return per op
+def _answer(api: RollbackApi, request: dict[str, object], /) -> object:  # noqa: C901, PLR0911 - one return per op
     op = protocol.op_named(str(request["op"]))
     if op is Op.DESCRIBE:
         return dict(REFERENCE_DESCRIBE)
@@ -196,6 +198,8 @@ def _answer(api: RollbackApi, request: dict[str, object], /) -> object:  # noqa:
         raise protocol.ProtocolError(ErrorKind.UNKNOWN_OP, REPLAY_NOT_OFFERED)
     if op is Op.REPLAY_BATCH:
         raise protocol.ProtocolError(ErrorKind.UNKNOWN_OP, REPLAY_BATCH_NOT_OFFERED)
+    if op is Op.MODEL:
+        raise protocol.ProtocolError(ErrorKind.UNKNOWN_OP, MODEL_NOT_OFFERED)
     if op is Op.RACE:
         return _race_published(api, request)
     events = request["events"]

@@ -55,6 +55,7 @@ _NOT_LISTED: Final = {
     Op.RACE_CELLS: "race_cells is judged round by round, not by a list of replies",
     Op.REPLAY: "replay is judged against the replay corpus with a tolerance, not by a list",
     Op.REPLAY_BATCH: "replay_batch is judged against the replay corpus with a tolerance",
+    Op.MODEL: "model is judged against the same adapter's plain decode, not by a list",
 }
 
 

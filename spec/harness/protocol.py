@@ -87,6 +87,9 @@ class Op(enum.Enum):
     #: Opt-in: the same replay over a batch of sequences on a pool of slots
     #: (docs/protocol.md, "replay_batch"); decoded by :mod:`.replay_wire`.
     REPLAY_BATCH = "replay_batch"
+    #: Opt-in: a loaded model's decodes, rollbacks and logits on named sequences
+    #: (docs/protocol.md, "model"); decoded by :mod:`.model_wire`.
+    MODEL = "model"
 
 
 class ErrorKind(enum.Enum):

@@ -126,6 +126,16 @@ def _replay_offer(driver: SubprocessDriver, /) -> corpus.ReplayOffer | None:
         raise CliError(f"the adapter's describe: {error}", ExitStatus.FAILED) from None
 
 
+def _model_offer(
+    driver: SubprocessDriver, cases: list[corpus.ModelCase], chosen: set[str], /
+) -> tuple[dict[str, corpus.Judge], list[corpus.CaseResult]]:
+    """The chosen round scripts the describe offers, each with its judge (its model's bound)."""
+    scripts = [case for case in cases if case.case_id in chosen]
+    if not scripts:
+        return {}, []
+    return corpus.model_judges(scripts, driver.request({"op": "describe"}))
+
+
 def _with_reproduction(result: corpus.CaseResult, line: str, command: str, /) -> str:
     if result.outcome != "failed":
         return result.detail
@@ -143,7 +153,9 @@ def _run(arguments: argparse.Namespace, /) -> int:
         replay = directory / REPLAY_SUBDIRECTORY
         replay_cases = corpus.load_replay_cases(replay) if replay.is_dir() else []
         as_cases, judges = corpus.as_cases(replay_cases)
-        cases = _selected(arguments, [*corpus.load_cases(directory), *as_cases])
+        model_cases = corpus.load_model_cases(replay) if replay.is_dir() else []
+        scripts = corpus.model_as_cases(model_cases)
+        cases = _selected(arguments, [*corpus.load_cases(directory), *as_cases, *scripts])
     except (corpus.VectorError, UnencodableMessageError) as error:
         raise CliError(f"--vectors {arguments.vectors}: {error}") from None
     described = before_the_run(arguments, argv if arguments.impl_cmd is not None else None)
@@ -161,6 +173,8 @@ def _run(arguments: argparse.Namespace, /) -> int:
             replay_chosen = [case for case in replay_cases if case.case_id in chosen]
             offer = _replay_offer(driver) if replay_chosen else None
             _, skipped = corpus.split_offered(replay_chosen, offer)
+            model_judges, model_skipped = _model_offer(driver, model_cases, chosen)
+            judges, skipped = {**judges, **model_judges}, [*skipped, *model_skipped]
             left_out = {result.case_id for result in skipped}
             offered = [case for case in cases if case["id"] not in left_out]
             # The package's own Python adapter (whatever it serves): its races

@@ -178,6 +178,7 @@ def test_the_python_adapter_passes_every_case_and_does_not_offer_replay(tmp_path
     status, report = _json_report(tmp_path)
     assert status == 0
     replay = corpus.load_replay_cases(VECTORS / "replay")
+    scripts = corpus.load_model_cases(VECTORS / "replay")
     cases = corpus.load_cases(VECTORS)
     # Whether the reference's racers overlap is the host's doing: a contested
     # race it did not see is not observed, never a pass (docs/protocol.md).
@@ -191,16 +192,21 @@ def test_the_python_adapter_passes_every_case_and_does_not_offer_replay(tmp_path
         "not-run": 0,
         "deviation": 0,
         "not-observed": len(unseen),
-        "skipped": len(replay),
+        "skipped": len(replay) + len(scripts),
     }
     skipped = [case for case in report["cases"] if case["outcome"] == "skipped"]
-    assert [case["id"] for case in skipped] == [case.case_id for case in replay]
+    assert [case["id"] for case in skipped] == [
+        *(case.case_id for case in replay),
+        *(case.case_id for case in scripts),
+    ]
     # A form of batch entry the adapter's describe does not list is not sent at all.
     chunks = corpus.FORM_NOT_LISTED.format("prompt-chunks")
     assert {case["detail"] for case in skipped} == {
         corpus.NOT_OFFERED,
         corpus.BATCH_NOT_OFFERED,
         chunks,
+        # Its describe names no model, so no round script is sent.
+        corpus.MODEL_NOT_DESCRIBED,
     }
 
 

@@ -493,6 +493,11 @@ def test_the_reference_adapter_does_not_offer_a_replay_whatever_the_request_hold
             "replay_batch is judged against the replay corpus with a tolerance",
             id="replay_batch",
         ),
+        pytest.param(
+            "model",
+            "model is judged against the same adapter's plain decode, not by a list",
+            id="model",
+        ),
     ],
 )
 def test_the_oracle_lists_no_reply_for_a_replay_which_is_judged_within_a_bound(
@@ -501,6 +506,16 @@ def test_the_oracle_lists_no_reply_for_a_replay_which_is_judged_within_a_bound(
     with pytest.raises(ValueError, match=f"^{op} is judged") as raised:
         allowed_replies({"op": op})
     assert str(raised.value) == message
+
+
+def test_the_reference_adapter_does_not_offer_a_model_whatever_the_request_holds() -> None:
+    # model is an op of the protocol (opt-in): the reference, which loads none,
+    # answers unknown-op with its reason, not the decoder's "unknown op".
+    for request in ({"op": "model"}, {"op": "model", "rollback": "snapshot", "script": []}):
+        assert respond(rollback, json.dumps(request)) == protocol.error_reply(
+            ErrorKind.UNKNOWN_OP, "model is not offered: ssm_rollback_spec.rollback loads no model"
+        )
+    assert protocol.op_named("model") is protocol.Op.MODEL
 
 
 def test_the_in_process_driver_sends_the_exact_line_it_is_given() -> None:

@@ -62,15 +62,10 @@ def test_every_clause_a_fixed_case_can_express_has_vectors() -> None:
     assert with_vectors <= set(traceability.spec_clauses())
 
 
-#: Draft clauses with no fixed cases yet: the model operation's (docs/protocol.md,
-#: "model"), judged by check's drawn rounds alone until its round scripts ship.
-_NO_REPLAY_VECTORS_YET: Final = frozenset({"RB-REPLAY-14"})
-
-
 def test_every_draft_replay_clause_has_replay_vectors_and_no_other_clause_does() -> None:
     with_replay_vectors = set(traceability.replay_vector_clauses())
     for clause in traceability.spec_clauses():
-        drafted = _is_replay_draft(clause) and clause not in _NO_REPLAY_VECTORS_YET
+        drafted = _is_replay_draft(clause)
         # RB-PROTO-4 too: the refusals (refusals.json) are the protocol's bad-request rules.
         assert (clause in with_replay_vectors) is (drafted or clause == "RB-PROTO-4"), clause
     assert with_replay_vectors <= set(traceability.spec_clauses())

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: MIT OR Apache-2.0
-"""check's model property (RB-REPLAY-14) on the fake model: right rollbacks pass, wrong ones fail.
+"""The model operation (RB-REPLAY-14) on the fake model: right rollbacks pass, wrong ones fail.
 
-The fake (``tests/fakes/model_adapter.py``) is one float64 GDN layer between
+check's drawn rounds and ``vectors run``'s round scripts (``model_rounds.json``)
+both judge it. The fake (``tests/fakes/model_adapter.py``) is one float64 GDN layer between
 a fixed embedding and output projection; its wrong rollbacks restore
 another sequence's state, keep one token too many, or restore a stale
 checkpoint. Each runs through the same operation, on the same model, as a
@@ -63,3 +64,43 @@ def test_check_rejects_each_wrong_rollback(tmp_path: Path, wrong: str) -> None:
     # list of allowed replies can say: nothing is exported as a protocol vector.
     exported = json.loads((tmp_path / "exported" / "exported.json").read_text(encoding="utf-8"))
     assert exported["cases"] == []
+
+
+def _vectors(tmp_path: Path, command: str, /) -> tuple[int, dict[str, Any]]:
+    report = tmp_path / "vectors.json"
+    finished = run_module(
+        "ssm_rollback_spec.tools.cli", "vectors", "run", "--clause", "RB-REPLAY-14",
+        "--impl-cmd", command, "--json", str(report), timeout=600,
+    )  # fmt: skip
+    assert "Traceback" not in finished.stdout + finished.stderr
+    document: dict[str, Any] = json.loads(report.read_text(encoding="utf-8"))
+    return finished.returncode, document
+
+
+@pytest.mark.slow
+def test_vectors_run_passes_the_round_scripts_on_a_model_that_rolls_back_right(
+    tmp_path: Path,
+) -> None:
+    status, document = _vectors(tmp_path, _ADAPTER)
+    assert status == 0
+    # Every round script fits the fake (16 tokens, 3 slots, a snapshot depth of 4).
+    assert document["counts"]["passed"] == len(document["cases"]) == 28
+    assert document["clauses"] == {"RB-REPLAY-14": "passed"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("wrong", WRONG)
+def test_vectors_run_rejects_each_wrong_rollback_with_the_round_scripts(
+    tmp_path: Path, wrong: str
+) -> None:
+    status, document = _vectors(tmp_path, f"{_ADAPTER} {wrong}")
+    assert status == 1
+    assert document["clauses"] == {"RB-REPLAY-14": "failed"}
+    failed = [case for case in document["cases"] if case["outcome"] == "failed"]
+    assert failed
+    # Judged by the same token decoded plainly in the same reply.
+    assert all(
+        "the same kept token decoded plainly as plain-" in case["detail"]
+        or "was refused" in case["detail"]
+        for case in failed
+    )

@@ -12,6 +12,7 @@ import jsonschema
 import numpy as np
 import pytest
 
+from ssm_rollback_spec.corpus.model_cases import MODEL_FILE
 from ssm_rollback_spec.corpus.replay_cases import generate_replay_vectors
 from ssm_rollback_spec.corpus.replay_draws import SNAPSHOT
 from ssm_rollback_spec.corpus.replay_format import (
@@ -41,6 +42,7 @@ CASE_FILES: Final = (
     BATCH_FILE,
     BATCH_ALONE_FILE,
     REFUSALS_FILE,
+    MODEL_FILE,
 )
 
 
@@ -208,10 +210,8 @@ def test_the_row_byte_cases_include_qwen3_next() -> None:
 
 
 def test_every_replay_clause_has_replay_vectors_and_only_replay_clauses_do() -> None:
-    # Not RB-REPLAY-14: the model operation's round scripts are not shipped yet.
-    replay_clauses = [
-        c for c in traceability.spec_clauses() if c.startswith("RB-REPLAY-") and c != "RB-REPLAY-14"
-    ]
+    # RB-REPLAY-14 too: the model operation's round scripts (model_rounds.json).
+    replay_clauses = [c for c in traceability.spec_clauses() if c.startswith("RB-REPLAY-")]
     found = traceability.replay_vector_clauses()
     assert replay_clauses
     # And RB-PROTO-4: the refusals (refusals.json) are the protocol's bad-request rules.
