@@ -1,10 +1,11 @@
 # SPDX-License-Identifier: MIT OR Apache-2.0
-"""The engines' own code, mutated: every change to vLLM's GDN bookkeeping the batches can see.
+"""The engines' own code, mutated: every change to vLLM's and SGLang's bookkeeping the batches see.
 
 Each mutant of ``tests/kernels/mutants.py`` is applied to a hard-linked copy
-of vLLM 0.33.0's unpacked wheel, and vLLM's adapter run over it through
-``vectors run`` on every ``vllm-bf16`` batch: the model's (RB-REPLAY-12) and
-the engine's own, each sequence alone (RB-REPLAY-13). A mutant that changes
+of its release's unpacked wheel (vLLM 0.33.0, SGLang 0.5.23), and the
+engine's adapter run over it through ``vectors run`` on every batch of the
+engine's pipeline (``vllm-bf16``, ``sglang-bf16``): the model's judge
+(RB-REPLAY-12) and the engine's own, each sequence alone (RB-REPLAY-13). A mutant that changes
 what an engine computes must fail a case; an equivalent one, argued in its
 row, must pass every case, or its argument is wrong. The score is in
 docs/mutation.md, whose table the last test holds to the mutants here.
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Final
 import pytest
 
 from adapters.engines import wheels
+from adapters.engines.sglang.batch import sources
 from adapters.engines.vllm.load import WHEEL
 from tests.child import ROOT
 from tests.kernels.engines import vectors_run
@@ -33,8 +35,9 @@ _MUTATION_PAGE: Final = ROOT / "docs" / "mutation.md"
 
 @pytest.fixture(scope="module")
 def unpacked() -> Path:
-    """vLLM's unpacked wheel in the tier's cache, fetched once."""
-    return wheels.fetch(WHEEL)
+    """The tier cache's ``unpacked/`` folder, with vLLM's wheel and SGLang's files, fetched once."""
+    sources()
+    return wheels.fetch(WHEEL).parent
 
 
 def _run(mutant: Mutant, unpacked: Path, folder: Path, python: str, /) -> tuple[int, set[str]]:
@@ -43,7 +46,7 @@ def _run(mutant: Mutant, unpacked: Path, folder: Path, python: str, /) -> tuple[
     status, report, _ = vectors_run(
         folder / "report.json",
         python,
-        "vllm",
+        mutant.engine,
         *mutant.flags,
         clause="RB-REPLAY-12",
         corpus=("--clause", "RB-REPLAY-13"),
@@ -54,7 +57,7 @@ def _run(mutant: Mutant, unpacked: Path, folder: Path, python: str, /) -> tuple[
 
 
 @pytest.mark.parametrize("mutant", MUTANTS, ids=[mutant.name for mutant in MUTANTS])
-def test_each_mutant_of_vllms_bookkeeping_fails_a_batch_or_is_argued_equivalent(
+def test_each_mutant_of_an_engines_bookkeeping_fails_a_batch_or_is_argued_equivalent(
     mutant: Mutant, unpacked: Path, tmp_path: Path, kernels_python: str
 ) -> None:
     status, failed = _run(mutant, unpacked, tmp_path, kernels_python)
@@ -62,7 +65,7 @@ def test_each_mutant_of_vllms_bookkeeping_fails_a_batch_or_is_argued_equivalent(
         assert (status, failed) == (0, set()), f"argued equivalent, yet it fails {failed}"
     else:
         assert status == 1
-        assert failed, "the mutant passed every vllm-bf16 batch"
+        assert failed, f"the mutant passed every batch of {mutant.engine}"
 
 
 def test_a_mutant_whose_text_the_release_lacks_is_refused(unpacked: Path, tmp_path: Path) -> None:
@@ -78,7 +81,7 @@ def test_a_mutant_leaves_the_cached_wheel_as_it_was(unpacked: Path, tmp_path: Pa
     mutant = MUTANTS[0]
     before = (unpacked / mutant.path).read_text(encoding="utf-8")
     root = mutated_cache(mutant, unpacked, tmp_path)
-    after = (root / "unpacked" / unpacked.name / mutant.path).read_text(encoding="utf-8")
+    after = (root / "unpacked" / mutant.path).read_text(encoding="utf-8")
     assert (unpacked / mutant.path).read_text(encoding="utf-8") == before
     assert after == before.replace(mutant.old, mutant.new)
 

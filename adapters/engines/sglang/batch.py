@@ -128,7 +128,7 @@ if TYPE_CHECKING:
 
     from ssm_rollback_spec.harness.replay_wire import ReplayBatchRequest, ReplayRow, ReplayState
 
-__all__ = ["RING_LENGTH", "SMALLEST_KEY_HEAD", "BatchPath", "Shapes", "replay_batch"]
+__all__ = ["RING_LENGTH", "SMALLEST_KEY_HEAD", "BatchPath", "Shapes", "replay_batch", "sources"]
 
 #: SGLang's default ring length L (``linear_replayssm_cache_len``).
 RING_LENGTH: Final = 16
@@ -158,7 +158,7 @@ class BatchPath(enum.Enum):
     REPLAYSSM = "replayssm"
 
 
-def _sources() -> Path:
+def sources() -> Path:
     """The folder holding the wheel's bookkeeping files, unpacked once beside its kernels."""
     engine = WHEEL
     wheels.fetch(engine)  # the wheel, downloaded and its licence checked
@@ -298,7 +298,7 @@ def _engine() -> _Engine:
     import torch  # noqa: PLC0415
 
     conv, replayssm = load()
-    root = _sources() / "sglang"
+    root = sources() / "sglang"
     srt = root / "srt"
     utils = sys.modules["sglang.srt.utils"]
     utils.__dict__.update(
