@@ -3,6 +3,7 @@
 //! (SPEC.md), written against the clauses rather than copied from the
 //! runtime module. Sizes are exact or `Overflow`, never wrapped.
 
+pub mod model;
 pub mod replay;
 
 use std::fmt;

@@ -3,6 +3,7 @@
 //! implementation: one JSON request per stdin line, one reply per stdout line.
 
 mod json;
+mod model_op;
 mod replay_op;
 
 use std::io::{self, BufRead, BufWriter, Write};
@@ -262,13 +263,16 @@ fn size(result: Result<u64, Overflow>, call: String) -> Reply {
     }
 }
 
-/// Who this adapter is, and what its `replay` computes (docs/protocol.md, "What an
+/// Who this adapter is, what its `replay` computes (docs/protocol.md, "What an
 /// adapter's replay computes"): the model's two pipelines, both layouts, and the
-/// designs whose states are the model's per-token step (replay.rs ports it).
+/// designs whose states are the model's per-token step (replay.rs ports it); and
+/// the tiny model its `model` operation decodes (model.rs; docs/protocol.md, "model").
 const DESCRIBE: &str = concat!(
     r#"{"name":"ssm-rollback-adapter (Rust)","usize_bits":64,"replay":{"#,
     r#""pipelines":["float64","transformers-bf16"],"layouts":["pre-conv","post-conv"],"#,
-    r#""designs":["seed-row","minimal-pre-conv","replayssm","post-conv-with-conv-window"]}}"#
+    r#""designs":["seed-row","minimal-pre-conv","replayssm","post-conv-with-conv-window"]},"#,
+    r#""model":{"name":"tiny-gdn-48 (adapters/rust/src/model.rs)","vocab":48,"sequences":4,"#,
+    r#""rollback":["snapshot","checkpoint"],"snapshot_depth":4,"bound":"0x0.0p+0"}}"#
 );
 
 fn answer(line: &str) -> Result<Reply, Reply> {
@@ -336,6 +340,7 @@ fn answer(line: &str) -> Result<Reply, Reply> {
         }
         "replay" => replay_op::answer(&request)?,
         "replay_batch" => replay_op::answer_batch(&request)?,
+        "model" => model_op::answer(&request)?,
         other => {
             let mut shown = String::new();
             write_string(&mut shown, other);
@@ -389,5 +394,20 @@ fn main() {
     }
     if output.flush().is_err() {
         std::process::exit(1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ssm_rollback::model::{SEQUENCES, SNAPSHOT_DEPTH, VOCAB};
+
+    #[test]
+    fn describe_states_the_model_the_operation_decodes() {
+        let member = format!(
+            r#""model":{{"name":"tiny-gdn-48 (adapters/rust/src/model.rs)","vocab":{VOCAB},"sequences":{SEQUENCES},"rollback":["snapshot","checkpoint"],"snapshot_depth":{SNAPSHOT_DEPTH},"#
+        );
+        assert!(DESCRIBE.contains(&member), "{DESCRIBE}");
+        assert!(json::parse(DESCRIBE).is_ok());
     }
 }

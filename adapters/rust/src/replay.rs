@@ -59,7 +59,7 @@ pub struct Row {
 }
 
 /// The L2 norm's epsilon (transformers' `l2norm`).
-const L2NORM_EPS: f64 = 1e-6;
+pub(crate) const L2NORM_EPS: f64 = 1e-6;
 
 /// Round an f32 to the nearest BF16 value, ties to even, held in f32.
 pub fn bf16_round(value: f32) -> f32 {
@@ -69,7 +69,7 @@ pub fn bf16_round(value: f32) -> f32 {
 }
 
 /// The pipeline's arithmetic type.
-trait Real:
+pub(crate) trait Real:
     Copy
     + std::ops::Add<Output = Self>
     + std::ops::Sub<Output = Self>
@@ -122,20 +122,20 @@ impl Real for f32 {
 }
 
 /// A sum left to right, starting from the first term.
-fn ordered_sum<F: Real>(terms: impl Iterator<Item = F>) -> F {
+pub(crate) fn ordered_sum<F: Real>(terms: impl Iterator<Item = F>) -> F {
     let mut terms = terms;
     let first = terms.next().expect("the model never sums nothing");
     terms.fold(first, |total, term| total + term)
 }
 
-struct Layer<F> {
-    dims: Dims,
-    weight: Vec<Vec<F>>,
+pub(crate) struct Layer<F> {
+    pub(crate) dims: Dims,
+    pub(crate) weight: Vec<Vec<F>>,
 }
 
 impl<F: Real> Layer<F> {
     /// One token through the conv and the SiLU: the new conv columns and the post-conv q, k, v.
-    fn conv_step(&self, conv: &[Vec<F>], qkv: &[F]) -> (Vec<Vec<F>>, Vec<F>) {
+    pub(crate) fn conv_step(&self, conv: &[Vec<F>], qkv: &[F]) -> (Vec<Vec<F>>, Vec<F>) {
         let mut columns = Vec::with_capacity(conv.len());
         let mut post = Vec::with_capacity(conv.len());
         for (channel, kept) in conv.iter().enumerate() {
@@ -150,7 +150,7 @@ impl<F: Real> Layer<F> {
     }
 
     /// One token of the gated delta rule on every value head: the new h.
-    fn delta_rule_step(&self, h: &[F], k_and_v: &[F], g: &[F], beta: &[F]) -> Vec<F> {
+    pub(crate) fn delta_rule_step(&self, h: &[F], k_and_v: &[F], g: &[F], beta: &[F]) -> Vec<F> {
         let d = self.dims;
         let (dk, dv) = (d.key_head_dim, d.value_head_dim);
         let keys: Vec<Vec<F>> = (0..d.num_key_heads)
