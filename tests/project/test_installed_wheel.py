@@ -170,9 +170,9 @@ def test_check_installed_runs_the_replay_properties_on_the_rust_adapter(
     )
     assert finished.returncode == 0, finished.stdout[-3000:] + finished.stderr
     outcomes = _outcomes(_json(report))
-    # The Rust adapter's describe names no model yet (docs/protocol.md, "model").
+    # The Rust adapter's tiny model (docs/engines.md, "The Rust adapter's tiny model").
     model = "test_model.py::test_a_rolled_back_sequence_decodes_as_the_kept_tokens_decoded_plainly"
-    assert outcomes.pop(model) == "skipped"
+    assert outcomes.pop(model) == "passed"
     assert outcomes
     assert set(outcomes) == {p for p in outcomes if p.startswith("test_replay.py::")}
     assert set(outcomes.values()) == {"passed"}
@@ -187,6 +187,11 @@ def test_check_installed_runs_the_replay_properties_on_the_rust_adapter(
     }
     assert set(measured) == set(outcomes)
     assert max(distance for distance, _ in measured.values()) <= 1e-15
+    # Its rolled-back logits are its plain decode's bit for bit, within its bound of 0.
+    by_model = [
+        (p["distance"], p["bound"]) for p in _json(report)["properties"] if p["property"] == model
+    ]
+    assert by_model == [(0.0, 0.0)]
     # 0: the batches run alone (RB-REPLAY-13), judged bit for bit.
     assert {bound for _, bound in measured.values()} <= {1e-12, 1e-06, 0.0}
     # The results page gives check's distances as it gives the vectors'.

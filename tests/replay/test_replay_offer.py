@@ -117,6 +117,10 @@ def test_vectors_run_sends_only_the_replay_cases_a_describe_offers(tmp_path: Pat
         case.case_id: corpus.not_offered(case, offer)
         or (BATCH_NOT_OFFERED if case.request["op"] == "replay_batch" else NOT_OFFERED)
         for case in corpus.load_replay_cases(REPLAY)
+    } | {
+        # Its describe names no model: no round script is sent.
+        case.case_id: corpus.MODEL_NOT_DESCRIBED
+        for case in corpus.load_model_cases(REPLAY)
     }
     assert status == 0
     assert {case["outcome"] for case in report["cases"]} == {"skipped"}
