@@ -28,6 +28,8 @@ from tests.fakes.model_adapter import DESCRIBE, reply
 REPLAY: Final = Path(__file__).resolve().parents[2] / "vectors" / "replay"
 SCRIPTS: Final = corpus.load_model_cases(REPLAY)
 _OFFER: Final = decode_model_offer(DESCRIBE)
+#: The counts docs/protocol.md ("Round scripts for vectors run") writes in words.
+_WORDS: Final = {6: "six", 14: "Fourteen"}
 
 
 def _case(suffix: str, /) -> ModelCase:
@@ -320,3 +322,22 @@ def test_a_script_with_tokens_past_what_it_needs_is_refused(tmp_path: Path) -> N
         "is refused for what it needs: script[0].decode[0].tokens[0] must be a token in "
         "[0, 0], got 1)"
     )
+
+
+def test_the_protocol_page_states_the_scripts_counts_and_needs() -> None:
+    page = (Path(__file__).resolve().parents[2] / "docs" / "protocol.md").read_text("utf-8")
+    scripts = len(SCRIPTS) // 2
+    drawn = sum("-drawn-" in case.case_id for case in SCRIPTS) // 2
+    phrases = [
+        f"`vectors/replay/model_rounds.json` (RB-REPLAY-14,\n{len(SCRIPTS)} cases)",
+        f"{_WORDS[scripts]}\nscripts run both ways",
+        # The two shapes of llama.cpp's findings, then the rest by hand.
+        f"{_WORDS[scripts - drawn - 2]} more written by hand",
+        f"and {_WORDS[drawn]} drawn from a\nfixed seed",
+        (
+            f"a vocabulary of at most {max(case.vocab for case in SCRIPTS)}, at most "
+            f"{max(case.sequences for case in SCRIPTS)}\nsequences, a snapshot depth of at most "
+            f"{max(case.snapshot_depth or 0 for case in SCRIPTS)}"
+        ),
+    ]
+    assert [phrase for phrase in phrases if phrase not in page] == []
