@@ -1,12 +1,13 @@
 # SPDX-License-Identifier: MIT OR Apache-2.0
 """The model operation (RB-REPLAY-14) on the fake model: right rollbacks pass, wrong ones fail.
 
-check's drawn rounds and ``vectors run``'s round scripts (``model_rounds.json``)
-both judge it. The fake (``tests/fakes/model_adapter.py``) is one float64 GDN layer between
-a fixed embedding and output projection; its wrong rollbacks restore
-another sequence's state, keep one token too many, or restore a stale
-checkpoint. Each runs through the same operation, on the same model, as a
-runtime's adapter would.
+check's drawn rounds and ``vectors run``'s round scripts
+(``model_rounds.json``) both judge it. The fake
+(``tests/fakes/model_adapter.py``) is one float64 GDN layer between a fixed
+embedding and output projection; its wrong rollbacks restore another
+sequence's state, keep one token too many, or restore a stale checkpoint.
+Each runs through the same operation, on the same model, as a runtime's
+adapter would.
 """
 
 from __future__ import annotations
