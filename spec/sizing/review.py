@@ -103,7 +103,7 @@ def model_from_config(config: Mapping[str, object], tp: int, /) -> Model:
         attention_layers=attention_layers,
         drafter_layers=drafter_layers,
         sglang_gdn_layers=sglang_layers,
-        max_length=vllm.model_length(config, dims.text_config(config)),
+        max_length=vllm.model_length(dims.text_config(config)),
     )
 
 

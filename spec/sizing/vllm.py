@@ -332,14 +332,16 @@ class ModelLength:
     #: The derived length, and the config key it came from.
     tokens: int
     key: str
-    #: The top config's ``model_max_length``, which lets a longer length through (None: none).
-    model_max_length: int | None = None
 
     def refuses(self, max_model_len: int, /) -> bool:
-        """Whether vLLM refuses ``max_model_len`` (``SOURCES["max_model_len check"]``)."""
-        if max_model_len <= self.tokens:
-            return False
-        return self.model_max_length is None or max_model_len > self.model_max_length
+        """Whether vLLM refuses ``max_model_len`` (``SOURCES["max_model_len check"]``).
+
+        The ``model_max_length`` that check lets a longer length through with
+        is the text config's (``hf_config`` there is ``hf_text_config``,
+        vllm/config/model.py:2160-2161, 2661), which, when set, is already the
+        derived length: a top config's is not read.
+        """
+        return max_model_len > self.tokens
 
 
 def _whole(value: object, /) -> int | None:
@@ -364,8 +366,8 @@ def _rope_factor(text: Mapping[str, object], /) -> float:
     return factor
 
 
-def model_length(config: Mapping[str, object], text: Mapping[str, object], /) -> ModelLength | None:
-    """The length vLLM derives from ``config`` (``text``: its text part); None: no key gives one.
+def model_length(text: Mapping[str, object], /) -> ModelLength | None:
+    """The length vLLM derives from a config's text part ``text``; None: no key gives one.
 
     The smallest of the length keys, ``model_max_length`` taking over when
     set, times the RoPE factor (``SOURCES["derived max_model_len"]``).
@@ -378,11 +380,7 @@ def model_length(config: Mapping[str, object], text: Mapping[str, object], /) ->
     override = _whole(text.get("model_max_length"))
     if override is not None:
         tokens, key = override, "model_max_length"
-    return ModelLength(
-        tokens=int(tokens * _rope_factor(text)),
-        key=key,
-        model_max_length=_whole(config.get("model_max_length")),
-    )
+    return ModelLength(tokens=int(tokens * _rope_factor(text)), key=key)
 
 
 def max_num_seqs(setup: VllmSetup, given: int | None, /) -> int:

@@ -230,8 +230,9 @@ SOURCES: Final = {
     "max_model_len check": Source(
         "vllm/config/model.py",
         "2657-2683",
-        "a --max-model-len above the derived length (and above the config's model_max_length) "
-        "raises ValueError unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1",
+        "a --max-model-len above the derived length (and above the text config's "
+        "model_max_length, which is that length when set: hf_config is hf_text_config, "
+        "2160-2161) raises ValueError unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1",
     ),
     "derived max_model_len": Source(
         "vllm/transformers_utils/model_arch_config_convertor.py",

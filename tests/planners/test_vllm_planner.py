@@ -10,12 +10,18 @@ an n-gram drafter. Then each example at 10 GiB of KV cache, as vLLM #49064
 launched: vLLM's own CUDA-graph check refuses vLLM's default ``max_num_seqs``
 where ``size`` says it does, refuses one above the largest value ``size``
 says starts and passes that value; and ``--kv-cache-dtype fp8`` changes the
-figures as vLLM's planner does.
+figures as vLLM's planner does. Last, vLLM's own length check
+(``_get_and_verify_max_len``, vllm/config/model.py:2545-2684, through
+``EngineArgs.create_engine_config``) raises for a ``--max-model-len`` above the
+config's length exactly where ``size`` says vLLM refuses to start, with the
+same figures, and ``size`` says vLLM starts wherever it takes the length.
 """
 
 from __future__ import annotations
 
+import copy
 import json
+import re
 from pathlib import Path
 from typing import Any, Final
 
@@ -228,3 +234,109 @@ def _assert_same_figures(case: dict[str, Any]) -> None:
         "conv_dtype": {"float32": "fp32", "bfloat16": "bf16"}[case["conv_dtype"]],
     }
     assert ours == theirs, case
+
+
+#: The length a Qwen3.5 or Qwen3-Next model card states (262,144 tokens).
+_MODEL_LENGTH: Final = 262_144
+#: vLLM's refusal, as its check words it and as ``size`` quotes it: the length
+#: asked for, the config key, and the derived length (vLLM prints it as a float
+#: once a RoPE factor has multiplied it).
+_REFUSAL: Final = re.compile(
+    r"User-specified max_model_len \((\d+)\) is greater than the derived max_model_len"
+    r" \((\w+)=(\d+)(?:\.0)? "
+)
+#: What each config of :func:`_length_configs` adds to the text config, and the lengths asked for.
+_LENGTH_CASES: Final[dict[str, tuple[dict[str, Any], dict[str, Any], tuple[int, ...]]]] = {
+    # name: (text config fields, top config fields, --max-model-len values)
+    "card": ({}, {}, (_MODEL_LENGTH, _MODEL_LENGTH + 1, 2**20)),
+    "text-model-max-length": ({"model_max_length": 2 * _MODEL_LENGTH}, {}, (2**19, 2**19 + 1)),
+    # vLLM reads model_max_length from the text config alone.
+    "top-model-max-length": ({}, {"model_max_length": 2 * _MODEL_LENGTH}, (_MODEL_LENGTH + 1,)),
+    "dynamic-rope": (
+        {"rope_parameters": {"rope_type": "dynamic", "factor": 2.0, "rope_theta": 10_000_000}},
+        {},
+        (2**19, 2**19 + 1),
+    ),
+    # A YaRN factor is already in max_position_embeddings, so not applied again.
+    "yarn-rope": (
+        {
+            "rope_parameters": {
+                "rope_type": "yarn",
+                "factor": 4.0,
+                "rope_theta": 10_000_000,
+                "original_max_position_embeddings": 65_536,
+            }
+        },
+        {},
+        (_MODEL_LENGTH, _MODEL_LENGTH + 1),
+    ),
+}
+
+
+def _length_cases(directory: Path) -> list[dict[str, Any]]:
+    """Configs that state a length (the examples state none), each at lengths on both sides."""
+    cases: list[dict[str, Any]] = []
+    qwen3_5 = json.loads(QWEN3_5_27B.read_text(encoding="utf-8"))
+    for name, (text_fields, top_fields, lengths) in _LENGTH_CASES.items():
+        config = copy.deepcopy(qwen3_5)
+        config["text_config"].update({"max_position_embeddings": _MODEL_LENGTH, **text_fields})
+        config.update(top_fields)
+        path = directory / f"{name}.config.json"
+        path.write_text(json.dumps(config), encoding="utf-8")
+        cases += [{"config": str(path), "max_model_len": n} for n in lengths]
+    # Qwen3-Next's config is flat: its top config is its text config.
+    flat = json.loads(QWEN3_NEXT.read_text(encoding="utf-8"))
+    flat.update({"max_position_embeddings": _MODEL_LENGTH, "model_max_length": 2**19})
+    path = directory / "flat-model-max-length.config.json"
+    path.write_text(json.dumps(flat), encoding="utf-8")
+    cases += [{"config": str(path), "max_model_len": n} for n in (_MODEL_LENGTH + 1, 2**19 + 1)]
+    return [{**case, "only": "max_model_len"} for case in cases]
+
+
+@pytest.fixture(scope="module")
+def length_checks(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+    directory = tmp_path_factory.mktemp("lengths")
+    return run_planner(PLANNER, _length_cases(directory), directory, timeout=1800)
+
+
+def _size_start(case: dict[str, Any], /) -> dict[str, Any]:
+    # Memory enough for one request at any of these lengths: only the length can refuse.
+    arguments = [
+        "size", "--config", case["config"], "--engine", "vllm", "--num-drafts", "3",
+        "--kv-cache-memory-bytes", "400G", "--max-model-len", str(case["max_model_len"]),
+        "--json", "-",
+    ]  # fmt: skip
+    start: dict[str, Any] = size_report(arguments)["start"]
+    return start
+
+
+def test_size_says_vllm_refuses_a_length_exactly_where_vllms_own_check_raises(
+    length_checks: list[dict[str, Any]],
+) -> None:
+    refused = 0
+    for case in length_checks:
+        start = _size_start(case)
+        assert start["starts"] is (case["length_refusal"] is None), (case, start)
+        if case["length_refusal"] is None:
+            # vLLM took the length as given.
+            assert case["vllm_max_model_len"] == case["max_model_len"], case
+            continue
+        refused += 1
+        assert start["source"] == "vllm/config/model.py:2657-2683", start
+        theirs = _REFUSAL.match(case["length_refusal"])
+        ours = _REFUSAL.match(start["says"].split('"')[1])
+        assert theirs is not None, case["length_refusal"]
+        assert ours is not None, start["says"]
+        assert ours.groups() == theirs.groups(), (case, start)
+        assert start["largest"] == (
+            f"largest --max-model-len that starts: {int(theirs.group(3)):,}"
+            " (VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 lets more through)"
+        )
+    # Every config refuses a length; five of them also take one.
+    configs = len({case["config"] for case in length_checks})
+    assert (len(length_checks), configs, refused) == (12, 6, 7)
+    # docs/sizing.md states these counts.
+    stated = " ".join((ROOT / "docs" / "sizing.md").read_text(encoding="utf-8").split())
+    assert f"on {len(length_checks)} lengths over {configs} configs that state one" in stated
+    assert f"exactly the {refused} that vLLM's check raises for" in stated
+    assert f"starts for the other {len(length_checks) - refused}." in stated

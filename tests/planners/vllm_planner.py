@@ -4,7 +4,9 @@
 ``python tests/planners/vllm_planner.py CASES.json`` reads a list of cases
 (``config``, ``tp``, ``drafts``, ``kv_cache_memory_bytes``, ``max_model_len``,
 and optionally ``prefix_caching``, ``method``, ``kv_cache_dtype`` and
-``max_num_seqs``) and prints one JSON object per case. No weights are loaded
+``max_num_seqs``) and prints one JSON object per case; a case with
+``"only": "max_model_len"`` stops after ``EngineArgs.create_engine_config``
+and prints what vLLM's length check said (:func:`length_check`). No weights are loaded
 and no GPU is needed. What stands in for the hardware, and nothing else:
 
 - the CUDA extension modules (``vllm/*.so``) are empty modules, and the four
@@ -47,7 +49,7 @@ if TYPE_CHECKING:
 else:
     from driver import install_placeholders, plan_cases
 
-__all__ = ["main", "plan"]
+__all__ = ["length_check", "main", "plan"]
 
 #: SM 9.0 as ``major * 10 + minor``, the capability the stand-ins report.
 _SM90: Final = 90
@@ -190,8 +192,47 @@ def _mixers(
         )
 
 
+def length_check(case: dict[str, Any]) -> dict[str, Any]:
+    """What vLLM's own ``--max-model-len`` check says of one case's length.
+
+    ``EngineArgs.create_engine_config`` builds the ``ModelConfig``, whose
+    ``get_and_verify_max_len`` (vllm/config/model.py:2147-2173) calls
+    ``_get_and_verify_max_len`` (2545-2683): a length above the one derived from
+    the config, and above the config's ``model_max_length``, raises
+    ``ValueError("User-specified max_model_len ...")`` (2662-2683), which
+    pydantic may wrap; its text is ``length_refusal`` (None: vLLM took the
+    length, as ``vllm_max_model_len``).
+    """
+    from vllm.engine.arg_utils import EngineArgs  # noqa: PLC0415
+    from vllm.usage.usage_lib import UsageContext  # noqa: PLC0415
+
+    with tempfile.TemporaryDirectory() as model:
+        config = json.loads(Path(case["config"]).read_text(encoding="utf-8"))
+        (Path(model) / "config.json").write_text(json.dumps(config), encoding="utf-8")
+        arguments = EngineArgs(
+            model=model,
+            skip_tokenizer_init=True,
+            max_model_len=int(case["max_model_len"]),
+            load_format="dummy",
+        )
+        try:
+            engine = arguments.create_engine_config(usage_context=UsageContext.OPENAI_API_SERVER)
+        except ValueError as error:
+            found = str(error)
+            start = found.find("User-specified max_model_len")
+            if start < 0:
+                raise
+            # Pydantic's wrapping adds " [type=value_error, ...]" to vLLM's own text.
+            refusal = found[start:].split(" [type=", 1)[0]
+            return {**case, "length_refusal": refusal, "vllm_max_model_len": None}
+    length = int(engine.model_config.max_model_len)
+    return {**case, "length_refusal": None, "vllm_max_model_len": length}
+
+
 def plan(case: dict[str, Any]) -> dict[str, Any]:
-    """vLLM's own figures for one case."""
+    """vLLM's own figures for one case (what its length check says, for ``only``)."""
+    if case.get("only") == "max_model_len":
+        return length_check(case)
     import torch  # noqa: PLC0415
     import vllm.distributed.parallel_state as parallel  # noqa: PLC0415
     from vllm.config import set_current_vllm_config  # noqa: PLC0415

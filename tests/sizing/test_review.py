@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import pytest
 
+from ssm_rollback_spec.sizing import dimensions as dims
 from ssm_rollback_spec.sizing import vllm
 from ssm_rollback_spec.sizing.presentation import rejoined
 from ssm_rollback_spec.sizing.registry import ENGINES
@@ -80,18 +81,27 @@ def test_vllm_refuses_a_max_model_len_above_the_models(
 def test_the_models_length_is_derived_as_vllm_derives_it(
     text: dict[str, object], longest: int | None
 ) -> None:
-    found = vllm.model_length({"text_config": text}, text)
+    found = vllm.model_length(text)
     assert (None if found is None else found.tokens) == longest
     if found is not None:
         assert found.refuses(longest + 1) if longest else False
         assert not found.refuses(found.tokens)
 
 
-def test_the_top_configs_model_max_length_lets_a_longer_length_through() -> None:
-    text = {"max_position_embeddings": 4096}
-    found = vllm.model_length({"model_max_length": 16_384, "text_config": text}, text)
+def test_the_text_configs_model_max_length_is_the_length_and_a_top_configs_is_not_read() -> None:
+    # vLLM reads model_max_length from the text config alone, where it is the
+    # derived length (the planners tier checks it against vLLM's own code).
+    longer = vllm.model_length({"max_position_embeddings": 4096, "model_max_length": 16_384})
+    assert longer is not None
+    assert (longer.key, longer.refuses(16_384), longer.refuses(16_385)) == (
+        "model_max_length",
+        False,
+        True,
+    )
+    config = {"model_max_length": 16_384, "text_config": {"max_position_embeddings": 4096}}
+    found = vllm.model_length(dims.text_config(config))
     assert found is not None
-    assert (found.refuses(16_384), found.refuses(16_385)) == (False, True)
+    assert (found.refuses(4096), found.refuses(4097)) == (False, True)
 
 
 @pytest.mark.parametrize("engine", sorted(ENGINES))
