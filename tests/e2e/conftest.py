@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT OR Apache-2.0
-"""The e2e tier's venv (tests/e2e/install.sh) and its tiny model, made once a run."""
+"""The e2e tier's venv (tests/e2e/install.sh) and its tiny models, made once a run."""
 
 from __future__ import annotations
 
@@ -42,7 +42,12 @@ def _install(folder: Path, /) -> None:
 
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory: pytest.TempPathFactory, e2e_python: str) -> dict[str, Any]:
-    """The tiny Qwen3.5 model, written at test time, and its measured state effect."""
+    """The tiny Qwen3.5 target and its draft model, written at test time, and their measures.
+
+    ``target`` and ``draft`` are their folders; ``follows`` how often each
+    picks the successor map's token, ``state_effect`` how far the target's
+    logits move with its recurrent state (driver.py).
+    """
     folder = once_per_run(tmp_path_factory, "e2e-model", lambda made: _model(e2e_python, made))
     made: dict[str, Any] = json.loads((folder / "made.json").read_text(encoding="utf-8"))
     return made
@@ -50,7 +55,7 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory, e2e_python: str) -> dic
 
 def _model(python: str, folder: Path, /) -> None:
     done = subprocess.run(
-        [python, str(DRIVER), "model", str(folder / "qwen3_5")],
+        [python, str(DRIVER), "model", str(folder)],
         capture_output=True,
         text=True,
         timeout=1800,

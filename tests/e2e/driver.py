@@ -1,20 +1,28 @@
 # SPDX-License-Identifier: MIT OR Apache-2.0
-"""What the e2e tier runs in its own venv (tests/e2e/install.sh): a tiny model, and vLLM on it.
+"""What the e2e tier runs in its own venv (tests/e2e/install.sh): tiny models, and vLLM on them.
 
-``python tests/e2e/driver.py model DIR [--scale S] [--layers N]`` writes a
-tiny random Qwen3.5 text model (``Qwen3_5ForCausalLM``: GDN layers and one
-full-attention layer, hidden size 128, vocabulary 512) with transformers into
-DIR, weights drawn at test time, and prints, as JSON, how far the next
-token's logits move when the GDN layers' recurrent state is zeroed
-(``state_effect``): the measure that the model's outputs depend on the state a
+``python tests/e2e/driver.py model DIR [--scale S] [--layers N]`` writes,
+with transformers, weights drawn at test time: a tiny Qwen3.5 text target
+into ``DIR/target`` (``Qwen3_5ForCausalLM``: GDN layers and one
+full-attention layer, hidden size 128, vocabulary 512) whose output head
+leads each token to its successor (``successor``: the next token of its
+cycle of ``CYCLE``), with layer writes small enough that the successor
+often wins and the recurrent state decides the rest; and its draft model
+into ``DIR/draft`` (a one-layer ``Qwen3ForCausalLM`` with the target's
+embedding and head that always drafts the successor). It prints, as JSON,
+how often each picks the successor (``follows``) and how far the target's
+next-token logits move when its GDN layers' recurrent state is zeroed
+(``state_effect``): the measure that its outputs depend on the state a
 rollback restores.
 
-``python tests/e2e/driver.py generate ANSWER`` reads a JSON request on stdin (the
-model, the engine's options, batches of token-id prompts, the tokens to
-generate) and serves it with ``vllm.LLM`` as a user does (no tokenizer, eager,
-greedy, logprobs of the sampled token), and writes one JSON object to ANSWER: each
-request's tokens and logprobs, vLLM's own speculative counters
-(``vllm:spec_decode_*``) for each batch, or the error the engine raised.
+``python tests/e2e/driver.py serve FD`` starts ``vllm.LLM`` as the first
+JSON line on stdin asks (the model, the engine's options, the patches of
+``PATCHES`` to make in this process), as a user does (no tokenizer, eager),
+then serves each further line's batch of token-id prompts greedily with the
+top five logprobs, and writes one JSON line per request to the file
+descriptor FD: the start's outcome, then each batch's requests (tokens and
+logprobs) with vLLM's own speculative counters (``vllm:spec_decode_*``), or
+the error the engine raised. It ends at the end of stdin.
 
 Standard library at the top: torch, transformers and vLLM are imported inside
 the functions that use them, since only this venv has them (the suite's own
@@ -32,7 +40,7 @@ import traceback
 from pathlib import Path
 from typing import Any, Final
 
-__all__ = ["HIDDEN", "PATCHES", "VOCAB", "main"]
+__all__ = ["CYCLE", "HIDDEN", "PATCHES", "VOCAB", "main", "successor"]
 
 #: The tiny model's sizes.
 HIDDEN: Final = 128
@@ -42,45 +50,127 @@ _SEED: Final = 1234
 _TOP: Final = 5
 
 
-def _model(folder: Path, scale: float, layers: int, seed: int) -> dict[str, Any]:
-    torch: Any = importlib.import_module("torch")
-    transformers: Any = importlib.import_module("transformers")
-    torch.manual_seed(seed)
+#: The tiny model's successor map: ``successor(t)`` is the next token of ``t``'s
+#: cycle, the vocabulary cut into cycles of ``CYCLE`` consecutive ids.
+CYCLE: Final = 4
+#: How strongly the output head maps each token's embedding to its successor.
+_LEAD: Final = 8.0
+#: What every layer's write into the residual stream is scaled by (out_proj,
+#: o_proj, down_proj): small enough that the successor leads, large enough
+#: that the state moves the logits (measured in ``follows`` and ``state_effect``).
+_WRITE: Final = 0.025
+
+
+def successor(token: int) -> int:
+    """The token the successor map leads ``token`` to: the next one of its cycle."""
+    return (token // CYCLE) * CYCLE + (token % CYCLE + 1) % CYCLE
+
+
+def _config(transformers: Any, kind: str, scale: float, layers: int) -> Any:
+    common: dict[str, Any] = {
+        "vocab_size": VOCAB,
+        "hidden_size": HIDDEN,
+        "intermediate_size": 256,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 1,
+        "head_dim": 64,
+        "max_position_embeddings": 1024,
+        "initializer_range": scale,
+        "tie_word_embeddings": False,
+        "bos_token_id": None,
+        "eos_token_id": None,
+        "pad_token_id": None,
+        "torch_dtype": "bfloat16",
+    }
+    if kind == "draft":
+        # A plain attention model: vLLM turns any Qwen3.5 draft into Qwen3.5's MTP
+        # module (config/speculative.py lines 917-935), which needs MTP weights.
+        config = transformers.Qwen3Config(num_hidden_layers=1, **common)
+        config.architectures = ["Qwen3ForCausalLM"]
+        return config
     # Every layer GDN but the last, full attention: vLLM takes a hybrid model
     # with an attention layer.
-    kinds = ["linear_attention"] * (layers - 1) + ["full_attention"]
     config = transformers.Qwen3_5TextConfig(
-        vocab_size=VOCAB,
-        hidden_size=HIDDEN,
-        intermediate_size=256,
         num_hidden_layers=layers,
-        layer_types=kinds,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        head_dim=64,
+        layer_types=["linear_attention"] * (layers - 1) + ["full_attention"],
         linear_num_key_heads=2,
         linear_num_value_heads=2,
         # 64: vLLM's CPU chunk kernel refuses a head of 32 ("Unexpected head dim size").
         linear_key_head_dim=64,
         linear_value_head_dim=64,
         linear_conv_kernel_dim=4,
-        max_position_embeddings=1024,
-        initializer_range=scale,
-        tie_word_embeddings=False,
-        bos_token_id=None,
-        eos_token_id=None,
-        pad_token_id=None,
-        torch_dtype="bfloat16",
+        **common,
     )
     config.architectures = ["Qwen3_5ForCausalLM"]
-    model = transformers.Qwen3_5ForCausalLM(config).eval()
-    model.save_pretrained(str(folder), safe_serialization=True)
+    return config
+
+
+def _model(folder: Path, scale: float, layers: int, seed: int) -> dict[str, Any]:
+    """The target (``folder/target``) and its draft model (``folder/draft``), and their measures.
+
+    The target is a random Qwen3.5 whose output head also maps each token's
+    embedding to its successor's logit, and whose layers write into the
+    residual stream at ``_WRITE`` of their drawn scale: its greedy output
+    follows the successor map where the recurrent state does not outweigh it,
+    so it repeats its prompt's cycles (ngram's drafts are accepted) and leaves
+    them where the state decides (they are rejected). The draft model is a
+    one-layer Qwen3 with the target's embedding and head and layer writes of
+    zero: it always drafts the successor, so the target accepts part of it.
+    """
+    torch: Any = importlib.import_module("torch")
+    transformers: Any = importlib.import_module("transformers")
+    torch.manual_seed(seed)
+    target = transformers.Qwen3_5ForCausalLM(_config(transformers, "target", scale, layers)).eval()
+    writes = ("out_proj.weight", "o_proj.weight", "down_proj.weight")
+    with torch.no_grad():
+        for name, weight in target.named_parameters():
+            if name.endswith(writes):
+                weight.mul_(_WRITE)
+        embedding = target.model.embed_tokens.weight
+        lead = torch.zeros_like(target.lm_head.weight)
+        for token in range(VOCAB):
+            lead[successor(token)] += embedding[token] / embedding[token].norm()
+        target.lm_head.weight.add_(_LEAD * lead)
+    target.save_pretrained(str(folder / "target"), safe_serialization=True)
+    draft = transformers.Qwen3ForCausalLM(_config(transformers, "draft", scale, 1)).eval()
+    with torch.no_grad():
+        draft.model.embed_tokens.weight.copy_(target.model.embed_tokens.weight)
+        draft.lm_head.weight.copy_(target.lm_head.weight)
+        for name, weight in draft.named_parameters():
+            if name.endswith(writes):
+                weight.zero_()
+    draft.save_pretrained(str(folder / "draft"), safe_serialization=True)
     return {
-        "folder": str(folder),
+        "target": str(folder / "target"),
+        "draft": str(folder / "draft"),
         "scale": scale,
         "layers": layers,
-        "state_effect": _state_effect(torch, model, seed),
+        "cycle": CYCLE,
+        "follows": _follows(torch, target, draft, seed),
+        "state_effect": _state_effect(torch, target, seed),
     }
+
+
+def _follows(torch: Any, target: Any, draft: Any, seed: int) -> dict[str, float]:
+    """How often each model's greedy next token is the successor (FP32, transformers).
+
+    Over 16 prompts of 24 drawn tokens, every position: the target's share,
+    the draft model's share; and over the same prompts, the share of the
+    target's choices the draft model makes too.
+    """
+    generator = torch.Generator().manual_seed(seed + 2)
+    total = ours = theirs = agree = 0
+    with torch.no_grad():
+        for _ in range(16):
+            ids = torch.randint(0, VOCAB, (1, 24), generator=generator)
+            mine = target(input_ids=ids).logits[0].argmax(-1).tolist()
+            other = draft(input_ids=ids).logits[0].argmax(-1).tolist()
+            for position, token in enumerate(ids[0].tolist()):
+                total += 1
+                ours += int(mine[position] == successor(token))
+                theirs += int(other[position] == successor(token))
+                agree += int(mine[position] == other[position])
+    return {"target": ours / total, "draft": theirs / total, "draft_agrees": agree / total}
 
 
 def _state_effect(torch: Any, model: Any, seed: int) -> dict[str, float]:
@@ -140,96 +230,127 @@ def _counters(llm: Any) -> dict[str, float]:
     return totals
 
 
-#: The changes the driver can make to vLLM's CPU GDN path in its own process, at run time.
-PATCHES: Final = ("none", "roll-fixed", "roll-fixed+accepted-plus-one")
+#: The changes the driver can make to vLLM in its own process, at run time, by name.
+PATCHES: Final = ("roll-fixed", "draft-group-fixed", "accepted-plus-one")
 
 
-def _patch(name: str) -> None:
-    """Wrap vLLM 0.32.0's ``_spec_forward`` (the CPU GDN verify) in this process.
+def _patch(names: list[str]) -> None:
+    """Make each named change to vLLM 0.32.0 in this process, in ``PATCHES``' order.
 
-    ``roll-fixed``: after vLLM's own step, each speculative row's conv buffer
-    is rewritten so that it holds, from column 0, the window the step read
-    less its first column, then the step's own inputs: where the next step
-    reads its history (column ``num_accepted - 1``) whatever the step's
-    length. vLLM 0.32.0 puts the inputs at the buffer's end instead, which is
-    that place only for a row of 1 + num_spec tokens (docs/findings/). This
-    is the layout vLLM 0.33.0's own code keeps (``gdn_attention.py``, in the
-    same function). Only vLLM's torch loop is followed (no AMX on the hosts
-    read here: the native conv is used with AMX or Arm BF16 alone).
+    ``roll-fixed`` puts vLLM 0.33.0's conv roll in place of 0.32.0's in
+    ``_spec_forward`` (the CPU GDN verify's torch loop, the one run without
+    AMX): 0.33.0 writes, from column 0, the window the step read less its
+    first column and then the step's inputs, where the next step reads its
+    history (column ``num_accepted - 1``) whatever the step's length; 0.32.0
+    keeps columns from ``num_accepted`` and appends the inputs at the
+    buffer's end, which is that place only for a row of 1 + num_spec tokens,
+    and fails on a tensor size when a long acceptance is followed by a short
+    row (docs/findings/vllm-cpu-gdn-short-verify.md). The function is
+    compiled again from its own source with that one change.
 
-    ``...+accepted-plus-one``: the rollback fault of the self-test, on top of
-    the fix: the SSM kernel of each verify is handed each row's accepted count
-    one too many (at most its slots), so it resumes from the state one token
-    after the last accepted one, while the conv window rolls back right.
-    (Handed to the whole step, the count makes vLLM's own roll fail on a
-    tensor size instead of computing a wrong state.)
+    ``draft-group-fixed`` hands a draft model the block table and slot
+    mapping of its own KV cache group. vLLM 0.32.0's runner hands every
+    drafter but EAGLE's, DFlash's, Gemma4's and the hidden-states extractor's
+    the first group's (``v1/worker/gpu_model_runner.py`` lines 2532-2545),
+    which for a hybrid target is a GDN group: the draft model writes its keys
+    and values into the target's recurrent state
+    (docs/findings/vllm-draft-model-hybrid-kv-group.md).
+
+    ``accepted-plus-one`` is the rollback fault of the self-test: the SSM
+    kernel of each verify is handed each row's accepted count one too many
+    (at most its slots), so it resumes from the state one token after the
+    last accepted one, while the conv window rolls back right. (Handed to the
+    whole step, the count makes vLLM's own roll fail on a tensor size instead
+    of computing a wrong state.)
     """
-    if name == "none":
-        return
+    unknown = sorted(set(names) - set(PATCHES))
+    if unknown:
+        message = f"unknown patches {unknown}: the driver makes {list(PATCHES)}"
+        raise ValueError(message)
+    if "roll-fixed" in names:
+        _roll_fixed()
+    if "draft-group-fixed" in names:
+        _draft_group_fixed()
+    if "accepted-plus-one" in names:
+        _accepted_plus_one()
+
+
+#: vLLM 0.32.0's conv roll in ``_spec_forward`` (``gdn_attention.py`` lines 554-556) ...
+_ROLL_0_32_0: Final = """\
+            keep = B[:, offset + 1 : offset + 1 + (state_len - q_i)]
+            new_B = torch.cat([keep, x_seq], dim=-1)
+            B.copy_(new_B)
+"""
+#: ... and vLLM 0.33.0's, in the same function (line 574).
+_ROLL_0_33_0: Final = """\
+            B[:, : width - 2 + q_i] = conv_in[0, :, 1:]
+"""
+
+
+def _roll_fixed() -> None:
+    """vLLM 0.33.0's conv roll in place of 0.32.0's, the rest of ``_spec_forward`` as released."""
+    inspect: Any = importlib.import_module("inspect")
+    module: Any = importlib.import_module("vllm.model_executor.layers.mamba.ops.cpu.gdn_attention")
+    source = inspect.getsource(module._spec_forward)  # noqa: SLF001 - the function changed
+    if source.count(_ROLL_0_32_0) != 1:
+        message = "vLLM's _spec_forward does not hold 0.32.0's conv roll: nothing to fix"
+        raise RuntimeError(message)
+    code = compile(source.replace(_ROLL_0_32_0, _ROLL_0_33_0), module.__file__, "exec")
+    exec(code, module.__dict__)  # noqa: S102 - vLLM's own function, one line changed
+
+
+def _draft_group_fixed() -> None:
+    runner: Any = importlib.import_module("vllm.v1.worker.gpu_model_runner")
+    proposer: Any = importlib.import_module("vllm.v1.spec_decode.draft_model")
+    copy: Any = importlib.import_module("copy")
+    original = runner.GPUModelRunner._build_attention_metadata  # noqa: SLF001 - the method patched
+
+    def wrapped(self: Any, *arguments: Any, **options: Any) -> Any:
+        metadata, common = original(self, *arguments, **options)
+        drafter = getattr(self, "drafter", None)
+        mappings = options.get("slot_mappings")
+        if (
+            common is not None
+            and isinstance(drafter, proposer.DraftModelProposer)
+            and drafter.kv_cache_gid > 0
+            and mappings is not None
+        ):
+            group = drafter.kv_cache_gid
+            common = copy.copy(common)
+            table = self.input_batch.block_table[group]
+            common.block_table_tensor = table.get_device_tensor(common.num_reqs)
+            common.slot_mapping = mappings[group][: common.num_actual_tokens]
+        return metadata, common
+
+    runner.GPUModelRunner._build_attention_metadata = wrapped  # noqa: SLF001 - the method patched
+
+
+def _accepted_plus_one() -> None:
     module: Any = importlib.import_module("vllm.model_executor.layers.mamba.ops.cpu.gdn_attention")
     torch: Any = importlib.import_module("torch")
-    original = module._spec_forward  # noqa: SLF001 - the function patched
-    plus_one = name.endswith("accepted-plus-one")
+    kernels = module.ops
+    verify = kernels.fused_sigmoid_gating_delta_rule_update_spec_cpu
 
-    def wrapped(
-        layer: Any,
-        metadata: Any,
-        mixed_qkv_spec: Any,
-        b_spec: Any,
-        a_spec: Any,
-        conv_buf: Any,
-        ssm_state: Any,
-        width: int,
-        state_len: int,
-    ) -> Any:
-        rows = int(metadata.num_spec_decodes)
-        starts = metadata.spec_query_start_loc[: rows + 1].tolist()
-        slots = metadata.spec_state_indices_tensor[:rows, 0].tolist()
-        counts = metadata.num_accepted_tokens[:rows].tolist()
-        windows = []
-        for row in range(rows):
-            offset = int(counts[row]) - 1
-            windows.append(conv_buf[slots[row], :, offset : offset + width - 1].clone())
-        out = original(
-            layer, metadata, mixed_qkv_spec, b_spec, a_spec, conv_buf, ssm_state, width, state_len
-        )
-        for row in range(rows):
-            start, end = int(starts[row]), int(starts[row + 1])
-            if end == start:
-                continue
-            inputs = mixed_qkv_spec[start:end].transpose(0, 1).to(conv_buf.dtype)
-            kept = torch.cat([windows[row][:, 1:], inputs], dim=-1)
-            conv_buf[slots[row], :, : kept.size(-1)] = kept
-        return out
+    def one_too_many(**arguments: Any) -> Any:
+        slots = int(arguments["spec_state_indices"].size(1))
+        counts = arguments["num_accepted_tokens"]
+        arguments["num_accepted_tokens"] = torch.clamp(counts + 1, max=slots).to(counts.dtype)
+        return verify(**arguments)
 
-    module._spec_forward = wrapped  # noqa: SLF001 - the function patched
-    if plus_one:
-        kernels = module.ops
-        verify = kernels.fused_sigmoid_gating_delta_rule_update_spec_cpu
-
-        def one_too_many(**arguments: Any) -> Any:
-            slots = int(arguments["spec_state_indices"].size(1))
-            counts = arguments["num_accepted_tokens"]
-            arguments["num_accepted_tokens"] = torch.clamp(counts + 1, max=slots).to(counts.dtype)
-            return verify(**arguments)
-
-        kernels.fused_sigmoid_gating_delta_rule_update_spec_cpu = one_too_many
+    kernels.fused_sigmoid_gating_delta_rule_update_spec_cpu = one_too_many
 
 
-def _generate(request: dict[str, Any]) -> dict[str, Any]:
-    patch = str(request.get("patch", "none"))
-    in_process = patch != "none" or bool(request.get("in_process"))
-    if in_process:
-        # The engine and its worker in this process, so that the patch is theirs.
-        os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+def _start(config: dict[str, Any]) -> tuple[Any, Any]:
+    """``vllm.LLM`` as the config asks (the model, the engine's options, a patch), and vllm."""
+    # The engine and its worker in this process, so that a patch is theirs and the
+    # engine's own exception, not EngineDeadError, reaches this process.
+    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
     vllm: Any = importlib.import_module("vllm")
-    _patch(patch)
-    options: dict[str, Any] = dict(request["engine"])
-    if in_process:
-        # The engine's own exception, not EngineDeadError, reaches this process.
-        options["distributed_executor_backend"] = "uni"
+    _patch(list(config.get("patches", [])))
+    options: dict[str, Any] = dict(config["engine"])
+    options["distributed_executor_backend"] = "uni"
     llm = vllm.LLM(
-        model=request["model"],
+        model=config["model"],
         skip_tokenizer_init=True,
         enforce_eager=True,
         dtype="bfloat16",
@@ -237,6 +358,14 @@ def _generate(request: dict[str, Any]) -> dict[str, Any]:
         disable_log_stats=False,
         **options,
     )
+    return vllm, llm
+
+
+def _batch(vllm: Any, llm: Any, request: dict[str, Any]) -> dict[str, Any]:
+    """One batch of token-id prompts served greedily: each request's tokens and logprobs.
+
+    With vLLM's own speculative counters (``vllm:spec_decode_*``) over the batch.
+    """
     params = vllm.SamplingParams(
         temperature=0.0,
         max_tokens=int(request["max_tokens"]),
@@ -244,24 +373,47 @@ def _generate(request: dict[str, Any]) -> dict[str, Any]:
         ignore_eos=True,
         detokenize=False,
     )
-    batches: list[dict[str, Any]] = []
     before = _counters(llm)
-    for prompts in request["batches"]:
-        given = [{"prompt_token_ids": list(prompt)} for prompt in prompts]
-        outputs = llm.generate(given, params, use_tqdm=False)
-        after = _counters(llm)
-        runs = []
-        for output in outputs:
-            completion = output.outputs[0]
-            steps = [
-                {str(token): float(entry.logprob) for token, entry in step.items()}
-                for step in completion.logprobs or []
-            ]
-            runs.append({"tokens": list(completion.token_ids), "logprobs": steps})
-        counters = {name: after.get(name, 0.0) - before.get(name, 0.0) for name in after}
-        batches.append({"requests": runs, "counters": counters})
-        before = after
-    return {"batches": batches}
+    given = [{"prompt_token_ids": list(prompt)} for prompt in request["prompts"]]
+    outputs = llm.generate(given, params, use_tqdm=False)
+    after = _counters(llm)
+    runs = []
+    for output in outputs:
+        completion = output.outputs[0]
+        steps = [
+            {str(token): float(entry.logprob) for token, entry in step.items()}
+            for step in completion.logprobs or []
+        ]
+        runs.append({"tokens": list(completion.token_ids), "logprobs": steps})
+    counters = {name: after.get(name, 0.0) - before.get(name, 0.0) for name in after}
+    return {"requests": runs, "counters": counters}
+
+
+def _failure(error: Exception) -> dict[str, Any]:
+    return {"error": f"{type(error).__name__}: {error}", "trace": traceback.format_exc()}
+
+
+def _serve(answers: Any) -> None:
+    """Start the engine the first stdin line asks for, then serve each further line's batch.
+
+    Each answer is one JSON line on ``answers``: ``{"ready": true}`` or the
+    start's error first, then one per batch (its requests and counters, or the
+    error the engine raised). vLLM prints on stdout; the answers have a pipe
+    of their own.
+    """
+    config = json.loads(sys.stdin.readline())
+    try:
+        vllm, llm = _start(config)
+    except Exception as error:  # noqa: BLE001 - the engine's failure is the answer
+        answers.write(json.dumps(_failure(error)) + "\n")
+        return
+    answers.write(json.dumps({"ready": True}) + "\n")
+    for line in sys.stdin:
+        try:
+            answer = _batch(vllm, llm, json.loads(line))
+        except Exception as error:  # noqa: BLE001 - the engine's failure is the answer
+            answer = _failure(error)
+        answers.write(json.dumps(answer) + "\n")
 
 
 def _end_children() -> None:
@@ -274,7 +426,7 @@ def _end_children() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``model`` or ``generate``; JSON on stdout."""
+    """``model`` (JSON on stdout) or ``serve`` (JSON lines on the descriptor given)."""
     parser = argparse.ArgumentParser(prog="tests/e2e/driver.py")
     commands = parser.add_subparsers(dest="command", required=True)
     model = commands.add_parser("model")
@@ -282,20 +434,15 @@ def main(argv: list[str] | None = None) -> int:
     model.add_argument("--scale", type=float, default=0.2)
     model.add_argument("--layers", type=int, default=4)
     model.add_argument("--seed", type=int, default=_SEED)
-    generate = commands.add_parser("generate")
-    generate.add_argument("answer", type=Path)
+    serve = commands.add_parser("serve")
+    serve.add_argument("answers", type=int, help="the file descriptor the answers go to")
     arguments = parser.parse_args(argv)
     if arguments.command == "model":
         made = _model(arguments.folder, arguments.scale, arguments.layers, arguments.seed)
         sys.stdout.write(json.dumps(made) + "\n")
         return 0
-    request = json.loads(sys.stdin.read())
-    try:
-        answer = _generate(request)
-    except Exception as error:  # noqa: BLE001 - the engine's failure is the answer
-        answer = {"error": f"{type(error).__name__}: {error}", "trace": traceback.format_exc()}
-    # A file, not stdout: vLLM's worker processes print there, even after this.
-    arguments.answer.write_text(json.dumps(answer) + "\n", encoding="utf-8")
+    with os.fdopen(arguments.answers, "w", buffering=1, encoding="utf-8") as answers:
+        _serve(answers)
     sys.stdout.flush()
     _end_children()
     os._exit(0)  # vLLM's engine threads can hold an orderly exit for seconds
