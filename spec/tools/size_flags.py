@@ -22,7 +22,7 @@ from ..sizing.options import (
     positive,
     whole_number,
 )
-from ..sizing.registry import ALIASES, ENGINES
+from ..sizing.registry import ALIASES, DEFAULT, ENGINES
 from .shipped import EXAMPLE_SUFFIX, examples_directory
 
 if TYPE_CHECKING:
@@ -119,7 +119,8 @@ def _model_arguments(size: argparse.ArgumentParser, /) -> None:
     flags = [f"--{flag.replace('_', '-')}" for flag in DIMENSION_FLAGS]
     model = size.add_argument_group(
         "model",
-        f"--config, or else each of {' '.join(flags[:3])}\n{' '.join(flags[3:])} N (a bf16 model)",
+        f"give --config, or else each of {' '.join(flags[:3])}"
+        f"\n{' '.join(flags[3:])} N (a bf16 model)",
     )
     shipped = sorted(
         path.name.removesuffix(EXAMPLE_SUFFIX) for path in examples_directory().glob("*.json")
@@ -137,7 +138,7 @@ def _model_arguments(size: argparse.ArgumentParser, /) -> None:
         default=1,
         metavar="N",
         action=_Spelt,
-        help="tensor-parallel GPUs, default 1" + _also("tp"),
+        help="TP GPUs, default 1" + _also("tp"),
     )
     _add_aliases(model, "tp", kind=_positive, metavar="N")
 
@@ -148,7 +149,7 @@ def _engine_arguments(size: argparse.ArgumentParser, /) -> None:
         "--engine",
         choices=[*ENGINES, *ALIASES],
         metavar="NAME",
-        help=f"{', '.join(ENGINES)} (default module; a sweep shows every one)",
+        help=", ".join(f"{name} (default)" if name == DEFAULT else name for name in ENGINES),
     )
     dtypes = [dtype.value for dtype in Dtype]
     for dest, says in (("state_dtype", "h"), ("conv_dtype", "conv state")):
@@ -183,7 +184,7 @@ def _engine_arguments(size: argparse.ArgumentParser, /) -> None:
         choices=["auto", *vllm.KV_CACHE_DTYPES],
         default="auto",
         metavar="DTYPE",
-        help="vLLM's: auto (the model's), " + " ".join(vllm.KV_CACHE_DTYPES),
+        help="vLLM's: auto (model's) " + " ".join(vllm.KV_CACHE_DTYPES),
     )
     engine.add_argument(
         "--disable-radix-cache",
@@ -229,7 +230,8 @@ def _speculation_arguments(size: argparse.ArgumentParser, /) -> None:
         type=_draft_counts,
         metavar="N|A,B|A-B",
         action=_Spelt,
-        help="draft tokens per step (1,3,7 or 1-8: a sweep)" + _also("num_drafts"),
+        help="draft tokens per step (1,3,7 or 1-8: a sweep over every engine)"
+        + _also("num_drafts"),
     )
     _add_aliases(speculation, "num_drafts", kind=_draft_counts, metavar="N")
     speculation.add_argument(
@@ -272,8 +274,19 @@ def _output_arguments(size: argparse.ArgumentParser, /) -> None:
     )
 
 
+def _help_among_output(size: argparse.ArgumentParser, /) -> None:
+    """``-h`` listed with the output flags, not under a heading of its own."""
+    (shown,) = [a for a in size._actions if isinstance(a, argparse._HelpAction)]  # noqa: SLF001
+    size._optionals._group_actions.remove(shown)  # noqa: SLF001
+    (output,) = [g for g in size._action_groups if g.title == "output"]  # noqa: SLF001
+    output._group_actions.insert(0, shown)  # noqa: SLF001
+
+
 class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
-    """Help within 100 columns, the examples as written, flag names never split at a hyphen."""
+    """Help within 100 columns, the examples as written, flag names never split at a hyphen.
+
+    A group's description runs straight into its flags, with no blank line between.
+    """
 
     def __init__(self, prog: str) -> None:
         # Wide enough for the longest flag and its metavar (--gpu-memory-utilization FRACTION).
@@ -282,13 +295,18 @@ class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
     def _split_lines(self, text: str, width: int) -> list[str]:
         return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
 
+    def _format_text(self, text: str) -> str:
+        formatted = super()._format_text(text)
+        # Within a group (below the parser's own description), one line break, not two.
+        inside = self._current_indent > 0
+        return formatted.removesuffix("\n") if inside else formatted
+
 
 def add_size_arguments(size: argparse.ArgumentParser, /) -> None:
     """Add ``size``'s options to its parser, grouped as --help shows them, with its examples."""
     size.usage = "%(prog)s (--config PATH | dimensions) --num-drafts N [options]"
     size.description = (
-        "Will the engine start, how many requests fit, and what each speculative design holds,"
-        "\nbeside the seed's replay ring. docs/sizing.md says what every figure means."
+        "Will the engine start, how many requests fit, what each design holds (docs/sizing.md)."
     )
     size.epilog = _EXAMPLES
     size.formatter_class = _HelpFormatter
@@ -297,6 +315,7 @@ def add_size_arguments(size: argparse.ArgumentParser, /) -> None:
     _engine_arguments(size)
     _memory_arguments(size)
     _output_arguments(size)
+    _help_among_output(size)
 
 
 #: How every error line of the command line begins (``cli.py`` prints a

@@ -89,7 +89,7 @@ def test_the_registered_engine_is_one_of_the_choices(capsys: pytest.CaptureFixtu
     with pytest.raises(SystemExit):
         main(["size", "--help"])
     flat = " ".join(capsys.readouterr().out.split())
-    assert "--engine NAME module, vllm, sglang, sglang-replayssm, llama.cpp, toy (default" in flat
+    assert "--engine NAME module (default), vllm, sglang, sglang-replayssm, llama.cpp, toy" in flat
 
 
 def test_the_text_report_words_the_engine(capsys: pytest.CaptureFixture[str]) -> None:
