@@ -48,8 +48,9 @@ SECTIONS: Final = {
     "RB-REPLAY": "Replay rollback: an executable model (draft)",
 }
 
-#: The outcomes a page puts first: a clause some implementation fails or did not run.
-FAILING: Final = frozenset({"failed", "not-run"})
+#: The outcomes a page puts first: a clause some implementation fails (known or
+#: not, so a listed deviation with its link is among them) or did not run.
+FAILING: Final = frozenset({"failed", "not-run", "deviation"})
 
 #: The outcomes whose cells give the reason the report states for them.
 REASONED: Final = frozenset({"skipped", "not-observed"})

@@ -10,6 +10,7 @@ entries name.
 
 from __future__ import annotations
 
+import hashlib
 import html
 import re
 from typing import TYPE_CHECKING, Final
@@ -18,9 +19,9 @@ from .badge import badge, badge_name
 from .matrix import SECTIONS, Cell, Column, Matrix, Standing, anchor, family
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable, Mapping, Sequence
 
-__all__ = ["REASONS_HEADING", "TITLE", "html_page", "markdown_page", "totals"]
+__all__ = ["REASONS_HEADING", "TITLE", "footnote", "html_page", "markdown_page", "totals"]
 
 TITLE: Final = "Results across implementations"
 
@@ -40,7 +41,10 @@ _INTRODUCTION: Final = (
     "and where a failure stands against the implementation's deviation list: "
     f'"{Standing.KNOWN_LINKED.value}", "{Standing.KNOWN_UNLINKED.value}", '
     f'"{Standing.NOT_LISTED.value}" or "{Standing.NOW_PASSES.value}". '
-    f"{UNCITED} means no report of the implementation cites the clause."
+    f"{UNCITED} means no report of the implementation cites the clause. The totals count "
+    "each column's cells by outcome; rows come in SPEC.md's clause families, and in each "
+    "family the clauses some implementation fails or did not run come first; a SKIP or "
+    "NOT OBSERVED cell's footnote gives the reason its report states."
 )
 
 _STYLE: Final = """\
@@ -59,10 +63,6 @@ code{font-size:0.85em;word-break:break-all}
 
 #: The heading over the numbered reasons of SKIP and NOT OBSERVED cells.
 REASONS_HEADING: Final = "Why a clause was skipped or not observed"
-
-
-def _title(clause: str, /) -> str:
-    return SECTIONS.get(family(clause), "not in this version of SPEC.md")
 
 
 def totals(cells: Mapping[str, Cell], labels: Mapping[str, str], /) -> str:
@@ -138,10 +138,53 @@ def _md_cell(cell: Cell, labels: Mapping[str, str], /, *, measured: bool) -> str
     return "<br>".join(parts)
 
 
+def footnote(column: Column, number: int, /) -> str:
+    """The label of a column's ``number``-th reason: ``[^vllm-1a2b-1]``, unique on the page.
+
+    The column's key is long (its name and release), so the label is its first
+    word and four hex digits of its SHA-256; GitHub renders it as a number.
+    """
+    digest = hashlib.sha256(column.key.encode()).hexdigest()[:4]
+    return f"[^{column.key.split('-', 1)[0]}-{digest}-{number}]"
+
+
+def _md_reasons(cells: Mapping[str, Cell], clauses: Sequence[str], /) -> list[str]:
+    """The column's reasons, numbered in SPEC.md's order of the clauses that give them."""
+    reasons: list[str] = []
+    for clause in clauses:
+        reasons += [reason for reason in cells[clause].reasons if reason not in reasons]
+    return reasons
+
+
+def _md_column_cell(
+    cell: Cell, column: Column, reasons: Sequence[str], labels: Mapping[str, str], /, *,
+    measured: bool,
+) -> str:  # fmt: skip
+    shown = _md_cell(cell, labels, measured=measured)
+    numbers = sorted(reasons.index(reason) + 1 for reason in cell.reasons)
+    notes = "".join(footnote(column, number) for number in numbers)
+    if not notes:
+        return shown
+    first, _, rest = shown.partition("<br>")
+    return f"{first}{notes}<br>{rest}" if rest else f"{first}{notes}"
+
+
+def _md_family(name: str, /) -> str:
+    title = SECTIONS.get(name, "not in this version of SPEC.md")
+    return "**" + "`".join(_md_text(piece) for piece in title.split("`")) + f" ({name})**"
+
+
 def markdown_page(
     matrix: Matrix, /, *, labels: Mapping[str, str], spec_url: str, measured: bool = True
 ) -> str:
     """The page as GitHub-flavoured markdown, ending in one newline.
+
+    Laid out as the HTML page is: the table first, its totals row at the
+    top, one row heading each clause family of SPEC.md and, within a family,
+    the clauses some implementation fails (known or not) or did not run
+    first; every SKIP and NOT OBSERVED cell points to its reason, a footnote
+    in its implementation's section (numbered per column, so that a column
+    moved in or out of the page leaves the others' labels as they were).
 
     ``labels`` names each outcome the command line knows, worst first; an
     outcome not in it is shown as it is. ``spec_url`` is SPEC.md's address
@@ -150,19 +193,28 @@ def markdown_page(
     bound 0.01"): the page then holds nothing a machine's float rounding
     changes.
     """
-    lines = [f"# {TITLE}", "", _INTRODUCTION.format(order=_order(labels)), ""]
+    columns = list(zip(matrix.columns, matrix.cells, strict=True))
+    reasons = [_md_reasons(cells, matrix.clauses) for _, cells in columns]
     header = [
         "Clause",
         *(f"{_md_text(c.name)}<br>{_md_text(_release(c))}" for c in matrix.columns),
     ]
+    lines = [f"# {TITLE}", ""]
     lines += [f"| {' | '.join(header)} |", f"|{' --- |' * len(header)}"]
-    for clause in matrix.clauses:
-        title = "`".join(_md_text(piece) for piece in _title(clause).split("`"))
-        row = [f"{_md_link(clause, f'{spec_url}#{anchor(clause)}')}<br>{title}"]
-        row += [_md_cell(cells[clause], labels, measured=measured) for cells in matrix.cells]
-        lines.append(f"| {' | '.join(row)} |")
+    counted = [_md_text(totals(cells, labels)) for cells in matrix.cells]
+    lines.append(f"| {' | '.join(['**Totals**', *counted])} |")
+    for name, clauses in _families(matrix):
+        lines.append(f"| {' | '.join([_md_family(name), *([''] * len(columns))])} |")
+        for clause in clauses:
+            row = [_md_link(clause, f"{spec_url}#{anchor(clause)}")]
+            row += [
+                _md_column_cell(cells[clause], column, found, labels, measured=measured)
+                for (column, cells), found in zip(columns, reasons, strict=True)
+            ]
+            lines.append(f"| {' | '.join(row)} |")
+    lines += ["", "## Reading the table", "", _INTRODUCTION.format(order=_order(labels))]
     lines += ["", "## Implementations"]
-    for column, cells in zip(matrix.columns, matrix.cells, strict=True):
+    for (column, cells), found in zip(columns, reasons, strict=True):
         shown = badge(column, cells, labels)
         lines += [
             "",
@@ -177,6 +229,12 @@ def markdown_page(
             f"{_md_text(entry.reason)}"
             for entry, _ in column.now_passing
         ]
+        if found:
+            lines.append("")
+            lines += [
+                f"{footnote(column, number)}: {_md_text(reason)}"
+                for number, reason in enumerate(found, start=1)
+            ]
     return "\n".join(lines) + "\n"
 
 

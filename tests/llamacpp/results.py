@@ -3,13 +3,23 @@
 
 The tier runs ``vectors run`` (the replay corpus) over the ggml adapter
 (adapters/llama-cpp/ggml_adapter.py) and writes the ``--json`` report to
-build/results/llama.cpp/, which ``ssm-rollback-spec report`` reads beside the
-kernels tier's (tests/kernels/results.py). The page gives each passing
-clause's bound, not the distance (``--bounds-only``), and a report holds no
-timing, so the column is the same on any machine. The page's columns are
-sorted by name, and each is one implementation's alone, so the tier checks
-its own column (the cells and the implementation's block) against what its
-report gives, whatever the kernels tier's columns are.
+build/results/llama.cpp/, which the page reads beside the kernels tier's
+(tests/kernels/results.py). The page gives each passing clause's bound, not
+the distance (``--bounds-only``), and a report holds no timing, so the
+column is the same on any machine.
+
+llama.cpp's model-level clause (RB-REPLAY-14) is judged by the tier's own
+pytest tests through ``llama.h`` (tests/llamacpp/test_rollback.py), which
+write no report: its cells come from :data:`RECORD`, a static record of what
+those tests find, which tests/results/test_results.py holds to the tests'
+own names, calls and links. The page says so in the column's "Reports" line.
+The generator runs no engine for it.
+
+The page's columns are sorted by name and release, each one implementation's
+alone, its reasons footnoted in its own section, so the tier checks its own
+column (its cells, totals and section) against what its report gives,
+whatever the other columns are; :func:`with_column` moves a column in and
+puts each family's failing clauses first again, as the page is written.
 ``python -m tests.llamacpp.results`` runs the report and writes the column
 into the committed page (``--page-only``: from the report a run left).
 """
@@ -19,24 +29,48 @@ from __future__ import annotations
 import re
 import shlex
 import sys
-from typing import TYPE_CHECKING, Final
+from dataclasses import replace
+from typing import TYPE_CHECKING, Final, TypedDict
 
+from ssm_rollback_spec.harness.clauses import CLAUSES
+from ssm_rollback_spec.results import (
+    Known,
+    Report,
+    Result,
+    build_matrix,
+    markdown_page,
+    read_report,
+)
+from ssm_rollback_spec.results.matrix import FAILING
+from ssm_rollback_spec.sizing.releases import LLAMA_CPP, LLAMA_CPP_COMMIT
+from ssm_rollback_spec.tools.report import LABELS, OUTCOMES
 from tests.child import ROOT, run_module
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
     from pathlib import Path
 
 __all__ = [
     "ADAPTER",
+    "GGML_NAME",
     "NAME",
+    "RECORD",
+    "RECORD_COMMAND",
+    "RELEASE",
     "REPORT",
     "REPORTS",
     "Column",
+    "Finding",
+    "beside",
     "column",
+    "columns",
     "markdown",
     "page_column",
+    "record_report",
+    "render",
     "run_report",
     "with_column",
+    "with_record",
     "without_column",
 ]
 
@@ -47,11 +81,156 @@ REPORT: Final = REPORTS / "ggml-vectors.json"
 _PAGE: Final = ROOT / "docs" / "results.md"
 _IMPLEMENTATIONS: Final = "## Implementations\n"
 _SEPARATOR: Final = re.compile(r"(?<!\\)\|")
+_CLAUSE_ROW: Final = re.compile(r"\[(RB-[A-Z]+-\d+)\]")
 
-#: The ggml adapter's describe name, its column's name on the page.
-NAME: Final = "llama.cpp ggml kernels (adapters/llama-cpp)"
-#: One implementation's part of a page: its header cell, its cell per clause, its block.
-Column = tuple[str, list[str], str]
+#: The ggml adapter's describe name.
+GGML_NAME: Final = "llama.cpp ggml kernels (adapters/llama-cpp)"
+#: The release the tier builds, as the ggml adapter's describe states it.
+RELEASE: Final = f"{LLAMA_CPP.distribution}=={LLAMA_CPP.version} (llama.cpp {LLAMA_CPP_COMMIT})"
+#: llama.cpp's column on the page: its ggml kernels' report and the tier's record, together.
+NAME: Final = "llama.cpp: ggml kernels (adapters/llama-cpp) and llama.h (tests/llamacpp)"
+#: How the page's "Reports" line names the record.
+RECORD_COMMAND: Final = (
+    "the llama.cpp tier's record of its llama.h tests (tests/llamacpp/results.py), not a run"
+)
+
+
+class Finding(TypedDict):
+    """One test of tests/llamacpp/test_rollback.py, as the record gives its result."""
+
+    #: ``test_rollback.py::NAME[ID]``, the test as pytest names it.
+    test: str
+    outcome: str
+    detail: str
+    #: A deviation's finding page, under docs/ (relative to docs/results.md), and its
+    #: llama.cpp report; empty for a pass.
+    page: str
+    link: str
+
+
+#: What the tier's model-level tests find in llama.cpp 0c1e57098 (RB-REPLAY-14: a
+#: rolled-back sequence's kept tokens have the logits of decoding them plainly).
+RECORD: Final[tuple[Finding, ...]] = (
+    {
+        "test": (
+            "test_rollback.py::test_checkpoint_rollback"
+            "_keeps_the_logits_of_decoding_only_the_kept_tokens"
+        ),
+        "outcome": "passed",
+        "detail": "Qwen3.5, checkpoint way, several sequences in one llama_decode",
+        "page": "",
+        "link": "",
+    },
+    {
+        "test": (
+            "test_rollback.py::test_qwen3_next_checkpoint_rollback"
+            "_keeps_the_logits_of_decoding_only_the_kept_tokens"
+        ),
+        "outcome": "passed",
+        "detail": "Qwen3-Next, checkpoint way (it has no snapshots in llama.cpp)",
+        "page": "",
+        "link": "",
+    },
+    {
+        "test": (
+            "test_rollback.py::test_snapshot_rollback_of_one_sequence"
+            "_keeps_the_logits_of_decoding_only_the_kept_tokens"
+        ),
+        "outcome": "passed",
+        "detail": "Qwen3.5, snapshot way, one sequence, within its last window",
+        "page": "",
+        "link": "",
+    },
+    {
+        "test": (
+            "test_rollback.py::test_snapshot_rollback"
+            "_is_a_deviation_of_the_released_llama_cpp[beside_other_sequences]"
+        ),
+        "outcome": "deviation",
+        "detail": (
+            "snapshot rollback beside other sequences: llama_memory_seq_rm accepts it, and the"
+            " kept tokens' logits are not plain decoding's (find_slot reorders the cells, the"
+            " snapshot planes stay put); no report found in llama.cpp's tracker, the closest"
+            " open one linked"
+        ),
+        "page": "findings/llamacpp-snapshot-beside-other-sequences.md",
+        "link": "https://github.com/ggml-org/llama.cpp/issues/28019",
+    },
+    {
+        "test": (
+            "test_rollback.py::test_snapshot_rollback"
+            "_is_a_deviation_of_the_released_llama_cpp[whole_window]"
+        ),
+        "outcome": "deviation",
+        "detail": (
+            "snapshot rollback of a whole window: llama_memory_seq_rm accepts it and restores a"
+            " plane the last decode did not write (src/models/delta-net-base.cpp 587-603);"
+            " llama.cpp's report is closed, its fix not merged at 0c1e57098"
+        ),
+        "page": "findings/llamacpp-snapshot-whole-window.md",
+        "link": "https://github.com/ggml-org/llama.cpp/issues/26695",
+    },
+)
+
+#: The model-level clause the record gives.
+_MODEL_CLAUSE: Final = "RB-REPLAY-14"
+
+
+def record_report() -> Report:
+    """:data:`RECORD` as one report of llama.cpp's column.
+
+    A deviation's entry links to its finding page; its reason names the
+    llama.cpp report, which GitHub's markdown links.
+    """
+    results = tuple(
+        Result(
+            name=finding["test"],
+            clauses=(_MODEL_CLAUSE,),
+            outcome=finding["outcome"],
+            detail=finding["detail"],
+            known=Known(
+                f"property {finding['test']}",
+                f"{finding['detail']}; llama.cpp: {finding['link']}",
+                finding["page"],
+            )
+            if finding["outcome"] == "deviation"
+            else None,
+        )
+        for finding in RECORD
+    )
+    return Report(NAME, RELEASE, RECORD_COMMAND, "1.0.0", results, ())
+
+
+def with_record(reports: Sequence[Report], /) -> list[Report]:
+    """``reports``, llama.cpp's ggml report renamed to its column and joined by the record.
+
+    Raises:
+        RuntimeError: the ggml report is of another llama.cpp than the record.
+    """
+    found: list[Report] = []
+    for report in reports:
+        if report.name != GGML_NAME:
+            found.append(report)
+            continue
+        if report.release != RELEASE:
+            message = (
+                f"the llama.cpp tier's record is of {RELEASE}, its ggml report of"
+                f" {report.release}: run the tier and update RECORD in tests/llamacpp/results.py"
+            )
+            raise RuntimeError(message)
+        found += [replace(report, name=NAME), record_report()]
+    return found
+
+
+def render(reports: Sequence[Report], /) -> str:
+    """The results page of ``reports``, as ``report --markdown - --bounds-only`` writes it.
+
+    llama.cpp's ggml report is joined by the record (:func:`with_record`);
+    clause links go to ``../SPEC.md``, as docs/results.md reads it.
+    """
+    matrix = build_matrix(with_record(reports), order=OUTCOMES)
+    labels: dict[str, str] = {o: LABELS[o] for o in OUTCOMES if o in LABELS}
+    return markdown_page(matrix, labels=labels, spec_url="../SPEC.md", measured=False)
 
 
 def run_report(*flags: str, report: Path = REPORT) -> int:
@@ -76,6 +255,11 @@ def run_report(*flags: str, report: Path = REPORT) -> int:
     return finished.returncode
 
 
+#: One implementation's part of a page: its header cell, its totals, its cell
+#: by clause, and its section (with its footnotes).
+Column = tuple[str, str, dict[str, str], str]
+
+
 def _name(header_cell: str, /) -> str:
     return header_cell.split("<br>", 1)[0]
 
@@ -85,8 +269,9 @@ def _cells(line: str, /) -> list[str]:
     return [cell.strip() for cell in _SEPARATOR.split(line.strip()[1:-1])]
 
 
-def _table(text: str, /) -> list[str]:
-    return [line for line in text.splitlines() if line.startswith("| ")]
+def _clause(cells: Sequence[str], /) -> str | None:
+    found = _CLAUSE_ROW.match(cells[0])
+    return None if found is None else found[1]
 
 
 def _blocks(text: str, /) -> dict[str, str]:
@@ -96,78 +281,127 @@ def _blocks(text: str, /) -> dict[str, str]:
 
 
 def page_column(text: str, name: str = NAME, /) -> Column:
-    """The column of ``text`` (a results page) named ``name``, and its block.
+    """The column of ``text`` (a results page) named ``name``, and its section.
 
     Raises:
         KeyError: no column is named ``name``.
     """
-    rows = _table(text)
-    header = _cells(rows[0])
-    index = next((i for i, cell in enumerate(header) if i and _name(cell) == name), None)
+    rows = [_cells(line) for line in text.splitlines() if line.startswith("| ")]
+    index = next((i for i, cell in enumerate(rows[0]) if i and _name(cell) == name), None)
     if index is None:
         raise KeyError(name)
-    cells = [_cells(row)[index] for row in rows[2:]]
-    return header[index], cells, _blocks(text)[header[index].replace("<br>", ", ")]
+    header = rows[0][index]
+    cells = {clause: row[index] for row in rows[3:] if (clause := _clause(row)) is not None}
+    return header, rows[2][index], cells, _blocks(text)[header.replace("<br>", ", ")]
 
 
 def markdown(*reports: Path) -> str:
-    """``ssm-rollback-spec report REPORT... --markdown - --bounds-only``, as the page is written.
+    """The page of the reports in ``reports``, as docs/results.md is written (:func:`render`).
 
     Raises:
-        RuntimeError: ``report`` refused a report.
+        ReportError: a file is not a report.
     """
-    finished = run_module(
-        "ssm_rollback_spec.tools.cli",
-        *("report", *map(str, reports), "--markdown", "-", "--spec-url", "../SPEC.md"),
-        "--bounds-only",
-        timeout=120,
-    )
-    if finished.returncode != 0:
-        raise RuntimeError(finished.stderr)
-    return finished.stdout
+    return render([read_report(path) for path in reports])
 
 
 def column(report: Path = REPORT, /) -> Column:
-    """The column ``report`` gives, as ``ssm-rollback-spec report --bounds-only`` writes it.
-
-    Raises:
-        RuntimeError: ``report`` refused the report.
-    """
+    """The column ``report`` gives, with the record, as the page writes it."""
     return page_column(markdown(report))
 
 
-def _rebuilt(text: str, name: str, added: Column | None, /) -> str:
-    """``text`` without the column ``name`` and its block, and with ``added`` where it sorts."""
+#: A cell that puts its clause among the failing ones, as the page orders them.
+_FAILING_LABELS: Final = tuple(f"**{LABELS[outcome]}**" for outcome in sorted(FAILING))
+
+
+def _failing(cells: Sequence[str], /) -> bool:
+    return any(
+        cell == label or cell.startswith((f"{label}[^", f"{label}<br>"))
+        for cell in cells[1:]
+        for label in _FAILING_LABELS
+    )
+
+
+def _order(clause: str, /) -> tuple[int, str]:
+    return (CLAUSES.index(clause), "") if clause in CLAUSES else (len(CLAUSES), clause)
+
+
+def _sorted_rows(rows: list[list[str]], /) -> list[list[str]]:
+    """The table's rows below the totals, each family's failing clauses first (as the page)."""
+    ordered: list[list[str]] = []
+    family: list[list[str]] = []
+    for row in [*rows, ["**end**"]]:
+        if _clause(row) is not None:
+            family.append(row)
+            continue
+        clause_of = {id(r): _clause(r) or "" for r in family}
+        ordered += sorted(family, key=lambda r: (not _failing(r), _order(clause_of[id(r)])))
+        family = []
+        ordered.append(row)
+    return ordered[:-1]
+
+
+def _rebuilt(text: str, drop: Callable[[str], bool], added: Column | None, /) -> str:
+    """``text`` without the columns whose header ``drop`` takes, with ``added`` where it sorts."""
     lines = text.splitlines(keepends=True)
-    rows = [i for i, line in enumerate(lines) if line.startswith("| ")]
-    header = _cells(lines[rows[0]])
-    kept = [i for i, cell in enumerate(header) if i and _name(cell) != name]
-    place = 1 + sum(1 for i in kept if _name(header[i]) < name)
-    for number, at in enumerate(rows):
-        cells = _cells(lines[at])
-        row = [cells[0]] + [cells[i] for i in kept]
+    at = [i for i, line in enumerate(lines) if line.startswith("| ")]
+    rows = [_cells(lines[i]) for i in at]
+    header = rows[0]
+    kept = [i for i, cell in enumerate(header) if i and not drop(cell)]
+    place = 1 + sum(1 for i in kept if added is not None and _key(header[i]) < _key(added[0]))
+    built = []
+    for number, row in enumerate(rows):
+        cells = [row[0]] + [row[i] for i in kept]
         if added is not None:
-            cell = added[0] if number == 0 else "---" if number == 1 else added[1][number - 2]
-            row.insert(place, cell)
-        lines[at] = "| " + " | ".join(row) + " |\n"
+            clause = _clause(row)
+            shown = (added[0], "---", added[1])[number] if number < _TOP_ROWS else ""
+            cells.insert(place, added[2].get(clause, "—") if clause is not None else shown)
+        built.append(cells)
+    built = built[:_TOP_ROWS] + _sorted_rows(built[_TOP_ROWS:])
+    for line_at, cells in zip(at, built, strict=True):
+        lines[line_at] = "| " + " | ".join(cells) + " |\n"
     body = "".join(lines)
     blocks = _blocks(body)
     if added is not None:
-        blocks[added[2].split("\n", 1)[0]] = added[2]
-    # The blocks follow the columns, each titled "name, release".
-    order = [cell.replace("<br>", ", ") for cell in _cells(lines[rows[0]])[1:]]
+        blocks[added[3].split("\n", 1)[0]] = added[3]
+    # The sections follow the columns, each titled "name, release".
+    order = [cell.replace("<br>", ", ") for cell in built[0][1:]]
     joined = "\n### ".join(blocks[title].rstrip("\n") + "\n" for title in order)
     return body.split(_IMPLEMENTATIONS, 1)[0] + _IMPLEMENTATIONS + "\n### " + joined
 
 
+#: The table's rows above the clauses: the header, the separator and the totals.
+_TOP_ROWS: Final = 3
+
+
+def _key(header_cell: str, /) -> tuple[str, str]:
+    name, _, release = header_cell.partition("<br>")
+    return name, release
+
+
 def with_column(text: str, added: Column, /) -> str:
     """``text`` (a results page) with ``added`` where ``report`` sorts it (its namesake gone)."""
-    return _rebuilt(text, _name(added[0]), added)
+    return _rebuilt(text, lambda cell: _name(cell) == _name(added[0]), added)
+
+
+def beside(text: str, added: Column, /) -> str:
+    """``text`` with ``added`` where it sorts, beside its namesakes of other releases."""
+    return _rebuilt(text, lambda cell: cell == added[0], added)
 
 
 def without_column(text: str, name: str, /) -> str:
-    """``text`` (a results page) without the column named ``name`` and its block."""
-    return _rebuilt(text, name, None)
+    """``text`` (a results page) without the columns named ``name`` and their sections."""
+    return _rebuilt(text, lambda cell: _name(cell) == name, None)
+
+
+def columns(text: str, /) -> list[Column]:
+    """Every column of ``text`` (a results page), in its order."""
+    rows = [_cells(line) for line in text.splitlines() if line.startswith("| ")]
+    blocks = _blocks(text)
+    found = []
+    for index, header in enumerate(rows[0][1:], start=1):
+        cells = {clause: row[index] for row in rows[3:] if (clause := _clause(row)) is not None}
+        found.append((header, rows[2][index], cells, blocks[header.replace("<br>", ", ")]))
+    return found
 
 
 def main(argv: list[str] | None = None) -> int:
