@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from typing import TYPE_CHECKING, Any, Final
@@ -14,11 +15,15 @@ from ssm_rollback_spec.harness import check_report
 from ssm_rollback_spec.harness.clauses import CLAUSES
 from ssm_rollback_spec.harness.files import MAX_FILE_BYTES
 from ssm_rollback_spec.harness.pytest_plugin import MEASURED
+from ssm_rollback_spec.results import Report
 from ssm_rollback_spec.results.matrix import SECTIONS
 from ssm_rollback_spec.results.page import REASONS_HEADING
+from ssm_rollback_spec.sizing.releases import LLAMA_CPP_COMMIT
 from ssm_rollback_spec.tools.cli import main
 from tests.child import ROOT, run_module
 from tests.fakes import FAKES
+from tests.kernels import results as kernels_results
+from tests.llamacpp import results as llamacpp_results
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -554,3 +559,131 @@ def test_a_column_spliced_in_or_out_gives_the_page_report_writes(
     both, alone, spliced = pages
     assert with_column(alone, page_column(spliced, "reasoned")) == both
     assert without_column(both, "reasoned") == alone
+
+
+def test_the_markdown_page_gives_totals_first_one_row_per_family_and_failures_first(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    status, page, _ = _run(capsys, *_reasoned_reports(tmp_path), "--markdown", "-")
+    assert status == 0
+    rows = [line for line in page.splitlines() if line.startswith("| ")]
+    uncited = len(CLAUSES) - 5
+    assert rows[2] == f"| **Totals** | 1 FAIL, 1 NOT OBSERVED, 2 SKIP, 1 PASS, {uncited} — |"
+    families = [row for row in rows[3:] if row.startswith("| **")]
+    assert len(families) == len(SECTIONS)
+    assert families[1] == "| **Parsing `--ssm-rollback-mode` (RB-PARSE)** |  |"
+    # No row repeats its family's title.
+    assert page.count("Replay rollback: an executable model (draft)") == 1
+    # Failures first within their family: RB-PARSE-2 before RB-PARSE-1.
+    clauses = [row.split("]")[0].removeprefix("| [") for row in rows[3:] if row.startswith("| [")]
+    assert clauses.index("RB-PARSE-2") < clauses.index("RB-PARSE-1")
+    # The explanation comes after the table.
+    assert page.index(rows[-1]) < page.index("## Reading the table")
+
+
+def test_every_skip_and_not_observed_markdown_cell_gives_its_reason_as_a_footnote(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    _, page, _ = _run(capsys, *_reasoned_reports(tmp_path), "--markdown", "-")
+    cells = _cells(page)
+    notes = dict(re.findall(r"^(\[\^[a-z0-9-]+\]): (.*)$", page, flags=re.MULTILINE))
+    reasons = {
+        clause: [notes[label] for label in re.findall(r"\[\^[a-z0-9-]+\]", cell)]
+        for clause, (cell,) in cells.items()
+        if cell.startswith(("**SKIP**", "**NOT OBSERVED**"))
+    }
+    assert reasons == {
+        "RB-PUB-4": ["no race seen in 200 tries"],
+        "RB-SIZE-1": ["not offered: no usize op"],
+        "RB-SIZE-2": ["the report states no reason"],
+    }
+    # Numbered within the column, in SPEC.md's order; defined in its section.
+    assert list(notes) == [f"[^reasoned-{_digest('reasoned-2-0')}-{n}]" for n in (1, 2, 3)]
+    assert page.index("### reasoned, 2.0") < page.index(next(iter(notes)) + ":")
+
+
+def _digest(key: str, /) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()[:4]
+
+
+def test_every_column_of_the_committed_page_moved_out_and_in_gives_the_page() -> None:
+    # The kernels tier keeps the other runs' columns from the committed page
+    # (tests/kernels/results.py, with_other_tiers), so each must be one that
+    # such a move leaves as the generator writes the page: its rows in order.
+    page = (ROOT / "docs" / "results.md").read_text(encoding="utf-8")
+    found = llamacpp_results.columns(page)
+    assert len(found) == len(ENGINES) + len(kernels_results.OLDER) + 1
+    for column in found:
+        assert llamacpp_results.beside(page, column) == page, column[0]
+
+
+def _committed_cell(header_start: str, clause: str, /) -> str:
+    page = (ROOT / "docs" / "results.md").read_text(encoding="utf-8")
+    (column,) = [c for c in llamacpp_results.columns(page) if c[0].startswith(header_start)]
+    return column[2][clause]
+
+
+def test_the_committed_llama_cpp_column_carries_the_records_model_level_findings() -> None:
+    # The record gives llama.cpp's RB-REPLAY-14 cell whatever its ggml report holds.
+    ggml = Report(
+        llamacpp_results.GGML_NAME, llamacpp_results.RELEASE, "vectors run", "1.0.0", (), ()
+    )
+    rendered = llamacpp_results.page_column(llamacpp_results.render([ggml]))
+    cell = _committed_cell(f"{llamacpp_results.NAME}<br>", "RB-REPLAY-14")
+    assert cell == rendered[2]["RB-REPLAY-14"]
+    assert cell.startswith("**DEVIATION**<br>*fails, known, linked*<br>")
+    for finding in llamacpp_results.RECORD:
+        if finding["outcome"] == "deviation":
+            assert f"]({finding['page']}): " in cell
+            assert f"llama.cpp: {finding['link']}" in cell
+    assert llamacpp_results.RECORD_COMMAND in (ROOT / "docs" / "results.md").read_text("utf-8")
+
+
+def test_the_record_names_the_llama_cpp_tiers_own_tests_and_links() -> None:
+    # tests/llamacpp/test_rollback.py runs what the record says it found.
+    from tests.llamacpp import test_rollback  # noqa: PLC0415 - the llama.cpp tier's module
+
+    source = (ROOT / "tests" / "llamacpp" / "test_rollback.py").read_text(encoding="utf-8")
+    links = {"beside_other_sequences": test_rollback.DEVIATION_LINK}
+    links["whole_window"] = test_rollback.WHOLE_WINDOW_LINK
+    pages = {
+        "beside_other_sequences": "findings/llamacpp-snapshot-beside-other-sequences.md",
+        "whole_window": "findings/llamacpp-snapshot-whole-window.md",
+    }
+    deviations = {}
+    for finding in llamacpp_results.RECORD:
+        name, _, parameter = finding["test"].removeprefix("test_rollback.py::").partition("[")
+        assert callable(getattr(test_rollback, name)), name
+        if parameter:
+            assert f'id="{parameter.removesuffix("]")}"' in source
+        if finding["outcome"] == "deviation":
+            deviations[parameter.removesuffix("]")] = (finding["link"], finding["page"])
+    assert deviations == {key: (links[key], pages[key]) for key in links}
+    assert f'llamacpp["commit"] == "{LLAMA_CPP_COMMIT}"' in source
+
+
+def test_the_older_vllm_columns_fail_their_real_bugs_batch_known_and_linked() -> None:
+    from tests.kernels.test_vllm_batch import REAL_BUGS  # noqa: PLC0415 - the kernels tier's
+
+    for older in kernels_results.OLDER:
+        bug = REAL_BUGS[older["bug"]]
+        cell = _committed_cell(
+            f"vllm engine kernels (adapters/engines), unsupported release<br>vllm=={bug.shipped}",
+            "RB-REPLAY-12",
+        )
+        assert cell.startswith(
+            "**DEVIATION**<br>*fails, known, linked*<br>"
+            f"[case replay-batch-{bug.smallest}]({older['link']}): "
+        )
+
+
+def test_a_ggml_report_of_another_llama_cpp_than_the_record_is_refused() -> None:
+    name = llamacpp_results.GGML_NAME
+    moved = Report(name, "llama-cpp-python==0.4.0", "vectors run", "1.0", (), ())
+    with pytest.raises(RuntimeError) as raised:
+        llamacpp_results.with_record([moved])
+    assert str(raised.value) == (
+        "the llama.cpp tier's record is of llama-cpp-python==0.3.36 (llama.cpp 0c1e57098), its"
+        " ggml report of llama-cpp-python==0.4.0: run the tier and update RECORD in"
+        " tests/llamacpp/results.py"
+    )
