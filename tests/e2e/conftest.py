@@ -48,14 +48,26 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory, e2e_python: str) -> dic
     picks the successor map's token, ``state_effect`` how far the target's
     logits move with its recurrent state (driver.py).
     """
-    folder = once_per_run(tmp_path_factory, "e2e-model", lambda made: _model(e2e_python, made))
+    folder = once_per_run(
+        tmp_path_factory, "e2e-model", lambda made: _model(e2e_python, made, "qwen3.5")
+    )
     made: dict[str, Any] = json.loads((folder / "made.json").read_text(encoding="utf-8"))
     return made
 
 
-def _model(python: str, folder: Path, /) -> None:
+@pytest.fixture(scope="session")
+def next_model(tmp_path_factory: pytest.TempPathFactory, e2e_python: str) -> dict[str, Any]:
+    """The same, its target a tiny Qwen3-Next (``Qwen3NextForCausalLM``, a sparse MoE a layer)."""
+    folder = once_per_run(
+        tmp_path_factory, "e2e-next-model", lambda made: _model(e2e_python, made, "qwen3-next")
+    )
+    made: dict[str, Any] = json.loads((folder / "made.json").read_text(encoding="utf-8"))
+    return made
+
+
+def _model(python: str, folder: Path, family: str, /) -> None:
     done = subprocess.run(
-        [python, str(DRIVER), "model", str(folder)],
+        [python, str(DRIVER), "model", str(folder), "--family", family],
         capture_output=True,
         text=True,
         timeout=1800,

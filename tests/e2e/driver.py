@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT OR Apache-2.0
 """What the e2e tier runs in its own venv (tests/e2e/install.sh): tiny models, and vLLM on them.
 
-``python tests/e2e/driver.py model DIR [--scale S] [--layers N]`` writes,
+``python tests/e2e/driver.py model DIR [--family F] [--scale S] [--layers N]`` writes,
 with transformers, weights drawn at test time: a tiny Qwen3.5 text target
 into ``DIR/target`` (``Qwen3_5ForCausalLM``: GDN layers and one
 full-attention layer, hidden size 128, vocabulary 512) whose output head
@@ -40,7 +40,7 @@ import traceback
 from pathlib import Path
 from typing import Any, Final
 
-__all__ = ["CYCLE", "HIDDEN", "PATCHES", "VOCAB", "main", "successor"]
+__all__ = ["CYCLE", "FAMILIES", "HIDDEN", "PATCHES", "VOCAB", "main", "successor"]
 
 #: The tiny model's sizes.
 HIDDEN: Final = 128
@@ -58,12 +58,16 @@ _LEAD: Final = 8.0
 #: What every layer's write into the residual stream is scaled by (out_proj,
 #: o_proj, down_proj): small enough that the successor leads, large enough
 #: that the state moves the logits (measured in ``follows`` and ``state_effect``).
-_WRITE: Final = 0.025
+_WRITE: Final = {"qwen3.5": 0.025, "qwen3-next": 0.05}
 
 
 def successor(token: int) -> int:
     """The token the successor map leads ``token`` to: the next one of its cycle."""
     return (token // CYCLE) * CYCLE + (token % CYCLE + 1) % CYCLE
+
+
+#: The target families ``model`` writes, by ``--family``.
+FAMILIES: Final = ("qwen3.5", "qwen3-next")
 
 
 def _config(transformers: Any, kind: str, scale: float, layers: int) -> Any:
@@ -90,42 +94,61 @@ def _config(transformers: Any, kind: str, scale: float, layers: int) -> Any:
         return config
     # Every layer GDN but the last, full attention: vLLM takes a hybrid model
     # with an attention layer.
-    config = transformers.Qwen3_5TextConfig(
-        num_hidden_layers=layers,
-        layer_types=["linear_attention"] * (layers - 1) + ["full_attention"],
-        linear_num_key_heads=2,
-        linear_num_value_heads=2,
+    hybrid: dict[str, Any] = {
+        "num_hidden_layers": layers,
+        "layer_types": ["linear_attention"] * (layers - 1) + ["full_attention"],
+        "linear_num_key_heads": 2,
+        "linear_num_value_heads": 2,
         # 64: vLLM's CPU chunk kernel refuses a head of 32 ("Unexpected head dim size").
-        linear_key_head_dim=64,
-        linear_value_head_dim=64,
-        linear_conv_kernel_dim=4,
-        **common,
-    )
+        "linear_key_head_dim": 64,
+        "linear_value_head_dim": 64,
+        "linear_conv_kernel_dim": 4,
+    }
+    if kind == "qwen3-next":
+        # Qwen3-Next's sparse MoE in every layer: 4 experts, 2 a token, and a shared one.
+        config = transformers.Qwen3NextConfig(
+            num_experts=4,
+            num_experts_per_tok=2,
+            moe_intermediate_size=64,
+            shared_expert_intermediate_size=64,
+            decoder_sparse_step=1,
+            **hybrid,
+            **common,
+        )
+        config.architectures = ["Qwen3NextForCausalLM"]
+        return config
+    config = transformers.Qwen3_5TextConfig(**hybrid, **common)
     config.architectures = ["Qwen3_5ForCausalLM"]
     return config
 
 
-def _model(folder: Path, scale: float, layers: int, seed: int) -> dict[str, Any]:
+def _model(folder: Path, family: str, scale: float, layers: int, seed: int) -> dict[str, Any]:
     """The target (``folder/target``) and its draft model (``folder/draft``), and their measures.
 
     The target is a random Qwen3.5 whose output head also maps each token's
     embedding to its successor's logit, and whose layers write into the
-    residual stream at ``_WRITE`` of their drawn scale: its greedy output
+    residual stream at ``_WRITE`` (by family) of their drawn scale: its greedy output
     follows the successor map where the recurrent state does not outweigh it,
     so it repeats its prompt's cycles (ngram's drafts are accepted) and leaves
     them where the state decides (they are rejected). The draft model is a
     one-layer Qwen3 with the target's embedding and head and layer writes of
     zero: it always drafts the successor, so the target accepts part of it.
+    ``family`` ``qwen3-next`` makes the target a Qwen3-Next (the same layers,
+    with a sparse MoE in each), with the same lead and writes.
     """
     torch: Any = importlib.import_module("torch")
     transformers: Any = importlib.import_module("transformers")
     torch.manual_seed(seed)
-    target = transformers.Qwen3_5ForCausalLM(_config(transformers, "target", scale, layers)).eval()
-    writes = ("out_proj.weight", "o_proj.weight", "down_proj.weight")
+    kind = "qwen3-next" if family == "qwen3-next" else "target"
+    classes = {"qwen3-next": "Qwen3NextForCausalLM", "target": "Qwen3_5ForCausalLM"}
+    made = getattr(transformers, classes[kind])(_config(transformers, kind, scale, layers))
+    target = made.eval()
+    # What each layer writes into the residual stream (the MoE's experts' too).
+    writes = ("out_proj.weight", "o_proj.weight", "down_proj.weight", "experts.down_proj")
     with torch.no_grad():
         for name, weight in target.named_parameters():
             if name.endswith(writes):
-                weight.mul_(_WRITE)
+                weight.mul_(_WRITE[family])
         embedding = target.model.embed_tokens.weight
         lead = torch.zeros_like(target.lm_head.weight)
         for token in range(VOCAB):
@@ -143,6 +166,7 @@ def _model(folder: Path, scale: float, layers: int, seed: int) -> dict[str, Any]
     return {
         "target": str(folder / "target"),
         "draft": str(folder / "draft"),
+        "family": family,
         "scale": scale,
         "layers": layers,
         "cycle": CYCLE,
@@ -431,6 +455,7 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     model = commands.add_parser("model")
     model.add_argument("folder", type=Path)
+    model.add_argument("--family", choices=FAMILIES, default="qwen3.5")
     model.add_argument("--scale", type=float, default=0.2)
     model.add_argument("--layers", type=int, default=4)
     model.add_argument("--seed", type=int, default=_SEED)
@@ -438,7 +463,9 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("answers", type=int, help="the file descriptor the answers go to")
     arguments = parser.parse_args(argv)
     if arguments.command == "model":
-        made = _model(arguments.folder, arguments.scale, arguments.layers, arguments.seed)
+        made = _model(
+            arguments.folder, arguments.family, arguments.scale, arguments.layers, arguments.seed
+        )
         sys.stdout.write(json.dumps(made) + "\n")
         return 0
     with os.fdopen(arguments.answers, "w", buffering=1, encoding="utf-8") as answers:

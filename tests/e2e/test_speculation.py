@@ -1,11 +1,13 @@
 # SPDX-License-Identifier: MIT OR Apache-2.0
 """Speculative decoding changes nothing a request generates: vLLM 0.32.0 on a CPU.
 
-The tiny target (``driver.py``) follows a successor map where its recurrent
-state does not outweigh it, so its greedy output repeats its prompts' cycles
-and leaves them where the state decides: ngram's drafts and the draft
-model's (a one-layer Qwen3 that always drafts the successor) are accepted in
-part. Each engine is started once for the module (``driver.py serve``) and
+The property runs on two tiny targets in turn (``family``): a Qwen3.5 and a
+Qwen3-Next, each with its draft model. Each target (``driver.py``) follows
+a successor map where its recurrent state does not outweigh it, so its
+greedy output repeats its prompts' cycles and leaves them where the state
+decides: ngram's drafts and the draft model's (a one-layer Qwen3 that
+always drafts the successor) are accepted in part. Each engine is started
+once per family (``driver.py serve``) and
 serves every batch given to it: fixed batches (``BATCHES``), then batches
 Hypothesis draws (prompts of 1 token up, cycles, repeated n-grams, distinct
 tokens, prompts of exactly K and K + 1 tokens, several at once with
@@ -247,11 +249,35 @@ def _judge(reference: list[dict[str, Any]], speculative: list[dict[str, Any]]) -
     return found
 
 
+def _distance(reference: list[dict[str, Any]], speculative: list[dict[str, Any]]) -> str:
+    """The largest logprob distance before each request's first differing token, and who differ."""
+    largest, differ, total = 0.0, 0, 0
+    for ours, theirs in zip(reference, speculative, strict=True):
+        for base, spec in zip(ours["requests"], theirs["requests"], strict=True):
+            total += 1
+            differ += int(base != spec)
+            for step, (want, got) in enumerate(zip(base["tokens"], spec["tokens"], strict=True)):
+                if want != got:
+                    break
+                mine, other = base["logprobs"][step], spec["logprobs"][step]
+                largest = max(largest, abs(mine[str(want)] - other[str(got)]))
+    return f"largest logprob distance {largest:.3g}, {differ} of {total} requests differ"
+
+
+@pytest.fixture(scope="module", params=["qwen3.5", "qwen3-next"])
+def family(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """The target the property's engines serve: the tiny Qwen3.5, then the tiny Qwen3-Next."""
+    made: dict[str, Any] = request.getfixturevalue(
+        "tiny_model" if request.param == "qwen3.5" else "next_model"
+    )
+    return made
+
+
 @pytest.fixture(scope="module")
 def engines(
-    e2e_python: str, tiny_model: dict[str, Any], tmp_path_factory: pytest.TempPathFactory
+    e2e_python: str, family: dict[str, Any], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[dict[str, _Engine]]:
-    """Each engine of ``_PLAN`` started once for the module, all at once; closed after it."""
+    """Each engine of ``_PLAN`` started once per family, all at once; closed after it."""
     folder = tmp_path_factory.mktemp("e2e-engines")
     started = {
         name: _Engine(
@@ -259,8 +285,8 @@ def engines(
             folder,
             name,
             {
-                "model": tiny_model["target"],
-                "engine": _config(tiny_model, speculative),
+                "model": family["target"],
+                "engine": _config(family, speculative),
                 "patches": patches,
             },
         )
@@ -276,22 +302,26 @@ def engines(
 
 
 @pytest.fixture(scope="module")
-def fixed(engines: dict[str, _Engine]) -> dict[str, list[dict[str, Any]]]:
+def fixed(engines: dict[str, _Engine], family: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
     """The fixed batches through every engine, vLLM's counters printed beside each run."""
     served: dict[str, list[dict[str, Any]]] = {}
     for name, engine in engines.items():
         answers = [engine.serve(batch) for batch in BATCHES]
         for answer in answers:
             assert "error" not in answer, f"{name}: {answer.get('error')}"
-        sys.stdout.write(f"{name}: vLLM's counters over the fixed batches {_tally(answers)}\n")
+        counts = _tally(answers)
+        sys.stdout.write(f"{family['family']} {name}: vLLM's counters, fixed batches {counts}\n")
         served[name] = answers
+        if name != "reference":
+            measured = _distance(served["reference"], answers)
+            sys.stdout.write(f"{family['family']} {name} against the reference: {measured}\n")
     return served
 
 
 def test_the_target_follows_its_successor_map_and_its_recurrent_state(
-    tiny_model: dict[str, Any],
+    family: dict[str, Any],
 ) -> None:
-    follows, effect = tiny_model["follows"], tiny_model["state_effect"]
+    follows, effect = family["follows"], family["state_effect"]
     # Drafts of the successor are accepted in part: the target picks it often, not always.
     assert 0.5 <= follows["target"] <= 0.95, follows
     assert follows["draft"] == 1.0, follows
@@ -358,7 +388,9 @@ _PROMPTS: Final = st.builds(
 _BATCHES: Final = st.lists(_PROMPTS, min_size=2, max_size=6)
 
 
-def test_drawn_batches_change_nothing_a_request_generates(engines: dict[str, _Engine]) -> None:
+def test_drawn_batches_change_nothing_a_request_generates(
+    engines: dict[str, _Engine], family: dict[str, Any]
+) -> None:
     served: dict[str, list[dict[str, Any]]] = {"ngram": [], "draft": []}
 
     @settings(
@@ -379,7 +411,8 @@ def test_drawn_batches_change_nothing_a_request_generates(engines: dict[str, _En
     judged()
     for name, answers in served.items():
         counts = _tally(answers)
-        sys.stdout.write(f"{name}: vLLM's counters over {len(answers)} drawn batches {counts}\n")
+        drawn = f"{len(answers)} drawn batches"
+        sys.stdout.write(f"{family['family']} {name}: vLLM's counters, {drawn} {counts}\n")
         assert counts["accepted"] > 0, (name, counts)
         assert counts["rejected"] > 0, (name, counts)
 
