@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import importlib.util
 import re
-from typing import TypeAlias
 
 import pytest
 
@@ -14,16 +13,15 @@ from tests.llamacpp.machine import (
     BOUND,
     N_RS_SEQ,
     N_SEQ,
+    Calls,
     Judged,
-    largest_difference,
     rounds_machine,
     run_rounds,
+    worst_kept_difference,
 )
 
 pytestmark = pytest.mark.llamacpp
 
-#: Rounds of calls: each round's windows by sequence, then its rollback lengths by sequence.
-Calls: TypeAlias = tuple[tuple[dict[int, list[int]], dict[int, int]], ...]
 
 #: The shrunk case of the snapshot way's failure with several sequences
 #: (docs/engines.md, "What the suite finds in released engines"): sequence 0
@@ -127,26 +125,9 @@ def test_snapshot_rollback_is_a_deviation_of_the_released_llama_cpp(
     # reproduce: python -m pytest -m llamacpp tests/llamacpp -k beside_other_sequences
     # reproduce: python -m pytest -m llamacpp tests/llamacpp -k whole_window
     # The checkpoint way, on the same calls, is exact.
-    differences = {way: _worst_kept_difference(llamacpp, way, rounds) for way in Way}
+    differences = {way: worst_kept_difference(llamacpp, way, rounds) for way in Way}
     assert differences[Way.CHECKPOINT] <= BOUND
     assert differences[Way.SNAPSHOT] > 1e-3, f"fixed upstream? see {link}"
-
-
-def _worst_kept_difference(built: Built, way: Way, rounds: Calls, /) -> float:
-    """The largest difference of a kept token's logits from the reference's over ``rounds``.
-
-    Every rollback must be accepted: the finding is that llama.cpp accepts it.
-    """
-    with Engine(built, n_seq=N_SEQ, n_rs_seq=N_RS_SEQ, way=way) as engine:
-        worst = 0.0
-        for windows, backs in rounds:
-            logits = engine.decode(windows)
-            for seq, window in windows.items():
-                assert engine.rollback(seq, backs.get(seq, 0))
-                kept = window[: len(window) - backs.get(seq, 0)]
-                expected = engine.reference(seq, kept)
-                worst = max(worst, largest_difference(logits[seq][: len(kept)], expected))
-        return worst
 
 
 @pytest.mark.parametrize(

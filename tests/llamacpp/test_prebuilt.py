@@ -1,0 +1,162 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
+"""llama.cpp v0.5.0 as node-llama-cpp 3.22.1 ships it, prebuilt: the same rollback judged both ways.
+
+adapters/llama-cpp/prebuilt.py compiles rollback.cpp against the release's
+headers and links it with the package's own libraries; nothing of llama.cpp
+is built. Each test runs in two of ggml's CPU variants from the package: the
+baseline (``libggml-cpu-x64.so``) and the one ggml picks on this CPU from the
+package's folder, as a user's process would. The models are the sdist
+build's (prebuilt.py's docstring says why).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from enum import Enum
+from typing import Final, TypedDict, cast
+
+import pytest
+
+from tests.child import ROOT
+from tests.llamacpp.engine import Built, Engine, Way
+from tests.llamacpp.machine import (
+    BOUND,
+    N_RS_SEQ,
+    N_SEQ,
+    Calls,
+    Judged,
+    rounds_machine,
+    run_rounds,
+    worst_kept_difference,
+)
+from tests.llamacpp.test_rollback import (
+    DEVIATION_LINK,
+    DEVIATION_ROUNDS,
+    WHOLE_WINDOW_LINK,
+    WHOLE_WINDOW_ROUNDS,
+)
+
+pytestmark = pytest.mark.llamacpp
+
+_SCRIPT: Final = ROOT / "adapters" / "llama-cpp" / "prebuilt.py"
+#: The release node-llama-cpp 3.22.1's libraries are built from (llama/llama.cpp.info.json).
+_RELEASE: Final = "v0.5.0"
+
+
+class Prebuilt(TypedDict):
+    """prebuilt.py's output (its ``Prebuilt``; the script's folder is no package)."""
+
+    version: str
+    licence: str
+    release: str
+    adapter: str
+    adapter_sha256: str
+    baseline: str
+    native: str
+    libraries: str
+
+
+class Variant(Enum):
+    """Which of the package's ggml CPU variants the adapter loads."""
+
+    #: SSE2 only: the arithmetic of any x86-64 CPU, bit for bit against itself.
+    BASELINE = "baseline"
+    #: The variant ggml scores best here, whose kernels for a batch of rows
+    #: and for one row are not the same arithmetic.
+    NATIVE = "native"
+
+
+#: The judge's bound per variant. The baseline's is the tier's, 0. The native
+#: variant's window logits differ from its one-token decodes with no rollback
+#: at all (2.8e-5 on a window of 3 tokens), by 1.8e-4 at most over the
+#: thorough profile's rounds both ways (BENCHMARKS.md, "llama.cpp v0.5.0,
+#: prebuilt"): its bound is 1e-3, five times that and five times below the
+#: smaller finding's 5.3e-3.
+_BOUNDS: Final = {Variant.BASELINE: BOUND, Variant.NATIVE: 1e-3}
+
+
+@pytest.fixture(scope="module")
+def prebuilt() -> Prebuilt:
+    """The adapter against the prebuilt release, built once (prebuilt.py locks its cache)."""
+    done = subprocess.run(
+        [sys.executable, str(_SCRIPT)], capture_output=True, text=True, timeout=900, check=False
+    )
+    if done.returncode != 0:
+        pytest.fail(done.stderr.strip() or f"prebuilt.py exited {done.returncode}", pytrace=False)
+    return cast("Prebuilt", json.loads(done.stdout))
+
+
+def _library(prebuilt: Prebuilt, variant: Variant, /) -> str:
+    """The path of ``variant``'s library in the package."""
+    return prebuilt["baseline"] if variant is Variant.BASELINE else prebuilt["native"]
+
+
+@pytest.fixture(params=list(Variant), ids=[variant.value for variant in Variant])
+def variant(
+    request: pytest.FixtureRequest, prebuilt: Prebuilt, monkeypatch: pytest.MonkeyPatch
+) -> Variant:
+    """The adapter's variant for one test, by the environment its processes inherit."""
+    chosen = cast("Variant", request.param)
+    monkeypatch.setenv("SSM_GGML_CPU_VARIANT", _library(prebuilt, chosen))
+    return chosen
+
+
+def _on_prebuilt(llamacpp: Built, prebuilt: Prebuilt, /) -> Built:
+    """The sdist build's record with the prebuilt adapter in its place; its models stay."""
+    built = cast("Built", dict(llamacpp))
+    built["adapter"] = prebuilt["adapter"]
+    return built
+
+
+def test_the_package_names_its_release_and_its_licence(prebuilt: Prebuilt) -> None:
+    assert (prebuilt["version"], prebuilt["release"], prebuilt["licence"]) == (
+        "3.22.1",
+        _RELEASE,
+        "MIT",
+    )
+    assert prebuilt["baseline"].endswith("/libggml-cpu-x64.so")
+
+
+def test_the_adapter_loads_the_variant_it_is_given(
+    llamacpp: Built, prebuilt: Prebuilt, variant: Variant
+) -> None:
+    # ggml names the library it loaded on standard error; the usage line follows it.
+    done = subprocess.run(
+        [prebuilt["adapter"]], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 2
+    assert f"loaded CPU backend from {_library(prebuilt, variant)}\n" in done.stderr
+    built = _on_prebuilt(llamacpp, prebuilt)
+    with Engine(built, n_seq=N_SEQ, n_rs_seq=N_RS_SEQ, way=Way.SNAPSHOT) as engine:
+        described = engine.describe()
+    assert (described["commit"], described["n_rs_seq"]) == (_RELEASE, N_RS_SEQ)
+
+
+def test_checkpoint_rollback_of_the_prebuilt_release_keeps_the_logits_of_plain_decoding(
+    llamacpp: Built, prebuilt: Prebuilt, variant: Variant
+) -> None:
+    judged = Judged()
+    built = _on_prebuilt(llamacpp, prebuilt)
+    run_rounds(rounds_machine(built, Way.CHECKPOINT, bound=_BOUNDS[variant], judged=judged))
+    assert judged.tokens > 0
+    assert judged.largest <= _BOUNDS[variant]
+
+
+@pytest.mark.parametrize(
+    ("rounds", "link"),
+    [
+        pytest.param(DEVIATION_ROUNDS, DEVIATION_LINK, id="beside_other_sequences"),
+        pytest.param(WHOLE_WINDOW_ROUNDS, WHOLE_WINDOW_LINK, id="whole_window"),
+    ],
+)
+def test_both_snapshot_findings_are_live_in_the_prebuilt_release(
+    llamacpp: Built, prebuilt: Prebuilt, variant: Variant, rounds: Calls, link: str
+) -> None:
+    # reproduce: python -m pytest -m llamacpp tests/llamacpp/test_prebuilt.py -k whole_window
+    # Turns red the day a node-llama-cpp release ships llama.cpp with the fix.
+    built = _on_prebuilt(llamacpp, prebuilt)
+    differences = {way: worst_kept_difference(built, way, rounds) for way in Way}
+    assert differences[Way.CHECKPOINT] <= _BOUNDS[variant]
+    assert differences[Way.SNAPSHOT] > 1e-3, f"fixed in {_RELEASE}? see {link}"
