@@ -108,6 +108,9 @@ TERMS: Final = (
 )
 
 
+#: Where a view's speculative state lies when it is not on the GPU.
+_IN_HOST: Final = "in host memory, not on the GPU,"
+
 #: The column values start at, at most: a longer label ends two spaces before its value.
 _WIDEST_LABEL: Final = 42
 
@@ -269,29 +272,50 @@ def _sweep_answer(report: SizeReport, rows: Sequence[SweepRow], /, *, markdown: 
             f"{ReplayDesign.SEED_ROW.value} ring",
             across(short(first.seed_ring[1]), short(last.seed_ring[1])),
             "",
+            "",
         ]
     ]
+    host = _held_in_host(rows)
     cells += [
         [
             view,
             across(short(first.speculative[view][1]), short(last.speculative[view][1])),
             across(ratio(first.ratio(view)), ratio(last.ratio(view))),
+            # A state held off the GPU is no GPU figure, and says so.
+            _HOST_NOTE if view in host else "",
         ]
         for view in first.speculative
     ]
     if markdown:
-        return "\n".join([caption, "", *_table(["", "per GPU", "(x)"], cells, markdown=True)])
-    width = max(len(name) for name, _, _ in cells) + 2
+        header = ["", "per GPU", "(x)", *(["where"] if host else [])]
+        body = [cells_ if host else cells_[:3] for cells_ in cells]
+        return "\n".join([caption, "", *_table(header, body, markdown=True)])
+    width = max(len(cells_[0]) for cells_ in cells) + 2
+    ratios = max(len(cells_[2]) for cells_ in cells) + 2
     lines = [caption]
-    lines += [f"  {name:<{width}}{figures:<24}{times}".rstrip() for name, figures, times in cells]
+    lines += [
+        f"  {name:<{width}}{figures:<24}{times:<{ratios}}{where}".rstrip()
+        for name, figures, times, where in cells
+    ]
     return "\n".join(lines)
+
+
+#: How a sweep marks a view whose speculative state lies in host memory.
+_HOST_NOTE: Final = "in host memory, not on the GPU"
+
+
+def _held_in_host(rows: Sequence[SweepRow], /) -> set[str]:
+    """The views whose speculative state lies in host memory at some draft count of ``rows``."""
+    return {view for row in rows for view in row.host}
 
 
 def _answer(review: Review, /) -> Section:
     """One review's answer first: the engine, whether it starts, the state, the seed's ring."""
     unit, s, f = review.unit, review.snapshot, review.replay
     held = count(s.requests, "slot" if unit.seed_slots else "request")
-    state = f"{short(s.speculative_bytes)} per GPU for {held}"
+    # A state held off the GPU (llama.cpp's saved copy for Qwen3-Next) says where it is.
+    where = _IN_HOST if unit.in_host_memory(s) else "per GPU"
+    state = f"{short(s.speculative_bytes)} {where} for {held}"
     if review.ratio is not None:
         state += f"; per request {ratio(review.ratio)} the seed's replay ring"
     covers = "covers" if f.preflight_covers_pool else "does not cover"
@@ -426,12 +450,15 @@ def _need_sections(report: SizeReport, /, *, why: bool) -> list[Section]:
     return sections
 
 
-def _scope(report: SizeReport, /) -> str:
+def _scope(report: SizeReport, rows: Sequence[SweepRow], /) -> str:
     who = f"--batch {report.batch}" if report.batch else "--mtp-slots"
     requests = count(report.requests, "request")
+    host = sorted(_held_in_host(rows))
+    # Named once above the tables, so that no header widens past the columns.
+    off = f"; {', '.join(host)}: {_HOST_NOTE}" if host else ""
     return (
         f"Per GPU (--tp {report.tp}): rings over {report.slots} seed slots, views"
-        f" over {requests} ({who}) and their pools' padding"
+        f" over {requests} ({who}) and their pools' padding{off}"
     )
 
 
@@ -457,10 +484,11 @@ def report_text(report: SizeReport, /, *, markdown: bool, why: bool = False) -> 
         # The answer stands apart, flush left; the detail keeps its own columns.
         return text_sections(answer) + "\n\n" + text_sections([*sections[1:], *terms])
     rows = report.rows or []
+    scope = _scope(report, rows)
     blocks = [
         _sweep_answer(report, rows, markdown=markdown),
         *(
-            sweep_table(rows, scope=_scope(report), markdown=markdown, per_request=per_request)
+            sweep_table(rows, scope=scope, markdown=markdown, per_request=per_request)
             for per_request in (False, True)
         ),
     ]

@@ -185,6 +185,42 @@ def test_the_text_report_words_snapshots_checkpoints_and_rings(
     assert not any("pool padding" in line for line in lines)
 
 
+def test_qwen3_nexts_answer_puts_the_saved_copy_in_host_memory_not_on_the_gpu(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    review = ["--config", str(QWEN3_NEXT), "--num-drafts", "3", "--mtp-slots", "1"]
+    code, out, _ = _size(capsys, *review, "--engine", "llama.cpp")
+    assert code == 0
+    assert rejoined(out).splitlines()[1] == (
+        "speculative state        75.4 MiB in host memory, not on the GPU, for 1 request;"
+        " per request 29.5x the seed's replay ring"
+    )
+    # Qwen3.5 takes snapshots: they are on the GPU.
+    code, out, _ = _size(capsys, "--config", str(QWEN3_5_27B), *review[2:], "--engine", "llama.cpp")
+    assert code == 0
+    assert out.splitlines()[1].startswith("speculative state        448.9 MiB per GPU for 1 ")
+
+
+def test_a_sweep_marks_qwen3_nexts_saved_copy_as_host_memory(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    sweep = ["--num-drafts", "1-8", "--mtp-slots", "1"]
+    code, out, _ = _size(capsys, "--config", str(QWEN3_NEXT), *sweep)
+    assert code == 0
+    lines = out.splitlines()
+    assert (
+        "  llama.cpp         75.4 MiB to 75.4 MiB    88.4x to 11.1x"
+        "   in host memory, not on the GPU"
+    ) in lines
+    assert "llama.cpp: in host memory, not on the GPU." in rejoined(out).replace("\n", " ")
+    assert all(len(line) <= 100 for line in lines)
+    # No other view, and no view of a model with snapshots, is marked.
+    assert sum("in host memory" in line for line in lines[:8]) == 1
+    code, out, _ = _size(capsys, "--config", str(QWEN3_5_27B), *sweep)
+    assert code == 0
+    assert "host memory" not in out
+
+
 def test_the_json_report_holds_llama_cpps_own_figures(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

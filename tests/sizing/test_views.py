@@ -299,7 +299,8 @@ def test_a_sweep_prints_its_answer_then_per_gpu_and_per_request_tables() -> None
     ]
     assert " ".join(blocks[1].splitlines()) == (
         "Per GPU (--tp 1): rings over 2 seed slots, views over 1 request (--mtp-slots) and"
-        " their pools' padding. The rings, then each view's speculative state and its ratio"
+        " their pools' padding; llama.cpp: in host memory, not on the GPU. The rings, then each"
+        " view's speculative state and its ratio"
         " (x): one request's speculative state over one slot's seed ring. Designs:"
         " docs/replay.md; views: docs/sizing.md; exact bytes: --format json."
     )
@@ -328,10 +329,14 @@ def test_a_sweep_in_markdown_is_a_table() -> None:
     blocks = finished.stdout.split("\n\n")
     # The answer as a table under its caption, then each scope's caption, rings and views.
     assert blocks[1].splitlines()[:3] == [
-        "|  | per GPU | (x) |",
-        "| --- | --- | --- |",
-        ("| seed-row ring | 3.4 MiB to 5.1 MiB |  |"),
+        "|  | per GPU | (x) | where |",
+        "| --- | --- | --- | --- |",
+        ("| seed-row ring | 3.4 MiB to 5.1 MiB |  |  |"),
     ]
+    # Qwen3-Next's llama.cpp state is its saved copy, in host memory.
+    assert blocks[1].splitlines()[-1] == (
+        "| llama.cpp | 75.4 MiB to 75.4 MiB | 44.2x to 29.5x | in host memory, not on the GPU |"
+    )
     states = blocks[4].splitlines()
     assert states[0] == ("| num_drafts | module | vllm | sglang | sglang-replayssm | llama.cpp |")
     assert states[3].startswith("| 3 | 589.5 MiB 115.2x | 138.4 MiB 54.1x |")
