@@ -118,6 +118,24 @@ def _not_run(rows: Sequence[Row], /) -> list[str]:
     ]
 
 
+def _skipped(rows: Sequence[Row], /) -> list[str]:
+    # The skips that share a reason (an opt-in operation not offered, say)
+    # are one line, the clauses they cite and the reason under it, so that
+    # the passes are not pages below; a skip of its own is named. The JSON
+    # report and the JUnit file list each.
+    by_reason: dict[str, list[Row]] = {}
+    for row in rows:
+        if row.outcome == "skipped":
+            by_reason.setdefault(row.detail, []).append(row)
+    lines = []
+    for reason, skipped in by_reason.items():
+        clauses = sorted({c for row in skipped for c in row.clauses}, key=clause_key)
+        name = skipped[0].name if len(skipped) == 1 else f"{len(skipped)} items"
+        lines.append(f"{LABELS['skipped']}  {name}  [{', '.join(clauses)}]")
+        lines += _indented(reason)
+    return lines
+
+
 def print_report(
     rows: Sequence[Row],
     /,
@@ -127,19 +145,17 @@ def print_report(
 ) -> None:
     """Print rows failures first, then one line per clause, the failed list and the tally."""
     lines: list[str] = []
-    shown_reasons: set[str] = set()
     for outcome in OUTCOMES:
         if outcome == "passed" and not show_passes:
             continue
         if outcome == "not-run":
             lines += _not_run(rows)
             continue
+        if outcome == "skipped":
+            lines += _skipped(rows)
+            continue
         for row in (row for row in rows if row.outcome == outcome):
             lines.append(f"{LABELS[outcome]}  {row.name}  [{', '.join(row.clauses)}]")
-            # A skip's reason is shown once, not once per property it skips.
-            if outcome == "skipped" and row.detail in shown_reasons:
-                continue
-            shown_reasons.add(row.detail)
             lines += _indented(row.detail)
     lines.append("clauses:")
     lines += [f"{LABELS[outcome]}  {clause}" for clause, outcome in clause_summary(rows).items()]

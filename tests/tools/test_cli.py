@@ -14,7 +14,7 @@ import pytest
 
 from ssm_rollback_spec import SPEC_VERSION, __version__
 from ssm_rollback_spec.harness.clauses import DRAFT_CLAUSES
-from ssm_rollback_spec.tools.report import Row, clause_summary
+from ssm_rollback_spec.tools.report import Row, clause_summary, print_report
 from ssm_rollback_spec.tools.shipped import corpus_directory
 from tests.child import ROOT, run_module
 from tests.fakes import FAKES
@@ -56,6 +56,10 @@ def test_check_against_the_reference_reports_every_property_and_clause(tmp_path:
     assert {document["clauses"][clause] for clause in replay} == {"skipped"}
     for clause in normative:
         assert f"PASS  {clause}\n" in finished.stdout
+    # The 29 opt-in skips are three lines and their reasons, not a page above the first pass.
+    lines = finished.stdout.splitlines()
+    first_pass = next(i for i, line in enumerate(lines) if line.startswith("PASS  "))
+    assert first_pass == 7, lines[:first_pass]
 
 
 def test_the_version_names_the_spec_version() -> None:
@@ -212,6 +216,29 @@ def test_clauses_sort_by_family_then_number() -> None:
         "RB-REPLAY-10",
         "RB-SIZE-3",
     ]
+
+
+def test_skips_sharing_a_reason_are_one_line_so_the_passes_come_soon(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    opt_in = "replay is opt-in, and this implementation does not offer it"
+    rows = [
+        *(Row(f"replay-{n}", [f"RB-REPLAY-{n}", "RB-PROTO-4"], "skipped", opt_in) for n in (10, 2)),
+        Row("alone", ["RB-REPLAY-14"], "skipped", "model is opt-in"),
+        Row("parse", ["RB-PARSE-1"], "passed"),
+    ]
+    print_report(rows, show_passes=True)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[:5] == [
+        "SKIP  2 items  [RB-PROTO-4, RB-REPLAY-2, RB-REPLAY-10]",
+        f"      {opt_in}",
+        "SKIP  alone  [RB-REPLAY-14]",
+        "      model is opt-in",
+        "PASS  parse  [RB-PARSE-1]",
+    ]
+    # The clauses still each get their line, and the tally counts every item.
+    assert "SKIP  RB-REPLAY-10" in lines
+    assert lines[-1] == "1 passed, 3 skipped, 0 deviation, 0 not-run, 0 failed"
 
 
 _SHUFFLED: Final = ("RB-REPLAY-10", "RB-SIZE-3", "RB-REPLAY-2", "RB-PUB-1", "RB-REPLAY-1")
