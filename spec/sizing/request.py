@@ -18,7 +18,14 @@ from . import replayssm, sglang, vllm
 from .dtypes import Dtype, UnsupportedDtypeError
 from .memory import FitFlagsError, fit_for, flags
 from .options import DIMENSION_FLAGS, SPELLING
-from .review import FlagValue, OneReviewError, ReviewOverflowError, SizeRequest, view_name
+from .review import (
+    STATE_FIGURE,
+    FlagValue,
+    OneReviewError,
+    ReviewOverflowError,
+    SizeRequest,
+    view_name,
+)
 from .state import Setup
 
 if TYPE_CHECKING:
@@ -55,6 +62,12 @@ _FLAGS_OF_FIGURE: Final = {
     "pool": (("gdn_layers",), ("num_intermediates", "num_drafts"), ("mtp_slots", "batch")),
     "batch": (("gdn_layers",), ("num_intermediates", "num_drafts"), ("batch",)),
     "ring": (("gdn_layers",), ("num_drafts",), ("mtp_slots",), ("batch",)),
+    "state": (
+        ("gdn_layers",),
+        ("num_drafts",),
+        ("batch", "mtp_slots"),
+        ("linear_replayssm_cache_len",),
+    ),
 }
 _FIGURE_NAMES: Final = {
     "row": "replay row",
@@ -191,7 +204,8 @@ def size_request(
 
 def _overflow(error: ReviewOverflowError, values: Mapping[str, Any], /) -> str:
     shown = []
-    for sources in _FLAGS_OF_FIGURE[error.figure]:
+    figure, _, view = error.figure.partition(STATE_FIGURE)
+    for sources in _FLAGS_OF_FIGURE[figure or "state"]:
         typed = [dest for dest in sources if values.get(dest) is not None]
         if not typed:
             continue
@@ -203,6 +217,11 @@ def _overflow(error: ReviewOverflowError, values: Mapping[str, Any], /) -> str:
         shown.append(f"{spelling(values, dest)} {value}")
     source = f"--config {values['config']}" if values["config"] is not None else ""
     given = ", ".join([*shown, source] if source else shown)
+    if view:
+        # An engine's state, not the seed's: past what any 64-bit machine addresses.
+        return (
+            f"the {view} view's state exceeds 2^64 - 1 bytes, a 64-bit address space, with {given}"
+        )
     return f"the {_FIGURE_NAMES[error.figure]} exceeds the runtime's 64-bit usize with {given}"
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, TypedDict
 
 from .. import SPEC_VERSION
+from ..rollback import USIZE_MAX
 from . import dimensions as dims
 from . import rings, vllm
 from .dtypes import dtypes_from_config
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from .state import SnapshotSizing
 
 __all__ = [
+    "STATE_FIGURE",
     "EngineNeed",
     "FlagValue",
     "NeedReport",
@@ -48,6 +50,9 @@ __all__ = [
     "size_review",
     "view_name",
 ]
+
+#: How an overflow names a view's state: this, then the view's name.
+STATE_FIGURE: Final = "state:"
 
 #: The request fields that size one review only, as a sweep refuses them.
 _ONE_REVIEW: Final = ("num_intermediates", "mtp_state_slots", "context")
@@ -345,6 +350,10 @@ def _rows(request: SizeRequest, model: Model, views: list[SizingEngine], /) -> l
         except rings.SizingOverflowError as error:
             # The one draft count that overflowed, as a single review would name it.
             raise ReviewOverflowError(error.figure, drafts, None, None) from None
+        held = {**rows[-1].speculative, SGLANG_REPLAYSSM.name: rows[-1].replayssm_ring}
+        for view, (_, per_gpu) in held.items():
+            if per_gpu > USIZE_MAX:
+                raise ReviewOverflowError(f"{STATE_FIGURE}{view}", drafts, None, None)
     return rows
 
 
@@ -370,6 +379,9 @@ def _review(request: SizeRequest, model: Model, /) -> Review:
     # requests, to which they add their pools' padding.
     requests = request.batch or (replay.pool_slots if unit.seed_slots else request.mtp_slots)
     snapshot = unit.size(model, request.setup, Drafting(drafts, requests, k))
+    if snapshot.total_bytes > USIZE_MAX:
+        # No machine holds it: one line naming the flags, not a figure in EiB.
+        raise ReviewOverflowError(f"{STATE_FIGURE}{unit.name}", drafts, state_slots, k)
     # The headline ratio, per request on both sides so that no count of
     # requests or slots changes it: what one request's drafting holds over
     # one slot's ring.

@@ -17,7 +17,14 @@ from typing import Final
 
 from . import vllm
 
-__all__ = ["BYTE_SPELLINGS", "LENGTH_SPELLINGS", "SizeTextError", "byte_count", "token_count"]
+__all__ = [
+    "BYTE_SPELLINGS",
+    "LARGEST",
+    "LENGTH_SPELLINGS",
+    "SizeTextError",
+    "byte_count",
+    "token_count",
+]
 
 #: How a byte count may be typed, as the errors and --help say it.
 BYTE_SPELLINGS: Final = "digits, 10G or 10GiB (x 2^30), 10g or 10GB (x 10^9)"
@@ -45,6 +52,18 @@ class SizeTextError(ValueError):
     """
 
 
+#: The largest count read: what a 64-bit machine can address (bytes) or index (tokens).
+LARGEST: Final = 2**64 - 1
+
+
+def _bounded(value: int, text: str, /, *, unit: str) -> int:
+    if value > LARGEST:
+        raise SizeTextError(
+            f"{text!r} is past 2^64 - 1 {unit}, more than a 64-bit machine addresses"
+        )
+    return value
+
+
 def _count(text: str, /, *, what: str, spellings: str) -> int:
     stripped = text.strip()
     if stripped.isascii() and stripped.isdigit():
@@ -58,7 +77,7 @@ def _count(text: str, /, *, what: str, spellings: str) -> int:
         raise SizeTextError(f"not {what}: {text!r} (give {spellings})")
     if value == 0:
         raise SizeTextError(f"must be at least 1, got {text!r}")
-    return value
+    return _bounded(value, text, unit="bytes" if what == "a byte count" else "tokens")
 
 
 def byte_count(text: str, /) -> int:
@@ -68,7 +87,7 @@ def byte_count(text: str, /) -> int:
 
     Raises:
         SizeTextError: no such spelling, a decimal vLLM refuses (``1.5G``), a
-            part of a byte, or zero.
+            part of a byte, zero, or more than :data:`LARGEST`.
     """
     found = _UNIT_NUMBER.fullmatch(text.strip())
     if found is None:
@@ -79,13 +98,14 @@ def byte_count(text: str, /) -> int:
         raise SizeTextError(f"not a whole number of bytes: {text!r} is {float(value):,.1f} B")
     if value == 0:
         raise SizeTextError(f"must be at least 1, got {text!r}")
-    return int(value)
+    return _bounded(int(value), text, unit="bytes")
 
 
 def token_count(text: str, /) -> int:
     """The tokens ``text`` says: digits, ``128K`` or ``128k`` (and vLLM's M, G, T); at least 1.
 
     Raises:
-        SizeTextError: no such spelling, a decimal vLLM refuses (``1.5K``), or zero.
+        SizeTextError: no such spelling, a decimal vLLM refuses (``1.5K``), zero, or more
+            than :data:`LARGEST`.
     """
     return _count(text, what="a token count", spellings=LENGTH_SPELLINGS)

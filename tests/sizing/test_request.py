@@ -125,6 +125,15 @@ def test_the_model_is_the_config_or_every_dimension_never_both() -> None:
             ),
         ),
         (
+            ["--num-drafts", "3", "--batch", "4", "--linear-replayssm-cache-len", str(2**60)],
+            ReviewOverflowError("state:sglang-replayssm", 3, None, None),
+            (
+                "the sglang-replayssm view's state exceeds 2^64 - 1 bytes, a 64-bit address"
+                f" space, with --num-drafts 3, --batch 4, --linear-replayssm-cache-len {2**60},"
+                " --config qwen3.5-27b"
+            ),
+        ),
+        (
             ["--num-drafts", "3", "--mamba-ssm-dtype", "float16"],
             UnsupportedDtypeError("vLLM 0.1", Dtype.FP16, "fp32"),
             "--mamba-ssm-dtype fp16: vLLM 0.1 offers no fp16 state dtype (only fp32)",

@@ -3,11 +3,14 @@
 
 from __future__ import annotations
 
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import pytest
 
 from ssm_rollback_spec.sizing.units import SizeTextError, byte_count, token_count
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 #: What a refused byte count is told to give, written out once.
 _GIVE: Final = "(give digits, 10G or 10GiB (x 2^30), 10g or 10GB (x 10^9))"
@@ -80,3 +83,27 @@ def test_a_token_count_it_cannot_read_is_refused_quoting_the_text(typed: str, me
     with pytest.raises(SizeTextError) as raised:
         token_count(typed)
     assert str(raised.value) == message
+
+
+@pytest.mark.parametrize(
+    ("read", "typed", "unit"),
+    [
+        (byte_count, str(2**64), "bytes"),
+        (byte_count, "16777216T", "bytes"),
+        (byte_count, "17179869184GiB", "bytes"),
+        (token_count, str(2**64), "tokens"),
+        (token_count, "99999999999999999999999", "tokens"),
+    ],
+)
+def test_a_count_past_64_bits_is_one_line_naming_the_text(
+    read: Callable[[str], int], typed: str, unit: str
+) -> None:
+    with pytest.raises(SizeTextError) as raised:
+        read(typed)
+    assert str(raised.value) == (
+        f"{typed!r} is past 2^64 - 1 {unit}, more than a 64-bit machine addresses"
+    )
+
+
+def test_the_largest_count_is_read() -> None:
+    assert byte_count(str(2**64 - 1)) == token_count(str(2**64 - 1)) == 2**64 - 1

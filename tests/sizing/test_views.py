@@ -545,6 +545,23 @@ def _bad_dtype(tmp_path: Path) -> str:
                 f"--num-drafts {2**64}, --mtp-slots 1, --config {QWEN3_NEXT}"
             ),
         ),
+        (
+            # An engine's state no machine holds: one line, not a figure in EiB.
+            [*REVIEW, "--engine", "sglang-replayssm", "--linear-replayssm-cache-len", str(2**50)],
+            (
+                "the sglang-replayssm view's state exceeds 2^64 - 1 bytes, a 64-bit address"
+                f" space, with --num-drafts 3, --mtp-slots 1, --linear-replayssm-cache-len"
+                f" {2**50}, --config {QWEN3_NEXT}"
+            ),
+        ),
+        (
+            [*REVIEW[:2], "--num-drafts", "1,2", "--linear-replayssm-cache-len", str(2**50)],
+            (
+                "the sglang-replayssm view's state exceeds 2^64 - 1 bytes, a 64-bit address"
+                f" space, with --num-drafts 1, --linear-replayssm-cache-len {2**50},"
+                f" --config {QWEN3_NEXT}"
+            ),
+        ),
     ],
 )
 def test_bad_flags_get_one_clear_line(arguments: list[str], message: str) -> None:
