@@ -7,15 +7,15 @@ exit status (:class:`~ssm_rollback_spec.tools.errors.ExitStatus`), never a trace
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import sys
 from typing import TYPE_CHECKING, Final
 
 from .. import SPEC_VERSION, __version__
-from .errors import CliError, ExitStatus
+from .errors import ERROR_PREFIX, CliError, ExitStatus, OneLineParser
 
 if TYPE_CHECKING:
+    import argparse
     from collections.abc import Sequence
 
 __all__ = ["main"]
@@ -31,7 +31,8 @@ _COMMANDS: Final = {
 
 
 def _parser(argv: list[str], /) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    # Every parser below is a OneLineParser too: argparse makes a command's of its parent's type.
+    parser = OneLineParser(
         prog="ssm-rollback-spec",
         description="Executable specification of the SSM verify-rollback mode.",
     )
@@ -57,7 +58,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         status: int = arguments.run(arguments)
     except CliError as error:
-        print(f"ssm-rollback-spec: error: {error}", file=sys.stderr)
+        print(f"{ERROR_PREFIX} {error}", file=sys.stderr)
         return error.status
     except BrokenPipeError:
         # The reader went away (`| head`): nothing more to say, and nobody to say it to.

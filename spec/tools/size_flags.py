@@ -4,9 +4,8 @@
 from __future__ import annotations
 
 import argparse
-import re
 import textwrap
-from typing import TYPE_CHECKING, Final, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Final, TypeVar
 
 from ..sizing import units, vllm
 from ..sizing.dtypes import Dtype
@@ -23,6 +22,7 @@ from ..sizing.options import (
     whole_number,
 )
 from ..sizing.registry import ALIASES, DEFAULT, ENGINES
+from .errors import OneLineParser
 from .shipped import EXAMPLE_SUFFIX, examples_directory
 
 if TYPE_CHECKING:
@@ -318,35 +318,18 @@ def add_size_arguments(size: argparse.ArgumentParser, /) -> None:
     _help_among_output(size)
 
 
-#: How every error line of the command line begins (``cli.py`` prints a
-#: ``CliError`` so), a bad flag of ``size``'s too.
-_ERROR_PREFIX: Final = "ssm-rollback-spec: error:"
+class SizeParser(OneLineParser):
+    """``size``'s parser: a bad flag is one line, exit 2, as for every command.
 
-
-class SizeParser(argparse.ArgumentParser):
-    """``size``'s parser: a bad flag is one line, exit 2.
-
-    The line begins as every other error of the command line does
-    (``ssm-rollback-spec: error:``), then names the flag, what was wrong
-    with it, and where to look: ``(see ssm-rollback-spec size --help)``.
+    ``--num-drafts`` is required under any of its names, which argparse
+    cannot say of a flag with aliases.
     """
-
-    def error(self, message: str) -> NoReturn:  # noqa: D102 - the class says it
-        found = re.fullmatch(r"argument (\S+?)(?:/\S+)?: (.*)", message, flags=re.DOTALL)
-        line = " ".join((message if found is None else f"{found[1]}: {found[2]}").split())
-        self.exit(2, f"{_ERROR_PREFIX} {line} (see {self.prog} --help)\n")
 
     def parse_known_args(  # type: ignore[override]
         self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
     ) -> tuple[argparse.Namespace, list[str]]:
-        """Parse, refusing what ``size`` does not know itself, as one line.
-
-        ``--num-drafts`` is required under any of its names, which argparse
-        cannot say of a flag with aliases.
-        """
+        """Parse as every command does, then require ``--num-drafts`` under one of its names."""
         parsed, extra = super().parse_known_args(args, namespace)
-        if extra:
-            self.error(f"unrecognized arguments: {' '.join(extra)}")
         if getattr(parsed, "num_drafts", None) is None:
             self.error("the following arguments are required: --num-drafts")
         return parsed, extra

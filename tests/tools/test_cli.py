@@ -70,50 +70,60 @@ def test_the_version_names_the_spec_version() -> None:
 @pytest.mark.parametrize(
     ("arguments", "line"),
     [
-        ([], "the following arguments are required: COMMAND"),
+        (
+            [],
+            "the following arguments are required: COMMAND (see ssm-rollback-spec --help)",
+        ),
         (
             ["check", "--impl-timeout", "0"],
             (
-                "argument --impl-timeout: must be a number of seconds above 0 and at most 86400, "
-                "got '0'"
+                "--impl-timeout: must be a number of seconds above 0 and at most 86400, "
+                "got '0' (see ssm-rollback-spec check --help)"
             ),
         ),
         (
             ["vectors", "run", "--impl-timeout", "nan"],
             (
-                "argument --impl-timeout: must be a number of seconds above 0 and at most 86400, "
-                "got 'nan'"
+                "--impl-timeout: must be a number of seconds above 0 and at most 86400, "
+                "got 'nan' (see ssm-rollback-spec vectors run --help)"
             ),
         ),
         (
             ["check", "--impl-timeout", "inf"],
             (
-                "argument --impl-timeout: must be a number of seconds above 0 and at most 86400, "
-                "got 'inf'"
+                "--impl-timeout: must be a number of seconds above 0 and at most 86400, "
+                "got 'inf' (see ssm-rollback-spec check --help)"
             ),
         ),
         (
             ["check", "--impl-timeout", "1e308"],
             (
-                "argument --impl-timeout: must be a number of seconds above 0 and at most 86400, "
-                "got '1e308'"
+                "--impl-timeout: must be a number of seconds above 0 and at most 86400, "
+                "got '1e308' (see ssm-rollback-spec check --help)"
             ),
         ),
         (
             ["check", "--race-budget", "-1"],
-            "argument --race-budget: must be a number of seconds from 0 to 86400, got '-1'",
+            (
+                "--race-budget: must be a number of seconds from 0 to 86400, got '-1'"
+                " (see ssm-rollback-spec check --help)"
+            ),
         ),
         (
             ["check", "--profile", "fast"],
             (
-                "argument --profile: invalid choice: 'fast' "
+                "--profile: invalid choice: 'fast' "
                 "(choose from 'dev', 'ci', 'thorough', 'crosshair', 'interpreter')"
+                " (see ssm-rollback-spec check --help)"
             ),
         ),
         (["check", "--impl-cmd", ""], "--impl-cmd: the adapter command is empty"),
         (
             ["check", "--impl-cmd", "x", "--impl-module", "y"],
-            "argument --impl-module: not allowed with argument --impl-cmd",
+            (
+                "--impl-module: not allowed with argument --impl-cmd"
+                " (see ssm-rollback-spec check --help)"
+            ),
         ),
         (
             ["check", "--impl-module", "no_such_module_here"],
@@ -186,15 +196,21 @@ def test_the_version_names_the_spec_version() -> None:
             ["vectors", "run", "--impl-cmd", "'open"],
             '--impl-cmd: cannot split adapter command "\'open": No closing quotation',
         ),
+        (
+            ["vectors", "run", "--bogus"],
+            "unrecognized arguments: --bogus (see ssm-rollback-spec vectors run --help)",
+        ),
+        (
+            ["report", "--html"],
+            "--html: expected one argument (see ssm-rollback-spec report --help)",
+        ),
     ],
 )
 def test_bad_input_gets_one_clear_line_and_status_2(arguments: list[str], line: str) -> None:
     finished = run_module("ssm_rollback_spec.tools.cli", *arguments, timeout=120)
     assert finished.returncode == 2, finished.stdout + finished.stderr
-    # argparse names the subcommand before "error:"; the rest is the whole message.
-    last = finished.stderr.splitlines()[-1]
-    assert last.startswith("ssm-rollback-spec")
-    assert last.partition(": error: ")[2] == line
+    # One line, begun alike for a bad flag of any command and for a bad value or file.
+    assert finished.stderr == f"ssm-rollback-spec: error: {line}\n"
     assert "Traceback" not in finished.stdout + finished.stderr
 
 
