@@ -50,6 +50,8 @@ __all__ = [
     "OwnTest",
     "build",
     "build_own_test",
+    "include_arguments",
+    "link_arguments",
     "main",
     "version_problem",
 ]
@@ -229,6 +231,30 @@ def _library(tree: Path, folder: Path, /) -> Path:
     return build_dir
 
 
+def include_arguments(llama: Path, /) -> list[str]:
+    """The compiler's ``-I`` arguments for llama.h and the ggml headers it includes, in ``llama``.
+
+    ``llama`` is the llama.cpp source (the sdist's ``vendor/llama.cpp``).
+    """
+    return ["-I", str(llama / "include"), "-I", str(llama / "ggml" / "include")]
+
+
+def link_arguments(build_dir: Path, /) -> list[str]:
+    """The linker's arguments for a program against llama.h: ``build_dir``'s static libraries.
+
+    The archives of llama and ggml in one group, then pthreads and libm. A C
+    program adds ``-lstdc++`` after them (docs/findings/llamacpp-*.c); g++
+    links it itself.
+    """
+    return [
+        "-Wl,--start-group",
+        *(str(build_dir / lib) for lib in _STATIC_LIBS),
+        "-Wl,--end-group",
+        "-lpthread",
+        "-lm",
+    ]
+
+
 def _adapter(
     tree: Path, build_dir: Path, folder: Path, commit: str, /, *, source: Path = _ADAPTER_SOURCE
 ) -> Path:
@@ -245,18 +271,11 @@ def _adapter(
             "-O2",
             "-std=c++17",
             f'-DLLAMA_CPP_COMMIT="{commit}"',
-            "-I",
-            str(llama / "include"),
-            "-I",
-            str(llama / "ggml" / "include"),
+            *include_arguments(llama),
             str(source),
             "-o",
             str(out),
-            "-Wl,--start-group",
-            *(str(build_dir / lib) for lib in _STATIC_LIBS),
-            "-Wl,--end-group",
-            "-lpthread",
-            "-lm",
+            *link_arguments(build_dir),
         ],
     )
     return out

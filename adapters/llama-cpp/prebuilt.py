@@ -43,7 +43,7 @@ import tarfile
 from pathlib import Path
 from typing import Final, TypedDict
 
-__all__ = ["CACHE_ENV", "PINNED", "Prebuilt", "PrebuiltError", "build", "main"]
+__all__ = ["CACHE_ENV", "PINNED", "Prebuilt", "PrebuiltError", "build", "link_arguments", "main"]
 
 #: The node-llama-cpp release whose prebuilt llama.cpp the tier judges by default.
 PINNED: Final = "3.22.1"
@@ -134,6 +134,20 @@ def _release(source: Path, folder: Path, /) -> tuple[str, Path]:
     return tag, tree
 
 
+def link_arguments(libraries: Path, tag: str, /) -> list[str]:
+    """The linker's arguments for a program against the package's ``libraries`` of release ``tag``.
+
+    Its libllama, libggml and libggml-base by their file names, then the
+    folder, searched at link time and at run time (rpath): rollback.cpp and
+    the findings' C reproducers (docs/findings/llamacpp-*.c) link them so.
+    """
+    return [
+        *(f"-l:{name.format(tag=tag)}" for name in _LINKED),
+        f"-L{libraries}",
+        f"-Wl,-rpath,{libraries}",
+    ]
+
+
 def _digest(paths: tuple[Path, ...], /) -> str:
     digest = hashlib.sha256()
     for path in paths:
@@ -183,9 +197,7 @@ def build(version: str = PINNED, /) -> Prebuilt:
                 *(str(path) for path in _SOURCES),
                 "-o",
                 str(adapter),
-                *(f"-l:{path.name}" for path in linked),
-                f"-L{libraries}",
-                f"-Wl,-rpath,{libraries}",
+                *link_arguments(libraries, tag),
             ],
         )
         # The adapter's usage line comes after ggml's own line naming the variant it loaded.
