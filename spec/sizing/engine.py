@@ -189,6 +189,10 @@ class FitOutcome(abc.ABC):
         """Each startup figure's reason in one short line (none unless the unit says)."""
         return []
 
+    def requests(self) -> str | None:
+        """How many requests each design fits, for the answer's first lines (None: not said)."""
+        return None
+
 
 class MemoryFit(abc.ABC):
     """One way to give an engine its memory: a leading flag, the flags it needs, the fit."""

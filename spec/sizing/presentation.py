@@ -322,6 +322,9 @@ def _answer(review: Review, /) -> Section:
     rows: list[Row] = [("engine", f"{s.view} view: {s.engine}")]
     if review.fit is not None:
         rows.append(("will it start", review.fit.start().line()))
+        fits = review.fit.requests()
+        if fits is not None:
+            rows.append(("requests that fit", fits))
     rows += [
         ("speculative state", state),
         (

@@ -165,6 +165,41 @@ def test_sglang_caps_the_running_requests_and_says_why(
         assert (served == 64) is serves
 
 
+def test_sglangs_refusal_names_the_least_memory_that_starts_apart_from_what_serves_48(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    flags = list(SGLANG_LAUNCH)
+    at = flags.index("--gpu-memory-bytes") + 1
+    flags[at] = "60000000000"
+    start = _json(capsys, *flags)["start"]
+    assert start["starts"] is False
+    starts, serves = start["smallest_memory"].split("; ")
+    assert serves == "smallest memory that serves 48: --gpu-memory-bytes 233090363633 (217.1 GiB)"
+    least = int(starts.removeprefix("smallest memory that starts: --gpu-memory-bytes ").split()[0])
+    # It starts there, capped below 48 requests, and a byte less refuses.
+    for memory, started in ((least, True), (least - 1, False)):
+        flags[at] = str(memory)
+        assert _json(capsys, *flags)["start"]["starts"] is started
+
+
+def test_the_answer_says_how_many_requests_each_design_fits(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    vllm_flags = [*VLLM_LAUNCH, "--kv-cache-memory-bytes", "10G", "--max-model-len", "128K"]
+    assert main(vllm_flags) == 0
+    lines = rejoined(capsys.readouterr().out).splitlines()
+    assert lines[2] == (
+        "requests that fit        1.05x at --max-model-len 131,072 (137,774 tokens); with the"
+        " seed's replay ring 1.11x, with ReplaySSM's ring 1.11x (estimates)"
+    )
+    assert main(SGLANG_LAUNCH) == 0
+    lines = rejoined(capsys.readouterr().out).splitlines()
+    assert lines[2] == (
+        "requests that fit        max_running_requests 20, 15 of 32,768 tokens in its KV pool at"
+        " once; with the seed's replay ring 38 and 15, with ReplaySSM's ring 36 and 15 (estimates)"
+    )
+
+
 def test_the_why_lines_are_behind_a_flag_and_always_in_the_json(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

@@ -555,6 +555,25 @@ def _bad_dtype(tmp_path: Path) -> str:
             ),
         ),
         (
+            [
+                *REVIEW,
+                "--engine",
+                "llama.cpp",
+                "--config",
+                str(QWEN3_5_27B),
+                "--num-drafts",
+                str(2**62),
+                "--mtp-state-slots",
+                "0",
+                "--num-intermediates",
+                "1",
+            ],
+            (
+                "the llama.cpp view's state exceeds 2^64 - 1 bytes, a 64-bit address space,"
+                f" with --num-drafts {2**62}, --mtp-slots 1, --config {QWEN3_5_27B}"
+            ),
+        ),
+        (
             [*REVIEW[:2], "--num-drafts", "1,2", "--linear-replayssm-cache-len", str(2**50)],
             (
                 "the sglang-replayssm view's state exceeds 2^64 - 1 bytes, a 64-bit address"

@@ -89,13 +89,14 @@ def _serving(  # noqa: PLR0913, PLR0917 - the design and what it must serve, eac
 class SglangFitOutcome(FitOutcome):
     """SGLang's startup figures for each design, and the memory they came from."""
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 - the figures, the memory and the searches over it
         self,
         fits: Sequence[capacity.SglangFit],
         memory: sglang.SglangMemory,
         /,
         *,
         least: Callable[[int], int | None] | None = None,
+        least_start: Callable[[], int | None] | None = None,
         setup: sglang.SglangSetup | None = None,
         drafts: int = 0,
     ) -> None:
@@ -103,6 +104,8 @@ class SglangFitOutcome(FitOutcome):
         self.memory = memory
         #: The least --gpu-memory-bytes with which SGLang as it runs serves N requests.
         self.least = least
+        #: The least --gpu-memory-bytes with which it starts, the other flags as given.
+        self.least_start = least_start
         self.setup = setup or sglang.SglangSetup()
         self.drafts = drafts
 
@@ -128,12 +131,18 @@ class SglangFitOutcome(FitOutcome):
         up = fit.startup
         wanted = self._wanted()
         if up is None:
-            least = self._least(wanted or 1)
+            # Starting asks less than serving --max-running-requests (or its 48): say each.
+            found = None if self.least_start is None else self.least_start()
+            smallest = [] if found is None else [f"--gpu-memory-bytes {found} ({short(found)})"]
+            serving = None if wanted is None else self._least(wanted)
+            named = [f"smallest memory that starts: {smallest[0]}"] if smallest else []
+            if serving is not None and serving not in smallest:
+                named.append(f"smallest memory that serves {wanted}: {serving}")
             return StartCheck(
                 starts=False,
                 says=f'SGLang raises "{fit.refused}"',
                 source=sglang.SOURCES["mamba pool size"],
-                smallest_memory=None if least is None else f"smallest memory that starts: {least}",
+                smallest_memory="; ".join(named) or None,
             )
         if wanted is None or up.max_running_requests >= wanted:
             return StartCheck(
@@ -207,6 +216,26 @@ class SglangFitOutcome(FitOutcome):
             )
         return rows
 
+    def requests(self) -> str:
+        """The requests SGLang runs at once, and how many hold a whole context, per design."""
+        length = self.memory.context_length
+
+        def fits(one: capacity.SglangFit, /) -> tuple[str, str]:
+            up = one.startup
+            if up is None:
+                return "none", ""
+            whole = up.max_total_num_tokens // length
+            return f"{up.max_running_requests:,}", f"{whole:,}"
+
+        fit, *rings = self.fits
+        running, whole = fits(fit)
+        held = f", {whole} of {count(length, 'token')} in its KV pool at once" if whole else ""
+        others = ", ".join(
+            f"{_DESIGN_LABELS[ring.design]} {' and '.join(filter(None, fits(ring)))}"
+            for ring in rings
+        )
+        return f"max_running_requests {running}{held}; {others} (estimates)"
+
     def section(self) -> Section:
         """SGLang's startup figures for each design, as rows under a heading."""
         memory = self.memory
@@ -236,7 +265,7 @@ class SglangFitOutcome(FitOutcome):
                         f" {human(up.kv_bytes_per_token)} per token; mamba state"
                         f" {human(up.mamba_bytes_per_state)} per slot{ring};"
                         f" {count(whole_requests, 'request')} of"
-                        f" {memory.context_length:,} tokens fit)"
+                        f" {count(memory.context_length, 'token')} fit)"
                     ),
                 )
             )
@@ -312,7 +341,18 @@ class SglangStaticFit(MemoryFit):
             asked = dataclasses.replace(memory, max_running_requests=requests)
             return _least_gpu_bytes(_serving(model, setup, num_drafts, 0, requests, 1), asked)
 
-        return SglangFitOutcome(fits, memory, least=least, setup=setup.sglang, drafts=num_drafts)
+        def least_start() -> int | None:
+            # One request of one token: what SGLang needs to start at all, with the flags given.
+            return _least_gpu_bytes(_serving(model, setup, num_drafts, 0, 1, 1), memory)
+
+        return SglangFitOutcome(
+            fits,
+            memory,
+            least=least,
+            least_start=least_start,
+            setup=setup.sglang,
+            drafts=num_drafts,
+        )
 
 
 #: The fit both sglang views offer.

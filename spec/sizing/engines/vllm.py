@@ -268,6 +268,18 @@ class VllmFitOutcome(FitOutcome):
         )
         return rows
 
+    def requests(self) -> str:
+        """VLLM's concurrency at ``--max-model-len`` as it logs it, then each replay ring's."""
+        fit, *rings = self.fits
+        length = fit.capacity.max_model_len
+
+        def fits(one: capacity.Fit, /) -> str:
+            return _concurrency(one.concurrency) if one.fits else "none"
+
+        others = ", ".join(f"{_DESIGN_LABELS[ring.design]} {fits(ring)}" for ring in rings)
+        tokens = f" ({fit.tokens:,} tokens)" if fit.fits else ""
+        return f"{fits(fit)} at --max-model-len {length:,}{tokens}; {others} (estimates)"
+
     def section(self) -> Section:
         """How many requests fit: vLLM's startup line for each design, under a heading.
 
