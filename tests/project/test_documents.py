@@ -202,7 +202,7 @@ def test_a_broken_ci_job_fails_the_documents_test(runner: Runner) -> None:
         f"{page.where}: exited 2: {page.text.splitlines()[0]}",
         (
             f"{check.where}: ssm-rollback-spec: error: unrecognized arguments: "
-            "--jsn reports/check.json"
+            "--jsn reports/check.json (see ssm-rollback-spec check --help)"
         ),
         f"{page.where}: ssm-rollback-spec: error: reports/check.json: No such file or directory",
     ]

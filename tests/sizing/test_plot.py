@@ -108,3 +108,17 @@ def test_llama_cpps_snapshots_are_named_by_its_commit(
     )  # fmt: skip
     [gpu] = figure.axes
     assert _labels(gpu)[-1] == f"llama.cpp {LLAMA_CPP_COMMIT} n_rs_seq snapshots (FP32)"
+
+
+def test_no_drafts_keep_their_tick_and_draw_no_point(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    figure = _figure(
+        monkeypatch, tmp_path,
+        "--config", "qwen3.5-27b", "--num-drafts", "0-2", "--mtp-slots", "1",
+    )  # fmt: skip
+    [gpu] = figure.axes
+    assert [int(tick) for tick in gpu.get_xticks()] == [0, 1, 2]
+    assert gpu.get_xlim() == (-0.5, 2.5)
+    # Every figure is 0 B at 0 drafts, which a log scale cannot draw: each line starts at 1.
+    assert {tuple(int(x) for x in line.get_xdata()) for line in gpu.get_lines()} == {(1, 2)}

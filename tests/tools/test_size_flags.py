@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import itertools
 import re
 import shlex
 from typing import Final
@@ -14,6 +15,7 @@ from ssm_rollback_spec.sizing.memory import flags as memory_flags
 from ssm_rollback_spec.sizing.options import ENGINE_ALIASES
 from ssm_rollback_spec.tools import size
 from ssm_rollback_spec.tools.cli import main
+from tests.child import ROOT
 
 REVIEW: Final = ["--config", "qwen3.5-27b", "--num-drafts", "3"]
 #: Every byte flag and every token flag, by the metavar that says which it is.
@@ -188,6 +190,32 @@ def test_help_is_grouped_short_and_within_100_columns(capsys: pytest.CaptureFixt
     for aliases in ENGINE_ALIASES.values():
         for alias in aliases:
             assert " ".join(text.split()).count(alias) == 1, alias
+
+
+def test_sizing_md_states_the_helps_length_and_what_takes_two_lines(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    lines = _help(capsys).splitlines()
+    stated = " ".join((ROOT / "docs" / "sizing.md").read_text(encoding="utf-8").split())
+    found = re.search(r"grows with the drafts\): (\d+) lines within 100 columns", stated)
+    assert found is not None
+    assert int(found[1]) == len(lines)
+    # The flags whose help goes on to a second line: the four the page names.
+    # A flag's line: the flag, perhaps its metavar, then its help after a gap.
+    flag = re.compile(r"  (-\S+)(?: \S+)? {2,}\S")
+    two = [
+        match[1]
+        for line, after in itertools.pairwise(lines)
+        if (match := flag.match(line)) and after.startswith(" " * 10) and not flag.match(after)
+    ]
+    assert two == ["--config", "--num-drafts", "--state-dtype", "--conv-dtype"]
+    assert "4 flags take a second line" in stated
+    for group in ("model:", "memory:"):
+        # Two lines of description, then the group's first flag.
+        start = lines.index(group)
+        assert not flag.match(lines[start + 2])
+        assert flag.match(lines[start + 3])
+    assert "the model and memory groups open with 2 lines each" in stated
 
 
 def test_the_examples_in_help_run(capsys: pytest.CaptureFixture[str]) -> None:
