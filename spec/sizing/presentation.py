@@ -49,8 +49,8 @@ ASSUMED_DTYPES: Final = (
     "a bf16 model: explicit dimensions name no dtype (--state-dtype and --conv-dtype say otherwise)"
 )
 
-#: The widest line the text output prints (a table's row may be wider only
-#: where its figures are: a sweep's cells are never wrapped).
+#: The widest line the text output prints (a table too wide for it goes on
+#: in a second block of its columns, under the same first column).
 COLUMNS: Final = 100
 
 #: The file a Hugging Face snapshot folder keeps its config in.
@@ -191,13 +191,23 @@ def markdown_sections(sections: Sequence[Section], /) -> str:
 
 def _table(header: list[str], body: list[list[str]], /, *, markdown: bool) -> list[str]:
     if markdown:
-        lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
-        return lines + ["| " + " | ".join(cells) + " |" for cells in body]
+        heading = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+        return heading + ["| " + " | ".join(cells) + " |" for cells in body]
     widths = [max(len(cells[i]) for cells in [header, *body]) for i in range(len(header))]
-    return [
-        "  ".join(cell.rjust(width) for cell, width in zip(cells, widths, strict=True))
-        for cells in [header, *body]
-    ]
+    # Columns after the first, in as few blocks as fit COLUMNS, each block led by the first.
+    blocks: list[list[int]] = [[]]
+    for index in range(1, len(header)):
+        block = [0, *blocks[-1], index]
+        if blocks[-1] and sum(widths[i] for i in block) + 2 * (len(block) - 1) > COLUMNS:
+            blocks.append([])
+        blocks[-1].append(index)
+    lines: list[str] = []
+    for block in blocks:
+        shown = [0, *block]
+        if lines:
+            lines.append("")
+        lines += ["  ".join(cells[i].rjust(widths[i]) for i in shown) for cells in [header, *body]]
+    return lines
 
 
 def sweep_table(

@@ -106,6 +106,24 @@ def test_the_per_gpu_sweep_is_right_aligned_under_its_scope_and_the_ratio_define
     assert RATIO_DEFINITION == "one request's speculative state over one slot's seed ring"
 
 
+def test_a_views_table_wider_than_100_columns_goes_on_in_blocks_under_the_drafts() -> None:
+    # Seven views whose cells are 24 characters each: 1,014.0 MiB at 1,038,336.0x.
+    wide = {f"view-{n}": (1014 << 20, 1014 << 20) for n in range(7)}
+    rows = [SweepRow(1, (KIB, KIB), (KIB, KIB), (KIB, KIB), wide)]
+    lines = sweep_table(rows, scope="SCOPE", markdown=False, per_request=False).splitlines()
+    assert max(len(line) for line in lines) <= COLUMNS
+    tables = "\n".join(lines).split("\n\n")[2:]
+    headers = [table.splitlines()[0].split() for table in tables]
+    assert [header[0] for header in headers] == ["num_drafts"] * 3
+    # Every view once, in order, as many to a block as fit.
+    assert [header[1:] for header in headers] == [
+        ["view-0", "view-1", "view-2"],
+        ["view-3", "view-4", "view-5"],
+        ["view-6"],
+    ]
+    assert tables[2].splitlines()[1].split() == ["1", "1,014.0", "MiB", "1,038,336.0x"]
+
+
 def test_the_per_request_sweep_in_markdown_keeps_the_per_request_ratio() -> None:
     assert sweep_table(ROWS, scope="SCOPE", markdown=True, per_request=True).splitlines() == [
         "Per request; the ratios (x) as above.",
