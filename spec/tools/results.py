@@ -67,6 +67,8 @@ def _report(arguments: argparse.Namespace, /) -> int:
     prepare_outputs(("--markdown", arguments.markdown), ("--html", arguments.html))
     reports = []
     seen: set[Path] = set()
+    # The first report of each implementation, release and command, by its name.
+    made: dict[tuple[str, str, str], str] = {}
     for name in arguments.reports:
         if Path(name).resolve() in seen:
             # Merging a report with itself would count nothing twice, but says the
@@ -75,9 +77,21 @@ def _report(arguments: argparse.Namespace, /) -> int:
             continue
         seen.add(Path(name).resolve())
         try:
-            reports.append(read_report(Path(name)))
+            report = read_report(Path(name))
         except ReportError as error:
             raise CliError(f"{name}: {error}") from None
+        key = (report.name, report.release, report.command)
+        if key in made:
+            # Two runs of one command on one release (a copy, or a rerun) share a column,
+            # each clause its worse cell: say so, as a page cannot.
+            print(
+                f"{_PROG}: warning: {name} and {made[key]} are both {report.command} reports of"
+                f" {_implementation(report.name, report.release)}; their cells are combined,"
+                " each clause its worse outcome",
+                file=sys.stderr,
+            )
+        made.setdefault(key, name)
+        reports.append(report)
     matrix = build_matrix(reports, order=OUTCOMES)
     labels: dict[str, str] = {o: LABELS[o] for o in OUTCOMES if o in LABELS}
     markdown = arguments.markdown if arguments.markdown or arguments.html else "-"
@@ -107,6 +121,10 @@ def _report(arguments: argparse.Namespace, /) -> int:
         file=sys.stderr,
     )
     return ExitStatus.OK
+
+
+def _implementation(name: str, release: str, /) -> str:
+    return f"{name} {release}" if release else name
 
 
 def _count(number: int, noun: str, /) -> str:

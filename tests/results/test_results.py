@@ -6,7 +6,8 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from typing import TYPE_CHECKING, Any, Final
+from pathlib import Path
+from typing import Any, Final
 
 import pytest
 
@@ -24,9 +25,6 @@ from tests.child import ROOT, run_module
 from tests.fakes import FAKES
 from tests.kernels import results as kernels_results
 from tests.llamacpp import results as llamacpp_results
-
-if TYPE_CHECKING:
-    from pathlib import Path
 
 REPLAY_ADAPTER: Final = str(FAKES / "replay_adapter.py")
 LINK: Final = "https://github.com/example/runtime/issues/7"
@@ -472,6 +470,23 @@ def test_a_report_given_twice_is_read_once_with_a_warning(
         f"ssm-rollback-spec report: warning: {reports[0]} is given twice; read once"
     )
     assert twice.read_bytes() == once.read_bytes()
+
+
+def test_two_reports_of_one_command_for_one_release_are_combined_with_a_warning(
+    capsys: pytest.CaptureFixture[str], reports: list[str], tmp_path: Path
+) -> None:
+    copy = tmp_path / "copy.json"
+    copy.write_bytes(Path(reports[0]).read_bytes())
+    status, _, err = _run(capsys, reports[0], str(copy), "--markdown", str(tmp_path / "p.md"))
+    assert status == 0
+    assert err.splitlines()[0] == (
+        f"ssm-rollback-spec report: warning: {copy} and {reports[0]} are both check (profile ci)"
+        " reports of my-runtime <rollback> 1.4.2; their cells are combined, each clause its"
+        " worse outcome"
+    )
+    # Reports of different implementations, or commands, are no such pair.
+    _, _, err = _run(capsys, *reports, "--markdown", str(tmp_path / "q.md"))
+    assert "warning" not in err
 
 
 def _reasoned_reports(folder: Path, /) -> list[str]:
