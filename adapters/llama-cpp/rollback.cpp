@@ -4,10 +4,14 @@
 // over a JSON-lines protocol (docs/engines.md, the llama.cpp row), so that a
 // property test can draw speculative rounds the way runtimes make them.
 //
-//   llama-rollback make-model OUT.gguf SEED [qwen35|qwen3next]
+//   llama-rollback make-model OUT.gguf SEED [ARCH]
 //       writes a small random Qwen3.5 (the default) or Qwen3-Next model
 //       (llama_model_init_from_user, then llama_model_save_to_file;
-//       include/llama.h in the pinned release).
+//       include/llama.h in the pinned release), or, for ARCH one of the
+//       other architectures llm_arch_supports_rs_rollback lists (kimi-k3,
+//       qwen35moe, qwen4exp, deepseek4, glm5-next, nemotron_h,
+//       nemotron_h_moe, lfm2, lfm2moe, bailingmoe3), the model llama.cpp's
+//       own tests/test-llama-archs.cpp makes of it (make_generated_model).
 //   llama-rollback serve MODEL.gguf N_SEQ N_RS_SEQ WAY [FAULT]
 //       WAY is `snapshot` (the context's n_rs_seq per-token snapshots, rolled
 //       back by llama_memory_seq_rm; src/llama-memory-recurrent.cpp) or
@@ -205,15 +209,256 @@ void fill_tensor(ggml_tensor * tensor, void * userdata) {
     // every layer's output, and the logits would barely move with the state,
     // so that a wrong rollback could not be told from a right one.
     const bool norm = std::strstr(tensor->name, "norm") != nullptr;
-    if (tensor->type != GGML_TYPE_F32) {
-        throw std::runtime_error("make-model writes F32 tensors only");
+    if (tensor->type != GGML_TYPE_F32 && tensor->type != GGML_TYPE_F16) {
+        throw std::runtime_error("make-model writes F32 and F16 tensors only");
     }
     std::vector<float> data(ggml_nelements(tensor));
     for (float & x : data) {
         const float r = normal(gen);
         x = decay ? -std::fabs(r) : norm ? 1.0f + r : r;
     }
+    if (tensor->type == GGML_TYPE_F16) {
+        // As the generator does (tests/test-llama-archs.cpp 79-85): the same values, rounded.
+        std::vector<ggml_fp16_t> half(data.size());
+        for (size_t i = 0; i < data.size(); ++i) {
+            half[i] = ggml_fp32_to_fp16(data[i]);
+        }
+        ggml_backend_tensor_set(tensor, half.data(), 0, ggml_nbytes(tensor));
+        return;
+    }
     ggml_backend_tensor_set(tensor, data.data(), 0, ggml_nbytes(tensor));
+}
+
+// The rest of the architectures llm_arch_supports_rs_rollback lists
+// (src/llama-arch.cpp 1123-1140 at 0c1e57098), as llama.cpp's own generator
+// writes them: the keys and shapes of get_gguf_ctx (tests/test-llama-archs.cpp
+// 116-467 at 0c1e57098), the branches of these architectures alone, dense or a
+// mixture of experts as moe_mandatory says (583-639). Two things differ: the
+// context length is 1024, as for Qwen3.5 above, so that the adapter's three
+// sequences of 256 fit; and fill_tensor gives norm weights 1 + N(0, 0.1) where
+// the generator gives N(0, 0.1) (its reason is there). The generator's dummy
+// conv/posnet/convnext tensors (455-466) belong to none of these architectures.
+const char * const kGenerated[] = {
+    "kimi-k3", "qwen35moe", "qwen4exp", "deepseek4", "glm5-next", "nemotron_h",
+    "nemotron_h_moe", "lfm2", "lfm2moe", "bailingmoe3",
+};
+
+struct Meta {
+    gguf_context * ctx;
+    std::string arch;
+    std::string key(const char * name) const { return arch + "." + name; }
+    void u32(const char * name, uint32_t v) const { gguf_set_val_u32(ctx, key(name).c_str(), v); }
+    void f32(const char * name, float v) const { gguf_set_val_f32(ctx, key(name).c_str(), v); }
+    void flag(const char * name, bool v) const { gguf_set_val_bool(ctx, key(name).c_str(), v); }
+    void u32s(const char * name, const std::vector<uint32_t> & v) const {
+        gguf_set_arr_data(ctx, key(name).c_str(), GGUF_TYPE_UINT32, v.data(), v.size());
+    }
+    void u64s(const char * name, const std::vector<uint64_t> & v) const {
+        gguf_set_arr_data(ctx, key(name).c_str(), GGUF_TYPE_UINT64, v.data(), v.size());
+    }
+    void f32s(const char * name, const std::vector<float> & v) const {
+        gguf_set_arr_data(ctx, key(name).c_str(), GGUF_TYPE_FLOAT32, v.data(), v.size());
+    }
+};
+
+int make_generated_model(const char * out, uint64_t seed, const std::string & arch) {
+    bool known = false;
+    for (const char * name : kGenerated) {
+        known = known || arch == name;
+    }
+    if (!known) {
+        std::fprintf(stderr, "llama-rollback: make-model makes qwen35, qwen3next");
+        for (const char * name : kGenerated) {
+            std::fprintf(stderr, ", %s", name);
+        }
+        std::fprintf(stderr, ", not %s\n", arch.c_str());
+        return 2;
+    }
+    const bool deepseek4 = arch == "deepseek4";
+    const bool glm5 = arch == "glm5-next";
+    const bool nemotron = arch == "nemotron_h" || arch == "nemotron_h_moe";
+    // MLA with one head (test-llama-archs.cpp 148-161, 231-246).
+    const bool mla = arch == "bailingmoe3" || arch == "kimi-k3" || glm5;
+    // Per-layer head counts, layer 1 the recurrent one (205-225).
+    const bool per_layer = nemotron || arch == "lfm2" || arch == "lfm2moe" || mla;
+    // moe_mandatory (583-639): every one but nemotron_h, nemotron_h_moe and lfm2.
+    const bool moe = !nemotron && arch != "lfm2";
+    uint32_t n_vocab = 128, n_embd = 256, n_head = 2, n_ff = 384, n_layer = 2;  // 121-125
+    if (deepseek4) {
+        n_embd = 512, n_head = 8, n_ff = 1024, n_layer = 4;  // 138-143
+    } else if (mla) {
+        n_embd = 128, n_head = 1, n_ff = 192;  // 148-160
+    } else if (nemotron) {
+        n_layer = 3;  // 161-162
+    }
+    const uint32_t n_embd_head = n_embd / n_head;
+    gguf_context * ctx = gguf_init_empty();
+    const Meta m{ctx, arch};
+    gguf_set_val_str(ctx, "general.architecture", arch.c_str());
+    m.u32("vocab_size", n_vocab);
+    m.u32("context_length", 1024);
+    m.u32("embedding_length", n_embd);
+    m.u32("features_length", n_embd);
+    m.u32("block_count", n_layer);
+    m.u32("leading_dense_block_count", 1);
+    if (nemotron) {  // 187-197: no feed-forward in the first two layers
+        std::vector<uint32_t> ff;
+        for (uint32_t il = 0; il < n_layer; ++il) {
+            ff.push_back(il <= 1 ? 0 : n_ff);
+        }
+        m.u32s("feed_forward_length", ff);
+    } else {
+        m.u32("feed_forward_length", n_ff);
+    }
+    m.flag("use_parallel_residual", false);
+    m.f32("logit_scale", 1.0f);
+    m.u32("time_mix_extra_dim", 64);
+    m.u32("time_decay_extra_dim", 128);
+    m.u32("full_attention_interval", 2);
+    if (per_layer) {
+        std::vector<uint32_t> heads;
+        for (uint32_t il = 0; il < n_layer; ++il) {
+            heads.push_back(il == 1 ? 0 : n_head);
+        }
+        if (glm5) {
+            m.u32("attention.head_count", n_head);
+        } else {
+            m.u32s("attention.head_count", heads);
+        }
+        m.u32s("attention.head_count_kv", heads);
+    } else {
+        m.u32("attention.head_count", n_head);
+        m.u32("attention.head_count_kv", deepseek4 ? 1 : n_head);
+    }
+    m.f32("attention.max_alibi_bias", 8.0f);
+    if (deepseek4) {  // 227-230
+        m.u32("attention.key_length", n_embd_head);
+        m.u32("attention.value_length", n_embd_head);
+        m.u32("rope.dimension_count", n_embd_head / 2);
+    } else if (mla) {  // 231-246
+        m.u32("attention.key_length", glm5 ? 512 : 576);
+        m.u32("attention.value_length", 512);
+        m.u32("rope.dimension_count", glm5 ? 0 : 64);
+        m.u32("attention.key_length_mla", 192);
+        m.u32("attention.value_length_mla", 128);
+    }
+    m.f32("attention.clamp_kqv", 1.0f);
+    m.f32("attention.layer_norm_epsilon", 1e-5f);
+    m.f32("attention.layer_norm_rms_epsilon", 1e-5f);
+    m.f32("attention.group_norm_epsilon", 1e-5f);
+    m.u32("attention.group_norm_groups", 8);
+    m.u32("attention.q_lora_rank", deepseek4 ? 64 : 512);
+    m.u32("attention.kv_lora_rank", 512);
+    m.u32("attention.relative_buckets_count", 8);
+    m.u32("attention.sliding_window", 256 / 8);
+    m.u32("attention.sliding_window_pattern", 2);  // 295
+    if (arch == "qwen4exp" || glm5) {  // 300-331: hyper-connections and the PLE heads
+        m.u32("hyper_connection.count", 4);
+        m.u32("hyper_connection.sinkhorn_iterations", 2);
+        m.f32("hyper_connection.epsilon", 1.0e-6f);
+        m.u32("hyper_connection.low_rank", 8);
+        m.u32s("attention.compress_ratios", std::vector<uint32_t>(n_layer, 4));
+        const uint32_t ngram = 3, per_ngram = 2, ple_heads = (ngram - 1) * per_ngram;
+        std::vector<uint64_t> offsets(ple_heads), vocab_sizes(ple_heads, n_vocab);
+        for (uint32_t h = 0; h < ple_heads; ++h) {
+            offsets[h] = uint64_t(h) * n_vocab;
+        }
+        m.u32s("ple.layers", {0});
+        m.u32("ple.ngram_size", ngram);
+        m.u32("ple.heads_per_ngram", per_ngram);
+        m.u32("ple.conv_kernel", 4);
+        m.u32("ple.eos_token_id", 0);
+        m.u32("embedding_length_per_layer_input", n_embd / ple_heads);
+        m.u64s("ple.layer_multipliers", {1, 3, 5});
+        m.u64s("ple.head_offsets", offsets);
+        m.u64s("ple.head_vocab_sizes", vocab_sizes);
+    }
+    m.u32("attention.indexer.head_count", 64);  // 333-354
+    m.u32("attention.indexer.key_length", arch == "qwen4exp" ? n_embd_head : 128);
+    m.u32("attention.indexer.top_k", 131072);
+    m.u32("attention.indexer.block_size", 4);
+    m.u32("attention.indexer.kpool", 4);
+    m.flag("attention.indexer.kpool_select_tail", true);
+    m.u32("attention.indexer.local_blocks", 1);
+    if (arch == "bailingmoe3") {
+        m.u32s("rope.dimension_sections", {8, 12, 12, 0});
+    } else {
+        const uint32_t q = n_embd_head / 4;
+        m.u32s("rope.dimension_sections", {q, q, q, q});
+    }
+    if (deepseek4) {  // 372-384
+        m.u32("attention.output_group_count", 8);
+        m.u32("attention.output_lora_rank", 32);
+        m.u32s("attention.compress_ratios", {0, 0, 4, 128});
+        m.f32("attention.compress_rope_freq_base", 160000.0f);
+        m.u32("hyper_connection.count", 4);
+        m.u32("hyper_connection.sinkhorn_iterations", 2);
+        m.f32("hyper_connection.epsilon", 1.0e-6f);
+        m.u32("hash_layer_count", 0);
+        m.f32("swiglu_clamp_exp", 10.0f);
+        m.f32("expert_weights_scale", 1.0f);
+        m.flag("expert_weights_norm", true);
+    }
+    std::vector<std::string> names(n_vocab);  // 397-408: the dummy tokenizer
+    std::vector<const char *> name_ptrs(n_vocab);
+    std::vector<float> scores(n_vocab, 0.0f);
+    for (uint32_t t = 0; t < n_vocab; ++t) {
+        names[t] = "tok_" + std::to_string(t);
+        name_ptrs[t] = names[t].c_str();
+    }
+    gguf_set_val_str(ctx, "tokenizer.ggml.model", "test");
+    gguf_set_arr_str(ctx, "tokenizer.ggml.tokens", name_ptrs.data(), n_vocab);
+    gguf_set_arr_data(ctx, "tokenizer.ggml.scores", GGUF_TYPE_FLOAT32, scores.data(), n_vocab);
+    if (moe) {  // 413-424
+        m.u32("expert_feed_forward_length", n_ff);
+        m.u32("expert_shared_feed_forward_length", n_ff / 2);
+        m.u32("expert_latent_length", n_ff);
+        m.u32("interleave_moe_layer_step", 2);
+        m.u32("expert_count", 2);
+        m.u32("expert_used_count", 2);
+        m.u32("expert_shared_count", 1);
+        m.u32("expert_gating_func", deepseek4 ? 4 : 2);
+        m.f32("expert_group_scale", 1.0f);
+        m.u32("experts_per_group", 1);
+    }
+    m.u32("posnet.embedding_length", n_embd);  // 426-433
+    m.u32("posnet.block_count", n_layer);
+    m.u32("convnext.embedding_length", n_embd);
+    m.u32("convnext.block_count", n_layer);
+    gguf_set_val_f32(ctx, "xielu.alpha_n", 1.0f);
+    gguf_set_val_f32(ctx, "xielu.alpha_p", 1.0f);
+    gguf_set_val_f32(ctx, "xielu.beta", 1.0f);
+    gguf_set_val_f32(ctx, "xielu.eps", 1.0e-7f);
+    const bool qwen = arch == "qwen35moe" || arch == "qwen4exp";
+    m.u32("ssm.inner_size", qwen ? 256 : 2 * n_embd);  // 434-453
+    m.u32("ssm.conv_kernel", 4);
+    m.u32("ssm.state_size", 128);
+    m.u32("ssm.time_step_rank", n_head);
+    m.u32("ssm.group_count", 2);
+    m.u32("kda.head_dim", 128);
+    m.flag("kda.safe_gate", true);
+    m.f32("kda.gate_lower_bound", -5.0f);
+    if (arch == "bailingmoe3") {
+        m.f32s("swiglu_clamp_exp", {0.0f, 4.0f});
+        m.f32s("swiglu_clamp_shexp", {0.0f, 5.0f});
+    }
+    m.u32("wkv.head_size", n_embd / n_head);
+    m.u32("shortconv.l_cache", 3);
+    m.f32("residual_scale", 3.5565588200778455f);
+    m.u32("attn_res.block_size", 12);
+    m.f32("activation.situ_beta", 4.0f);
+    m.f32("activation.situ_linear_beta", 25.0f);
+
+    FillParams params{seed, 0.1f};
+    llama_model * model = llama_model_init_from_user(ctx, fill_tensor, &params, llama_model_default_params());
+    gguf_free(ctx);
+    if (model == nullptr) {
+        std::fprintf(stderr, "llama-rollback: llama.cpp could not make the %s model\n", arch.c_str());
+        return 1;
+    }
+    llama_model_save_to_file(model, out);
+    llama_model_free(model);
+    return 0;
 }
 
 int make_model(const char * out, uint64_t seed, const std::string & arch) {
@@ -226,8 +471,7 @@ int make_model(const char * out, uint64_t seed, const std::string & arch) {
     constexpr uint32_t n_head = 2;
     constexpr uint32_t n_ff = 384;
     if (arch != "qwen35" && arch != "qwen3next") {
-        std::fprintf(stderr, "llama-rollback: make-model makes qwen35 or qwen3next, not %s\n", arch.c_str());
-        return 2;
+        return make_generated_model(out, seed, arch);
     }
     const auto key = [&](const char * name) { return arch + "." + name; };
     gguf_context * meta = gguf_init_empty();

@@ -168,8 +168,11 @@ class Engine:
         way: Way,
         fault: Fault | None = None,
         arch: Arch = Arch.QWEN35,
+        model: str | None = None,
     ) -> None:
-        model = built["model"] if arch is Arch.QWEN35 else built["qwen3next_model"]
+        # ``model``, a file make-model wrote, replaces the build's model of ``arch``.
+        if model is None:
+            model = built["model"] if arch is Arch.QWEN35 else built["qwen3next_model"]
         command = [built["adapter"], "serve", model, str(n_seq), str(n_rs_seq), way.value]
         if fault is not None:
             command.append(fault.value)

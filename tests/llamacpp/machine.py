@@ -70,12 +70,15 @@ def largest_difference(actual: Logits, expected: Logits, /) -> float:
     )
 
 
-def worst_kept_difference(built: Built, way: Way, rounds: Calls, /) -> float:
+def worst_kept_difference(
+    built: Built, way: Way, rounds: Calls, /, *, model: str | None = None
+) -> float:
     """The largest difference of a kept token's logits from the reference's over ``rounds``.
 
     Every rollback must be accepted: the findings are that llama.cpp accepts them.
+    ``model`` is a make-model file of another architecture than Qwen3.5.
     """
-    with Engine(built, n_seq=N_SEQ, n_rs_seq=N_RS_SEQ, way=way) as engine:
+    with Engine(built, n_seq=N_SEQ, n_rs_seq=N_RS_SEQ, way=way, model=model) as engine:
         worst = 0.0
         for windows, backs in rounds:
             logits = engine.decode(windows)
@@ -104,6 +107,8 @@ class Rounds(RuleBasedStateMachine):
     way: ClassVar[Way]
     fault: ClassVar[Fault | None] = None
     arch: ClassVar[Arch] = Arch.QWEN35
+    #: A model file of another architecture (make-model's), in place of ``arch``'s.
+    model: ClassVar[str | None] = None
     whole_window: ClassVar[bool] = False
     batched: ClassVar[bool] = True
     slots: ClassVar[int] = N_SEQ
@@ -119,6 +124,7 @@ class Rounds(RuleBasedStateMachine):
             way=self.way,
             fault=self.fault,
             arch=self.arch,
+            model=self.model,
         )
         self.n_vocab = self.engine.describe()["n_vocab"]
         # Each sequence's kept tokens, and whether its reference holds exactly them.
@@ -217,6 +223,7 @@ def rounds_machine(
     *,
     fault: Fault | None = None,
     arch: Arch = Arch.QWEN35,
+    model: str | None = None,
     whole_window: bool = False,
     batched: bool = True,
     slots: int = N_SEQ,
@@ -229,19 +236,22 @@ def rounds_machine(
     its window, which llama_memory_seq_rm accepts; left False, at least one
     of the window's tokens is kept, as a runtime's verify keeps its bonus
     token. ``bound`` is the judge's, :data:`BOUND` unless a build measured its own.
+    ``model`` is a make-model file of another architecture, judged in ``arch``'s place.
     """
     settings_ = {
         "built": built,
         "way": way,
         "fault": fault,
         "arch": arch,
+        "model": model,
         "whole_window": whole_window,
         "batched": batched,
         "slots": slots,
         "bound": bound,
         "judged": judged if judged is not None else Judged(),
     }
-    return type(f"Rounds_{way.value}_{arch.value}", (Rounds,), settings_)
+    name = arch.value if model is None else model.rsplit("/", 1)[-1].split("-seed", 1)[0]
+    return type(f"Rounds_{way.value}_{name}", (Rounds,), settings_)
 
 
 def machine_settings(*, find_only: bool = False) -> settings:
