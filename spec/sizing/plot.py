@@ -57,6 +57,10 @@ _AXIS_UNITS: Final = (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
 _EVERY_TICK_UP_TO: Final = 16
 
 
+#: A log axis's step between labelled ticks.
+_DECADE: Final = 10
+
+
 def _axis_unit(largest: int, /) -> tuple[str, int]:
     """GiB where the largest figure reaches one, else MiB, else KiB."""
     return next(((name, size) for name, size in _AXIS_UNITS if largest >= size), _AXIS_UNITS[-1])
@@ -118,11 +122,16 @@ def sweep_figure(rows: Sequence[SweepRow], /, *, title: str) -> Figure:
     for axes, where in zip(panels, ("per GPU", "in host memory"), strict=False):
         mine = [(label, values, style) for on, label, values, style in lines if on is axes]
         name, size = _axis_unit(max((max(values) for _, values, _ in mine), default=0))
+        drawn: list[float] = []
         for label, values, style in mine:
             kept_x, kept_y = _positive(drafts, values)
             axes.plot(kept_x, [y / size for y in kept_y], label=label, **style)
+            drawn += [y / size for y in kept_y]
         axes.set_yscale("log")
         axes.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+        if drawn and max(drawn) < _DECADE * min(drawn):
+            # Within one decade (the host panel's one line) a reader needs the ticks between.
+            axes.yaxis.set_minor_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
         axes.set_ylabel(f"{name} {where} (log scale)")
         # The drafts drawn and no more: a whole-number tick at each, or at some when many.
         low, high = drafts[0], drafts[-1]

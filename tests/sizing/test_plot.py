@@ -68,6 +68,12 @@ def test_qwen3_next_puts_llama_cpps_saved_copy_in_a_host_memory_panel(
     assert saved not in _labels(gpu)
     # The saved copy is the state itself: 75.4 MiB whatever the drafts.
     assert {round(y, 1) for y in _ys(host, 0)} == {75.4}
+    # One line within a decade: the ticks between its decades are labelled, to read it by;
+    # the GPU panel's decades are enough.
+    figure.canvas.draw()
+    labels = [text.get_text() for text in host.get_yticklabels(minor=True)]
+    assert {"70", "80"} <= set(labels)
+    assert {text.get_text() for text in gpu.get_yticklabels(minor=True)} == {""}
     for axes in (gpu, host):
         assert axes.get_xlabel() == "drafts per step (num_drafts)"
         assert axes.get_xlim() == (0.5, 8.5)
