@@ -305,6 +305,36 @@ def test_both_pages_suggest_the_one_fix() -> None:
     assert _fix(Finding.WHOLE_WINDOW).startswith(f"--- a/{_FIXED_FILE}\n+++ b/{_FIXED_FILE}\n")
 
 
+def test_the_suggested_fix_applies_unchanged_to_the_prebuilt_releases_source(
+    tmp_path: Path,
+) -> None:
+    # The pages say so; v0.5.0 itself is not rebuilt with it (its libraries are prebuilt).
+    done = subprocess.run(
+        [sys.executable, str(_PREBUILT_SCRIPT)],
+        capture_output=True,
+        text=True,
+        timeout=_SECONDS,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    adapter = cast("dict[str, str]", json.loads(done.stdout))["adapter"]
+    release = Path(adapter).parents[1] / "llama.cpp" / _FIXED_FILE
+    copy = tmp_path / _FIXED_FILE
+    copy.parent.mkdir()
+    copy.write_bytes(release.read_bytes())
+    patched = subprocess.run(
+        ["/usr/bin/patch", "-p1", "--dry-run", "--forward", "--batch", "-d", str(tmp_path)],
+        input=_fix(Finding.WHOLE_WINDOW),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert patched.returncode == 0, patched.stdout
+    assert "offset" not in patched.stdout
+    assert "fuzz" not in patched.stdout
+
+
 @pytest.mark.parametrize("finding", list(Finding), ids=_id)
 def test_with_the_suggested_fix_llama_cpp_refuses_the_rollback_it_cannot_serve(
     llamacpp: Built, finding: Finding, fixed_object: Path, tmp_path: Path
