@@ -52,6 +52,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ADAPTER",
+    "ARCHITECTURES_RECORD",
     "GGML_NAME",
     "NAME",
     "RECORD",
@@ -169,6 +170,75 @@ RECORD: Final[tuple[Finding, ...]] = (
         ),
         "page": "findings/llamacpp-snapshot-whole-window.md",
         "link": "https://github.com/ggml-org/llama.cpp/issues/26695",
+    },
+)
+
+#: What tests/llamacpp/test_architectures.py finds on the ten other architectures
+#: llm_arch_supports_rs_rollback lists (make-model's, from llama.cpp's own test
+#: generator), 0c1e57098 and v0.5.0 alike. Not yet on the results page, whose
+#: llama.cpp cell is :data:`RECORD`'s (tests/results/test_results.py holds the
+#: two to each other); the new finding has no finding page under docs/findings/.
+ARCHITECTURES_RECORD: Final[tuple[Finding, ...]] = (
+    {
+        "test": (
+            "test_architectures.py::test_checkpoint_rollback"
+            "_keeps_the_logits_of_plain_decoding_on_every_architecture"
+        ),
+        "outcome": "passed",
+        "detail": "ten architectures, checkpoint way, several sequences, whole windows",
+        "page": "",
+        "link": "",
+    },
+    {
+        "test": (
+            "test_architectures.py::test_snapshot_rollback_of_one_sequence"
+            "_keeps_the_logits_of_plain_decoding_on_every_architecture"
+        ),
+        "outcome": "passed",
+        "detail": "ten architectures, snapshot way, one sequence, within its last window",
+        "page": "",
+        "link": "",
+    },
+    {
+        "test": (
+            "test_architectures.py::test_each_snapshot_case_fails_on_the_architectures"
+            "_it_names_and_no_other[beside_other_sequences]"
+        ),
+        "outcome": "deviation",
+        "detail": (
+            "the several-sequences finding on all nine recurrent architectures (GDN, KDA,"
+            " Mamba-2, short convolutions); DeepSeek-V4 exact"
+        ),
+        "page": "findings/llamacpp-snapshot-beside-other-sequences.md",
+        "link": "https://github.com/ggml-org/llama.cpp/issues/28019",
+    },
+    {
+        "test": (
+            "test_architectures.py::test_each_snapshot_case_fails_on_the_architectures"
+            "_it_names_and_no_other[whole_window]"
+        ),
+        "outcome": "deviation",
+        "detail": (
+            "the whole-window finding on all nine recurrent architectures: each family's"
+            " snapshot writer leaves planes past its window unwritten; DeepSeek-V4 exact"
+        ),
+        "page": "findings/llamacpp-snapshot-whole-window.md",
+        "link": "https://github.com/ggml-org/llama.cpp/issues/26695",
+    },
+    {
+        "test": (
+            "test_architectures.py::test_each_snapshot_case_fails_on_the_architectures"
+            "_it_names_and_no_other[past_the_window]"
+        ),
+        "outcome": "deviation",
+        "detail": (
+            "DeepSeek-V4, snapshot rollback past the last decode: llama_memory_seq_rm accepts"
+            " it and restores the state before that decode, whose compressor ring"
+            " (2 x 4 rows by position) a later position has overwritten"
+            " (src/llama-kv-cache-dsv4.cpp 518-541, 694, 1315)"
+        ),
+        "page": "",
+        "link": "no report found",
     },
 )
 
