@@ -110,6 +110,8 @@ class Rounds(RuleBasedStateMachine):
     #: A model file of another architecture (make-model's), in place of ``arch``'s.
     model: ClassVar[str | None] = None
     whole_window: ClassVar[bool] = False
+    #: With ``whole_window``, whether a rollback may go past the window too.
+    past_window: ClassVar[bool] = True
     batched: ClassVar[bool] = True
     slots: ClassVar[int] = N_SEQ
     bound: ClassVar[float] = BOUND
@@ -138,6 +140,8 @@ class Rounds(RuleBasedStateMachine):
         most = window if self.way is Way.CHECKPOINT else min(N_RS_SEQ, after)
         if not self.whole_window:
             most = min(most, window - 1)
+        elif not self.past_window:
+            most = min(most, window)
         return max(0, most)
 
     def _judge(self, seq: int, logits: Logits, tokens: list[int], /) -> None:
@@ -225,6 +229,7 @@ def rounds_machine(
     arch: Arch = Arch.QWEN35,
     model: str | None = None,
     whole_window: bool = False,
+    past_window: bool = True,
     batched: bool = True,
     slots: int = N_SEQ,
     bound: float = BOUND,
@@ -235,7 +240,9 @@ def rounds_machine(
     ``whole_window`` lets a round roll a sequence back past the first token of
     its window, which llama_memory_seq_rm accepts; left False, at least one
     of the window's tokens is kept, as a runtime's verify keeps its bonus
-    token. ``bound`` is the judge's, :data:`BOUND` unless a build measured its own.
+    token; ``past_window`` False keeps such rollbacks within the window
+    (the snapshot way's, which can go past it). ``bound`` is the judge's,
+    :data:`BOUND` unless a build measured its own.
     ``model`` is a make-model file of another architecture, judged in ``arch``'s place.
     """
     settings_ = {
@@ -245,6 +252,7 @@ def rounds_machine(
         "arch": arch,
         "model": model,
         "whole_window": whole_window,
+        "past_window": past_window,
         "batched": batched,
         "slots": slots,
         "bound": bound,

@@ -285,6 +285,26 @@ def test_snapshot_rollback_of_one_sequence_keeps_the_logits_of_plain_decoding_on
     assert judged.largest <= BOUND
 
 
+def test_deepseek4_snapshot_rollback_of_several_sequences_up_to_whole_windows_is_exact(
+    llamacpp: Built, model_of: Callable[[Generated], str]
+) -> None:
+    # DeepSeek-V4's compressed state alone keeps the right planes beside
+    # other sequences and for a whole window; only a rollback past the last
+    # decode is wrong on it (past_the_window, below).
+    judged = Judged()
+    machine = rounds_machine(
+        llamacpp,
+        Way.SNAPSHOT,
+        model=model_of(Generated.DEEPSEEK4),
+        whole_window=True,
+        past_window=False,
+        judged=judged,
+    )
+    run_rounds(machine)
+    assert judged.tokens > 0
+    assert judged.largest <= BOUND
+
+
 @pytest.mark.parametrize("arch", list(Generated), ids=lambda arch: arch.value)
 def test_the_property_rejects_a_wrong_rollback_on_every_architecture(
     llamacpp: Built, model_of: Callable[[Generated], str], arch: Generated
