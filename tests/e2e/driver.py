@@ -155,6 +155,7 @@ def _model(folder: Path, family: str, scale: float, layers: int, seed: int) -> d
             lead[successor(token)] += embedding[token] / embedding[token].norm()
         target.lm_head.weight.add_(_LEAD * lead)
     target.save_pretrained(str(folder / "target"), safe_serialization=True)
+    mtp = _mtp(torch, folder / "target", family, seed)
     draft = transformers.Qwen3ForCausalLM(_config(transformers, "draft", scale, 1)).eval()
     with torch.no_grad():
         draft.model.embed_tokens.weight.copy_(target.model.embed_tokens.weight)
@@ -166,12 +167,65 @@ def _model(folder: Path, family: str, scale: float, layers: int, seed: int) -> d
     return {
         "target": str(folder / "target"),
         "draft": str(folder / "draft"),
+        "mtp": mtp,
         "family": family,
         "scale": scale,
         "layers": layers,
         "cycle": CYCLE,
         "follows": _follows(torch, target, draft, seed),
         "state_effect": _state_effect(torch, target, seed),
+    }
+
+
+def _mtp(torch: Any, folder: Path, family: str, seed: int) -> dict[str, int]:
+    """Write an MTP module's weights (``mtp.*``) into the target's checkpoint, drawn now.
+
+    vLLM 0.32.0 serves ``{"method": "mtp"}`` from the target's own checkpoint:
+    ``Qwen3_5MTP`` and ``Qwen3NextMTP`` (``models/qwen3_5_mtp.py`` lines
+    302-319, ``models/qwen3_next_mtp.py`` lines 230-245) keep its ``mtp.*``
+    tensors and its ``embed_tokens`` and ``lm_head`` and nothing else; the
+    target drops ``mtp.*`` (``qwen3_5.py`` lines 327-329, ``qwen3_next.py``
+    line 823). transformers writes no MTP weights, so they are added here: ``fc``
+    (hidden size 2H to H) passes the normed embedding of the token given
+    through and adds the normed hidden state at ``_WRITE`` of the drawn
+    scale; the one MTP layer (full attention, and Qwen3-Next's MoE) has the
+    shapes of the target's attention layer, each matrix drawn afresh with the
+    spread of the target's own (so its writes are scaled as the target's
+    are), its norms the target's (zeros: the norms scale by 1 + weight); the
+    three norms ``norm``, ``pre_fc_norm_hidden`` and ``pre_fc_norm_embedding``
+    are the target's final norm's. Its head is the target's, which leads a
+    token to its successor: the module mostly drafts the successor of the
+    token given, and the target accepts part of it. Neither config needs an
+    MTP field: vLLM defaults to one MTP layer (``qwen3_5_mtp.py`` line 82,
+    ``qwen3_next_mtp.py`` line 63). Returns the tensors written, by part.
+    """
+    saving: Any = importlib.import_module("safetensors.torch")
+    path = folder / "model.safetensors"
+    tensors: dict[str, Any] = saving.load_file(str(path))
+    layers = [name.split(".") for name in tensors if name.startswith("model.layers.")]
+    prefix = f"model.layers.{max(int(parts[2]) for parts in layers)}."
+    generator = torch.Generator().manual_seed(seed + 3)
+    added: dict[str, Any] = {}
+    for name, tensor in tensors.items():
+        if not name.startswith(prefix):
+            continue
+        spread = float(tensor.float().std())
+        drawn = torch.randn(tensor.shape, generator=generator, dtype=torch.float32) * spread
+        layer = drawn.to(tensor.dtype) if spread > 0.0 else tensor.clone()
+        added["mtp.layers.0." + name.removeprefix(prefix)] = layer
+    norm = tensors["model.norm.weight"]
+    for part in ("norm", "pre_fc_norm_hidden", "pre_fc_norm_embedding"):
+        added[f"mtp.{part}.weight"] = norm.clone()
+    scale = float(tensors["model.embed_tokens.weight"].float().std())
+    hidden = norm.shape[0]
+    fc = torch.zeros((hidden, 2 * hidden), dtype=torch.float32)
+    fc[:, :hidden] = torch.eye(hidden)
+    fc[:, hidden:] = torch.randn((hidden, hidden), generator=generator) * scale * _WRITE[family]
+    added["mtp.fc.weight"] = fc.to(norm.dtype)
+    saving.save_file({**tensors, **added}, str(path), metadata={"format": "pt"})
+    return {
+        "layer": sum(name.startswith("mtp.layers.") for name in added),
+        "other": sum(not name.startswith("mtp.layers.") for name in added),
     }
 
 

@@ -2,11 +2,13 @@
 """Speculative decoding changes nothing a request generates: vLLM 0.32.0 on a CPU.
 
 The property runs on two tiny targets in turn (``family``): a Qwen3.5 and a
-Qwen3-Next, each with its draft model. Each target (``driver.py``) follows
-a successor map where its recurrent state does not outweigh it, so its
-greedy output repeats its prompts' cycles and leaves them where the state
-decides: ngram's drafts and the draft model's (a one-layer Qwen3 that
-always drafts the successor) are accepted in part. Each engine is started
+Qwen3-Next, each with its draft model and its MTP module. Each target
+(``driver.py``) follows a successor map where its recurrent state does not
+outweigh it, so its greedy output repeats its prompts' cycles and leaves
+them where the state decides: ngram's drafts, the draft model's (a one-layer
+Qwen3 that always drafts the successor) and MTP's (the module vLLM builds
+from the ``mtp.*`` tensors the driver writes into the target's checkpoint,
+which mostly drafts the successor too) are accepted in part. Each engine is started
 once per family (``driver.py serve``) and
 serves every batch given to it: fixed batches (``BATCHES``), then batches
 Hypothesis draws (prompts of 1 token up, cycles, repeated n-grams, distinct
@@ -28,7 +30,8 @@ Every speculative run carries 0.33.0's conv roll put back into 0.32.0
 (``roll-fixed``), and the draft model's runs its own KV cache group
 (``draft-group-fixed``): without them vLLM 0.32.0 is wrong (two findings,
 held here as deviations; docs/findings/). The self-test's fault, an
-accepted count one too many, is rejected. docs/engines.md ("vLLM end to end
+accepted count one too many, is rejected, under the draft model and under
+MTP. docs/engines.md ("vLLM end to end
 on a CPU") gives the measured figures.
 """
 
@@ -116,6 +119,9 @@ _NGRAM: Final = {
 }
 #: The same speculative path with a drafter that never finds a match: no drafts.
 _NO_DRAFTS: Final = {**_NGRAM, "prompt_lookup_max": 64, "prompt_lookup_min": 64}
+#: MTP: vLLM 0.32.0 builds the drafter from the target's own checkpoint's ``mtp.*``
+#: tensors (config/speculative.py lines 1147-1158 and 917-935).
+_MTP: Final = {"method": "mtp", "num_speculative_tokens": K}
 _FIXES: Final = ["roll-fixed"]
 _DRAFT_FIXES: Final = ["roll-fixed", "draft-group-fixed"]
 #: The engines the module keeps: speculative config (``draft`` for the draft
@@ -126,7 +132,11 @@ _PLAN: Final[dict[str, tuple[dict[str, Any] | str, list[str]]]] = {
     "draft": ("draft", _DRAFT_FIXES),
     "fault": ("draft", [*_DRAFT_FIXES, "accepted-plus-one"]),
     "draft-released": ("draft", _FIXES),
+    "mtp": (_MTP, _FIXES),
+    "mtp-fault": (_MTP, [*_FIXES, "accepted-plus-one"]),
 }
+#: The engines the self-test's fault is injected into.
+_FAULTS: Final = ("fault", "mtp-fault")
 _COUNTERS: Final = {
     "drafts": "vllm:spec_decode_num_drafts",
     "draft tokens": "vllm:spec_decode_num_draft_tokens",
@@ -333,7 +343,7 @@ def test_the_target_follows_its_successor_map_and_its_recurrent_state(
 def test_the_judged_runs_accept_some_drafts_and_reject_others(
     fixed: dict[str, list[dict[str, Any]]],
 ) -> None:
-    for name in ("ngram", "draft", "fault"):
+    for name in ("ngram", "draft", "mtp", *_FAULTS):
         counts = _tally(fixed[name])
         assert counts["accepted"] > 0, (name, counts)
         assert counts["rejected"] > 0, (name, counts)
@@ -352,10 +362,17 @@ def test_a_draft_model_changes_nothing_a_request_generates(
     assert _judge(fixed["reference"], fixed["draft"]) == []
 
 
-def test_the_property_rejects_an_accepted_count_one_too_many(
+def test_mtp_changes_nothing_a_request_generates(
     fixed: dict[str, list[dict[str, Any]]],
 ) -> None:
-    assert _judge(fixed["reference"], fixed["fault"]) != []
+    assert _judge(fixed["reference"], fixed["mtp"]) == []
+
+
+@pytest.mark.parametrize("faulty", _FAULTS)
+def test_the_property_rejects_an_accepted_count_one_too_many(
+    fixed: dict[str, list[dict[str, Any]]], faulty: str
+) -> None:
+    assert _judge(fixed["reference"], fixed[faulty]) != []
 
 
 def test_released_0_32_0_draft_model_writes_into_the_targets_recurrent_state(
@@ -392,7 +409,7 @@ _BATCHES: Final = st.lists(_PROMPTS, min_size=2, max_size=6)
 def test_drawn_batches_change_nothing_a_request_generates(
     engines: dict[str, _Engine], family: dict[str, Any]
 ) -> None:
-    served: dict[str, list[dict[str, Any]]] = {"ngram": [], "draft": []}
+    served: dict[str, list[dict[str, Any]]] = {"ngram": [], "draft": [], "mtp": []}
 
     @settings(
         settings.get_profile("interpreter"),
@@ -418,10 +435,13 @@ def test_drawn_batches_change_nothing_a_request_generates(
         assert counts["rejected"] > 0, (name, counts)
 
 
-def test_the_finding_reproducer_still_fails_on_0_32_0(e2e_python: str) -> None:
-    # A deviation: the standalone reproducer exits 1 while the bug is in the release.
+@pytest.mark.parametrize(
+    "reproducer", ["vllm_cpu_gdn_short_verify.py", "vllm_draft_model_hybrid_kv_group.py"]
+)
+def test_the_findings_reproducers_still_fail_on_0_32_0(e2e_python: str, reproducer: str) -> None:
+    # A deviation: each standalone reproducer exits 1 while its bug is in the release.
     done = subprocess.run(
-        [e2e_python, str(DRIVER.parents[2] / "docs" / "findings" / "vllm_cpu_gdn_short_verify.py")],
+        [e2e_python, str(DRIVER.parents[2] / "docs" / "findings" / reproducer)],
         capture_output=True,
         text=True,
         timeout=1800,
@@ -440,13 +460,13 @@ def _once(python: str, folder: Path, name: str, config: dict[str, Any], prompts:
         engine.close()
 
 
-@pytest.mark.parametrize("drafter", ["ngram", "draft"])
+@pytest.mark.parametrize("drafter", ["ngram", "draft", "mtp"])
 def test_prefix_caching_with_speculation_still_crashes_at_the_first_step(
     e2e_python: str, tiny_model: dict[str, Any], tmp_path: Path, drafter: str
 ) -> None:
     # A deviation (docs/findings/vllm-cpu-align-precopy-triton.md): red once vLLM runs it.
-    speculative = _NGRAM if drafter == "ngram" else "draft"
-    patches = [] if drafter == "ngram" else ["draft-group-fixed"]
+    speculative: dict[str, Any] | str = {"ngram": _NGRAM, "mtp": _MTP}.get(drafter, "draft")
+    patches = ["draft-group-fixed"] if drafter == "draft" else []
     config = {
         "model": tiny_model["target"],
         "engine": _config(tiny_model, speculative, enable_prefix_caching=True),
