@@ -181,8 +181,8 @@ def test_the_pages_compile_lines_are_the_build_scripts_own(finding: Finding) -> 
     build = _script(BUILD_SCRIPT, "llamacpp_build")
     prebuilt = _script(_PREBUILT_SCRIPT, "llamacpp_prebuilt")
     sdist_block, prebuilt_block = _blocks(finding, "sh")
-    ((sdist,),) = (_compile_lines(sdist_block),)
-    ((package,),) = (_compile_lines(prebuilt_block),)
+    (sdist,) = _compile_lines(sdist_block)
+    (package,) = _compile_lines(prebuilt_block)
     source = f"docs/findings/{finding.value}.c"
     assert sdist == [
         "cc",
