@@ -262,13 +262,14 @@ def rounds_machine(
     return type(f"Rounds_{way.value}_{name}", (Rounds,), settings_)
 
 
-def machine_settings(*, find_only: bool = False) -> settings:
+def machine_settings(*, find_only: bool = False, share: int = 4) -> settings:
     """The profile's settings, a quarter of its examples (at least 8), STEPS steps each.
 
-    ``find_only`` (the self-test) stops at the first failure, unshrunk.
+    ``find_only`` (the self-test) stops at the first failure, unshrunk;
+    ``share`` divides the profile's examples otherwise than by 4, for a costlier model.
     """
     # The replay machines' settings; llama.cpp's decodes have no deadline to keep.
-    shared = shared_settings(find_only=find_only, share=4, least=8, steps=STEPS)
+    shared = shared_settings(find_only=find_only, share=share, least=8, steps=STEPS)
     return settings(shared, deadline=None)
 
 
@@ -276,6 +277,8 @@ def machine_settings(*, find_only: bool = False) -> settings:
 _run_machine: Final = cast("Callable[..., None]", run_state_machine_as_test)
 
 
-def run_rounds(machine: type[RuleBasedStateMachine], /, *, find_only: bool = False) -> None:
+def run_rounds(
+    machine: type[RuleBasedStateMachine], /, *, find_only: bool = False, share: int = 4
+) -> None:
     """Run ``machine`` under :func:`machine_settings`."""
-    _run_machine(machine, settings=machine_settings(find_only=find_only))
+    _run_machine(machine, settings=machine_settings(find_only=find_only, share=share))

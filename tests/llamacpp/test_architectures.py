@@ -12,8 +12,8 @@ shapes of llama.cpp's ``tests/test-llama-archs.cpp`` (``get_gguf_ctx``,
 ``llama_model_save_to_file`` (``save_models``, 710-748). Each is judged both
 ways, with the tier's machine, property and bound (0, bit for bit), and its
 logits are shown to move with its state. The two snapshot findings of
-test_rollback.py are tried on each, and one finding only DeepSeek-V4 shows
-is held here. The v0.5.0 prebuilt adapter (adapters/llama-cpp/prebuilt.py)
+test_rollback.py are tried on each, and a third case, shrunk from a failure
+the machine found on DeepSeek-V4 (which both others leave exact), is held here. The v0.5.0 prebuilt adapter (adapters/llama-cpp/prebuilt.py)
 loads the same files, and the findings' cases are tried on it too.
 """
 
@@ -96,6 +96,10 @@ MOVE_FLOOR: Final = 1e-2
 #: The two histories and the token after them.
 HISTORIES: Final = ([1, 2, 3], [4, 5, 6])
 PROBE: Final = 9
+#: DeepSeek-V4's model costs several times the others' a decode (512 wide,
+#: four layers, experts), so its drawn rounds take a twelfth of the profile's examples
+#: (at least 8), not a quarter.
+_SHARE: Final = {Generated.DEEPSEEK4: 12}
 
 
 class Case(NamedTuple):
@@ -268,7 +272,7 @@ def test_checkpoint_rollback_keeps_the_logits_of_plain_decoding_on_every_archite
     machine = rounds_machine(
         llamacpp, Way.CHECKPOINT, model=model_of(arch), whole_window=True, judged=judged
     )
-    run_rounds(machine)
+    run_rounds(machine, share=_SHARE.get(arch, 4))
     assert judged.tokens > 0
     assert judged.largest <= BOUND
 
@@ -280,7 +284,7 @@ def test_snapshot_rollback_of_one_sequence_keeps_the_logits_of_plain_decoding_on
     # One sequence at a time, within its last window, as the server's verify rolls back.
     judged = Judged()
     machine = rounds_machine(llamacpp, Way.SNAPSHOT, model=model_of(arch), slots=1, judged=judged)
-    run_rounds(machine)
+    run_rounds(machine, share=_SHARE.get(arch, 4))
     assert judged.tokens > 0
     assert judged.largest <= BOUND
 
@@ -300,7 +304,7 @@ def test_deepseek4_snapshot_rollback_of_several_sequences_up_to_whole_windows_is
         past_window=False,
         judged=judged,
     )
-    run_rounds(machine)
+    run_rounds(machine, share=_SHARE[Generated.DEEPSEEK4])
     assert judged.tokens > 0
     assert judged.largest <= BOUND
 
@@ -351,20 +355,17 @@ def test_the_model_operation_offers_both_ways_on_every_architecture(
     assert (member["rollback"], member["snapshot_depth"]) == (["snapshot", "checkpoint"], N_RS_SEQ)
 
 
-@pytest.mark.parametrize(
-    "arch", [Generated.NEMOTRON_H, Generated.LFM2], ids=lambda arch: arch.value
-)
 def test_check_passes_the_checkpoint_way_beyond_gated_deltanet(
-    llamacpp: Built, model_of: Callable[[Generated], str], arch: Generated
+    llamacpp: Built, model_of: Callable[[Generated], str]
 ) -> None:
-    # The installed check, RB-REPLAY-14, on a Mamba-2 and a short-convolution
-    # model (Qwen3.5's GDN is test_model_operation.py's).
+    # The installed check, RB-REPLAY-14, on the short-convolution model (Qwen3.5's
+    # GDN is test_model_operation.py's); the other nine would add about 25 s each.
     command = shutil.which("ssm-rollback-spec")
     assert command is not None, "ssm-rollback-spec is not installed"
     result = subprocess.run(
         [
             command,
-            *("check", "--impl-cmd", _impl_cmd(llamacpp, model_of(arch), "checkpoint")),
+            *("check", "--impl-cmd", _impl_cmd(llamacpp, model_of(Generated.LFM2), "checkpoint")),
             *("--clause", "RB-REPLAY-14"),
         ],
         capture_output=True,
