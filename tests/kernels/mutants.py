@@ -5,9 +5,10 @@ Each :class:`Mutant` is one line of an engine's release changed where its
 bookkeeping decides a row, a slot, a count or a gather:
 
 - vLLM 0.33.0's GDN metadata builder (``v1/attention/backends/gdn_attn.py``),
-  its layer's core (``model_executor/layers/mamba/gdn/qwen_gdn_linear_attn.py``)
-  and Model Runner V2's accepted counts
-  (``v1/worker/gpu/model_states/mamba_hybrid.py``);
+  its layer's core (``model_executor/layers/mamba/gdn/qwen_gdn_linear_attn.py``),
+  Model Runner V2's accepted counts
+  (``v1/worker/gpu/model_states/mamba_hybrid.py``) and V1's align-mode copies
+  between blocks (``v1/worker/mamba_utils.py``, run with blocks of 4 tokens);
 - SGLang 0.5.23's commit after a verify (``srt/speculative/spec_utils.py``),
   its scatter of the accepted step (``srt/layers/attention/
   hybrid_linear_attn_backend.py``), its pools (``srt/mem_cache/memory_pool.py``)
@@ -22,7 +23,9 @@ replaces and the text it puts there, which must occur exactly once.
 
 A mutant the tier cannot tell apart is ``equivalent``: its reason says why
 no batch this protocol can send differs, and the tier checks that it passes
-(docs/mutation.md, "The engines' own code").
+(docs/mutation.md, "The engines' own code"). One that is wrong in the engine
+but only on a path no batch reaches is ``unreached``, with the path named; it
+must pass too, so the day a batch reaches that path its row has to move.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ _SGLANG_SOURCES: Final = f"{SGLANG.distribution}-{SGLANG.version}-bookkeeping"
 _BUILDER: Final = f"{_VLLM_WHEEL}/vllm/v1/attention/backends/gdn_attn.py"
 _LAYER: Final = f"{_VLLM_WHEEL}/vllm/model_executor/layers/mamba/gdn/qwen_gdn_linear_attn.py"
 _V2: Final = f"{_VLLM_WHEEL}/vllm/v1/worker/gpu/model_states/mamba_hybrid.py"
+_COPIES: Final = f"{_VLLM_WHEEL}/vllm/v1/worker/mamba_utils.py"
 _COMMIT: Final = f"{_SGLANG_SOURCES}/sglang/srt/speculative/spec_utils.py"
 _SCATTER: Final = f"{_SGLANG_SOURCES}/sglang/srt/layers/attention/hybrid_linear_attn_backend.py"
 _POOLS: Final = f"{_SGLANG_SOURCES}/sglang/srt/mem_cache/memory_pool.py"
@@ -53,6 +57,8 @@ _ALLOCATOR: Final = f"{_SGLANG_SOURCES}/sglang/srt/mem_cache/allocator/mamba.py"
 #: Vectors run over every vLLM batch: both judges, the model's and the engine's own.
 _V1: Final = ("--cache-mode", "none")
 _RUNNER_V2: Final = ("--cache-mode", "none", "--runner", "v2")
+#: Mode "align" with blocks of 4 tokens: every batch crosses blocks, so the runner's copies run.
+_ACROSS_BLOCKS: Final = ("--cache-mode", "align", "--block-size", "4")
 #: SGLang's two paths (its adapter's ``--cache-mode``).
 _SGLANG_DEFAULT: Final = ("--cache-mode", "snapshot")
 _REPLAYSSM: Final = ("--cache-mode", "replayssm")
@@ -66,6 +72,15 @@ _SPEC_FIRST: Final = (
     "vLLM's reorder (reorder_batch_to_split_decodes_and_prefills) puts every verify, "
     "done with its prompt and within the threshold of 1 + num_spec tokens, before any "
     "prompt chunk, so the spec rows are the batch's first rows and their tokens its first tokens"
+)
+
+
+#: Why a change to the state saved at a block boundary is not seen: no batch reads it.
+_PREFIX_HIT: Final = (
+    "it loses only the state saved at a block boundary for the prefix cache (the accepted "
+    "tokens end past the boundary in another block, whose count the kernel leaves as it is), "
+    "and only a later request that hits the prefix cache reads that state: the protocol "
+    "has no such join"
 )
 
 
@@ -86,6 +101,16 @@ class Mutant:
     flags: tuple[str, ...] = _V1
     #: Why no batch of the protocol tells it apart, for an equivalent mutant; else empty.
     equivalent: str = ""
+    #: For a mutant that is wrong in the engine but on a path no batch reaches:
+    #: which path, and why the protocol cannot send it; else empty.
+    unreached: str = ""
+
+    @property
+    def verdict(self) -> str:
+        """Its row's verdict on docs/mutation.md: caught, equivalent or not reached."""
+        if self.equivalent:
+            return "equivalent"
+        return "not reached" if self.unreached else "caught"
 
     @property
     def engine(self) -> str:
@@ -191,6 +216,134 @@ MUTANTS: Final[tuple[Mutant, ...]] = (
         "tl.store(num_accepted_ptr + req_state_idx, tl.maximum(num_sampled, 1))",
         "tl.store(num_accepted_ptr + req_state_idx, num_sampled)",
         _RUNNER_V2,
+    ),
+    Mutant(
+        "the running block one column late",
+        _COPIES,
+        "curr_state_idx = num_blocks - 1 - num_speculative_blocks",
+        "curr_state_idx = num_blocks - num_speculative_blocks",
+        _ACROSS_BLOCKS,
+    ),
+    Mutant(
+        "a moved state taken from the first spec column, not the accepted one",
+        _COPIES,
+        "accept_token_bias = int(input_batch.num_accepted_tokens_cpu[i]) - 1",
+        "accept_token_bias = 0",
+        _ACROSS_BLOCKS,
+    ),
+    Mutant(
+        "the count not reset after a state moves block",
+        _COPIES,
+        "input_batch.num_accepted_tokens_cpu[i] = 1",
+        "pass",
+        _ACROSS_BLOCKS,
+    ),
+    Mutant(
+        "a state never moved into a new block",
+        _COPIES,
+        "if prev_state_idx != -1 and prev_state_idx != curr_state_idx:",
+        "if False:",
+        _ACROSS_BLOCKS,
+    ),
+    Mutant(
+        "a new request's block taken one column late",
+        _COPIES,
+        "prev_state_idx = (req_state.num_computed_tokens - 1) // block_size",
+        "prev_state_idx = req_state.num_computed_tokens // block_size",
+        _ACROSS_BLOCKS,
+        equivalent=(
+            "every join carries a checkpoint, one computed token to vLLM, and (1 - 1) // 4 "
+            "and 1 // 4 are both column 0; only a request resumed from the prefix cache "
+            "joins with more"
+        ),
+    ),
+    Mutant(
+        "a finished request's block kept for the next holder",
+        _COPIES,
+        "cleanup_mamba_state_idx(scheduler_output, mamba_state_idx)",
+        "pass",
+        _ACROSS_BLOCKS,
+        equivalent=(
+            "each join is a new request id, as vLLM's are, so no entry is looked up after "
+            "its request finished; the cleanup matters for a preempted request resumed "
+            "under its old id, which no batch of the protocol is"
+        ),
+    ),
+    Mutant(
+        "the pre-copy also run within one block",
+        _COPIES,
+        "if src_col < 0 or src_col == dst_col:",
+        "if src_col < 0:",
+        _ACROSS_BLOCKS,
+        equivalent=(
+            "preprocess_mamba sets a row's source column only where the state changes "
+            "column and -1 elsewhere (mamba_utils.py lines 1487, 1517 and 1521), "
+            "so the source is never the destination"
+        ),
+    ),
+    Mutant(
+        "the post-copy skipped when the boundary is the running state's",
+        _COPIES,
+        "needs_copy = aligned_new_computed >= num_tokens_running_state",
+        "needs_copy = aligned_new_computed > num_tokens_running_state",
+        _ACROSS_BLOCKS,
+        unreached=_PREFIX_HIT,
+    ),
+    Mutant(
+        "the count kept after a copy within the running block",
+        _COPIES,
+        "tl.store(num_accepted_tokens_out_ptr + req_idx, 1)",
+        "tl.store(num_accepted_tokens_out_ptr + req_idx, num_accepted)",
+        _ACROSS_BLOCKS,
+    ),
+    Mutant(
+        "the post-copy's token bias one late",
+        _COPIES,
+        "accept_token_bias = aligned_new_computed - num_tokens_running_state",
+        "accept_token_bias = aligned_new_computed - num_tokens_running_state + 1",
+        _ACROSS_BLOCKS,
+    ),
+    Mutant(
+        "the boundary's state saved one column late",
+        _COPIES,
+        "dest_block_idx = aligned_new_computed // block_size - 1",
+        "dest_block_idx = aligned_new_computed // block_size",
+        _ACROSS_BLOCKS,
+    ),
+    Mutant(
+        "the tokens after a verify counted with the bonus token",
+        _COPIES,
+        "new_num_computed = num_tokens_running_state + num_accepted - 1",
+        "new_num_computed = num_tokens_running_state + num_accepted",
+        _ACROSS_BLOCKS,
+    ),
+    Mutant(
+        "the drafts not taken off the running state's tokens",
+        _COPIES,
+        "num_tokens_running_state = num_computed + num_scheduled - num_draft",
+        "num_tokens_running_state = num_computed + num_scheduled",
+        _ACROSS_BLOCKS,
+    ),
+    Mutant(
+        "h moved from the first spec column, not the accepted one",
+        _COPIES,
+        "actual_src_block_id = tl.load(block_table_base + src_col + token_bias).to(tl.int64)",
+        "actual_src_block_id = tl.load(block_table_base + src_col).to(tl.int64)",
+        _ACROSS_BLOCKS,
+    ),
+    Mutant(
+        "the conv window moved without its accepted offset",
+        _COPIES,
+        "src_addr = src_block_addr + token_bias.to(tl.int64) * token_bytes",
+        "src_addr = src_block_addr",
+        _ACROSS_BLOCKS,
+    ),
+    Mutant(
+        "the post-copy handed no drafts",
+        _COPIES,
+        "draft_np[i] = len(scheduled_spec_tokens.get(req_id, []))",
+        "draft_np[i] = 0",
+        _ACROSS_BLOCKS,
     ),
     Mutant(
         "SGLang takes the last accepted step by flat index, not the request's own",

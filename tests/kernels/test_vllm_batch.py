@@ -9,6 +9,9 @@ naming RB-REPLAY-12 and giving a ``reproduce:`` line. ``--version`` names the
 release ``describe`` reports, and a malformed one is one line. Each real bug of
 docs/engines.md's table fails in the release that shipped it and passes in the
 one that fixed it (#48132 with ``--runner v2``, Model Runner V2's own counts).
+With blocks of 4 tokens (``--block-size 4``) every batch crosses blocks, and
+the runner's own align copies between them keep both judges passing; blocks
+smaller than any request are refused where those copies are not run.
 """
 
 from __future__ import annotations
@@ -198,3 +201,45 @@ def test_a_malformed_version_is_one_line(kernels_python: str) -> None:
     assert finished.stderr == (
         "adapters.engines.vllm: --version 'latest' is not a release number such as 0.33.0\n"
     )
+
+
+def _alone_cases() -> set[str]:
+    cases = json.loads((ROOT / "vectors" / "replay" / "batch_alone.json").read_text("utf-8"))
+    vllm = [case["id"] for case in cases["cases"] if case["pipeline"] == "vllm-bf16"]
+    return {f"replay-alone-{case_id}" for case_id in vllm}
+
+
+def test_vllms_align_copies_keep_every_batch_right_across_blocks_of_4_tokens(
+    tmp_path: Path, kernels_python: str
+) -> None:
+    # Blocks of 4 tokens: every batch crosses blocks, so the runner's pre-copy and
+    # post-copy (mamba_utils.py) move each state; both judges must still pass.
+    flags = ("--cache-mode", "align", "--block-size", "4")
+    status, report, _ = engines.vectors_run(
+        tmp_path / "report.json",
+        kernels_python,
+        "vllm",
+        *flags,
+        clause="RB-REPLAY-12",
+        corpus=("--clause", "RB-REPLAY-13"),
+    )
+    mine = _vllm_batch_cases() | _alone_cases()
+    outcomes = {case["id"]: case["outcome"] for case in report["cases"] if case["id"] in mine}
+    assert status == 0, report["cases"]
+    assert outcomes == dict.fromkeys(mine, "passed")
+
+
+def test_blocks_smaller_than_any_request_need_v1s_align_copies(
+    tmp_path: Path, kernels_python: str
+) -> None:
+    status, report, _ = _run(tmp_path, kernels_python, "--runner", "v2", "--block-size", "4")
+    message = (
+        "--block-size 4 needs vLLM's fused align copies"
+        " (v1/worker/mamba_utils.py's MambaBuffers, from 0.33.0) and --runner v1"
+    )
+    details = [case["detail"] for case in report["cases"] if case["id"] in _vllm_batch_cases()]
+    assert status == 1
+    assert len(details) == len(_vllm_batch_cases())
+    error = {"error": {"kind": "bad-request", "message": message}}
+    reply = json.dumps(error, separators=(",", ":"))
+    assert all(f"\nreplied {reply}\n" in detail for detail in details), details[0]

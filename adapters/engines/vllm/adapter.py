@@ -190,13 +190,21 @@ def replay_batch(
         slots=request["slots"],
         mode=vllm_batch.CacheMode(options["cache-mode"]),
         runner=vllm_batch.Runner(options["runner"]),
+        block_size=int(options["block-size"]),
         on=on,
         release=tuple(int(part) for part in wheels.selected(WHEEL).version.split(".")[:3]),
     )
+    return _run_batch(engine, batch)
+
+
+def _run_batch(engine: Any, batch: vllm_batch.BatchInputs, /) -> list[ReplayState]:
+    """:func:`batch.run_batch`, its limits answered as the engine's (``bad-request``)."""
     from triton.runtime.errors import InterpreterError  # noqa: PLC0415
 
     try:
         return vllm_batch.run_batch(engine, batch)
+    except vllm_batch.BlockSizeError as error:
+        raise serve.EngineLimitError(str(error)) from None
     except InterpreterError as error:
         # Before 0.32.0 vLLM's FLA chunk rule (its prefill, which a decode with
         # no drafts beside drafted windows is sent to) uses tl.make_block_ptr.
@@ -216,6 +224,12 @@ BATCH_OPTIONS: Final = (
         "runner",
         tuple(runner.value for runner in vllm_batch.Runner),
         "the model runner whose accepted counts the builder is handed",
+    ),
+    serve.BatchOption(
+        "block-size",
+        tuple(str(size) for size in vllm_batch.BLOCK_SIZES),
+        "the tokens of a block in mode align (vLLM's --block-size; below the default,"
+        " every batch crosses blocks and the runner's copies between them run)",
     ),
 )
 

@@ -56,11 +56,25 @@ What stands in, and why:
   ``additional_config={"gdn_prefill_backend": "triton"}``.
 - The platform: vLLM's CUDA platform with its hardware probes answered (no
   PDL, not a CPU), so the Triton kernels run, under Triton's interpreter.
-- Mode "align": the runner's block copies when a request crosses a block
-  (``mamba_utils.preprocess_mamba`` and the fused GPU
-  ``postprocess_mamba_align_gpu``) are not run; a request's block is larger
-  than any request here (``block_size`` below), so no request crosses one and
-  those copies would copy nothing.
+- Mode "align": the runner's copies between blocks run as the runner runs
+  them (:class:`_AlignCopies`): before each forward
+  ``mamba_utils.preprocess_mamba`` (``v1/worker/mamba_utils.py``, vLLM 0.33.0
+  lines 1446-1549; the runner's call, ``gpu_model_runner.py`` 4049-4090,
+  with its count re-sync and ``stage_postprocess_inputs_to_gpu``), which moves
+  a request's state into the block its new tokens end in, through the fused
+  Triton pre-copy; after it, ``postprocess_mamba_align_gpu`` (1552-1605,
+  called from ``_update_states_after_model_execute``, 1548-1590), whose fused
+  kernel saves the state at a block boundary the accepted tokens crossed and
+  may reset the count to 1. Its inputs stand in for the runner's: the request
+  states, the input batch's rows and counts, the scheduler's token counts, a
+  persistent block table whose rows follow the batch's order, and
+  ``CpuGpuBuffer`` s without pinned memory. The block size is the
+  ``--block-size`` option: at the default, ``BLOCK_SIZE``, no request here
+  crosses a block and the copies copy nothing; at a small one, every batch
+  crosses blocks. Each slot's row holds a block of its own at every column;
+  vLLM's scheduler would hold its null block at columns it has freed, which
+  neither the builder nor the copies read. Releases before 0.33.0 have no
+  fused copies here: the adapter runs them at ``BLOCK_SIZE`` only.
 
 The CUDA-only decode op (``fused_gdn_decode``, ``VLLM_GDN_DECODE_KERNEL=cuda``)
 is not taken: ``_forward_core`` is the Triton path (docs/engines.md).
@@ -81,8 +95,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BLOCK_SIZE",
+    "BLOCK_SIZES",
     "ZERO_DRAFT_DECODE_IS_SPEC_SINCE",
     "BatchInputs",
+    "BlockSizeError",
     "CacheMode",
     "Layer",
     "Pool",
@@ -92,11 +108,23 @@ __all__ = [
     "run_batch",
 ]
 
-#: Tokens per block in mode "align": more than any request of the corpus holds,
-#: so no request crosses a block and the runner's copies between blocks are not needed.
+#: Tokens per block in mode "align" by default: more than any request of the corpus
+#: holds, so no request crosses a block and the runner's copies between blocks copy nothing.
 BLOCK_SIZE: Final = 4096
+#: The block sizes ``--block-size`` takes: the default, and two that every batch crosses.
+BLOCK_SIZES: Final = (BLOCK_SIZE, 8, 4)
 #: The layer's name in the forward context's metadata.
 _PREFIX: Final = "model.layers.0.linear_attn"
+
+
+class BlockSizeError(ValueError):
+    """A block size below :data:`BLOCK_SIZE` where the release's align copies are not run."""
+
+    def __init__(self, block_size: int, /) -> None:
+        super().__init__(
+            f"--block-size {block_size} needs vLLM's fused align copies"
+            " (v1/worker/mamba_utils.py's MambaBuffers, from 0.33.0) and --runner v1"
+        )
 
 
 class CacheMode(enum.Enum):
@@ -118,10 +146,10 @@ class Layer(types.SimpleNamespace):
 
 
 class Request:
-    """One request of the batch: its pool slot, its computed tokens, its previous accepted count."""
+    """One request of the batch: its id, pool slot, computed tokens and previous accepted count."""
 
-    def __init__(self, slot: int, /) -> None:
-        self.slot = slot
+    def __init__(self, name: str, slot: int, /) -> None:
+        self.name, self.slot = name, slot
         self.computed = 1
         self.accepted = 1
 
@@ -147,6 +175,8 @@ class BatchInputs:
     release: tuple[int, ...]
     #: Whose accepted counts the builder is handed (the module docstring).
     runner: Runner = Runner.V1
+    #: Tokens per block in mode "align" (the module docstring).
+    block_size: int = BLOCK_SIZE
 
 
 def _config(vllm: Any, mode: CacheMode, num_spec: int, slots: int, /) -> Any:
@@ -199,17 +229,158 @@ class Pool:
     """The blocks of the batch's slots, and the block table rows vLLM's scheduler gives them.
 
     Block 0 is vLLM's null block. Mode "none": slot ``s`` owns ``1 + num_spec``
-    blocks, its row of the table. Mode "align": its row is ``BLOCK_SIZE``-token
-    blocks; the builder takes the row's last ``1 + num_spec`` from ``seq_lens``.
+    blocks, its row of the table. Mode "align": its row is ``columns`` blocks of
+    the block size, enough for its longest request and ``num_spec`` more; the
+    builder takes the row's ``1 + num_spec`` from ``seq_lens``.
     """
 
-    def __init__(self, mode: CacheMode, slots: int, num_spec: int, /) -> None:
-        self.mode, self.width = mode, 1 + num_spec
+    def __init__(self, mode: CacheMode, slots: int, num_spec: int, columns: int, /) -> None:
+        self.mode = mode
+        self.width = 1 + num_spec if mode is CacheMode.NONE else columns
         self.blocks = 1 + slots * self.width
 
     def row(self, slot: int, /) -> list[int]:
         """The block table row of slot ``slot``."""
         return [1 + slot * self.width + column for column in range(self.width)]
+
+
+def _longest_request(steps: Sequence[Sequence[dict[str, Any]]], /) -> int:
+    """The most tokens one request of ``steps`` computes, its checkpoint's one included."""
+    tokens: dict[str, int] = {}
+    longest = 1
+    for step in steps:
+        for entry in step:
+            name = entry["sequence"]
+            count = tokens.pop(name, 1)
+            count += len(entry["prefill"]["qkv"]) if "prefill" in entry else 0
+            count += len(entry["qkv"]) if "qkv" in entry else 0
+            if not entry["finish"]:
+                tokens[name] = count
+            longest = max(longest, count)
+    return longest
+
+
+class _AlignCopies:
+    """vLLM's runner's copies between blocks in mode "align", over the batch's pool.
+
+    The release's own ``preprocess_mamba``, ``stage_postprocess_inputs_to_gpu``
+    and ``postprocess_mamba_align_gpu`` (``v1/worker/mamba_utils.py``), with the
+    runner's inputs standing in as the module docstring says. Their Triton
+    kernels address the caches and the block table by raw pointer, so the
+    table is one tensor for the whole batch, its rows rewritten in each
+    forward's order, as the runner's input batch keeps its rows.
+    """
+
+    def __init__(self, engine: Any, batch: _Batch, spec: Any, layer: Layer, /) -> None:
+        import numpy as np  # noqa: PLC0415
+
+        torch, on = batch.torch, batch.inputs.on
+        self.utils = engine.mamba_utils
+        self.batch = batch
+        group = engine.KVCacheGroupSpec(layer_names=[_PREFIX], kv_cache_spec=spec)
+        self.config = engine.KVCacheConfig(
+            num_blocks=batch.pool.blocks, kv_cache_tensors=[], kv_cache_groups=[group]
+        )
+        self.copy_funcs = {
+            spec.mamba_type: engine.MambaStateCopyFuncCalculator.gated_delta_net_state_copy_func()
+        }
+        rows = max(batch.inputs.slots, 1)
+
+        def make_buffer(*size: int, dtype: Any, numpy: bool = True) -> Any:
+            # The runner's _make_buffer, without pinned memory: there is no CUDA host here.
+            return engine.CpuGpuBuffer(
+                *size, dtype=dtype, device=on, pin_memory=False, with_numpy=numpy
+            )
+
+        self.buffers = self.utils.MambaBuffers.create(
+            max_num_reqs=rows,
+            kv_cache_config=self.config,
+            copy_funcs=self.copy_funcs,
+            make_buffer=make_buffer,
+            device=on,
+            with_postprocess_align=True,
+        )
+        self.table = torch.zeros(rows, batch.pool.width, dtype=torch.int32, device=on)
+        self.accepted = torch.ones(rows, dtype=torch.int32)
+        self.input_batch = types.SimpleNamespace(
+            req_ids=[],
+            block_table=[types.SimpleNamespace(get_device_tensor=lambda n: self.table[:n])],
+            num_accepted_tokens_cpu=self.accepted.numpy(),
+            num_accepted_tokens_cpu_tensor=self.accepted,
+        )
+        self.forward_context = {_PREFIX: layer}
+        #: The runner's ``mamba_state_idx``: each request's running block column.
+        self.state_idx: dict[str, int] = {}
+        self.finished: set[str] = set()
+        self.np = np
+
+    def before(self, rows: list[tuple[Request, dict[str, Any], bool]], /) -> list[int]:
+        """The runner's steps before the builder; the counts it then hands the builder."""
+        n = len(rows)
+        for index, (request, _, _) in enumerate(rows):
+            self.table[index] = self.batch.torch.tensor(self.batch.pool.row(request.slot))
+            self.accepted[index] = request.accepted
+        self.input_batch.req_ids = [request.name for request, _, _ in rows]
+        requests = {
+            request.name: types.SimpleNamespace(
+                num_computed_tokens=request.computed, block_ids=(self.batch.pool.row(request.slot),)
+            )
+            for request, _, _ in rows
+        }
+        self.scheduled = types.SimpleNamespace(
+            finished_req_ids=self.finished,
+            preempted_req_ids=set(),
+            scheduled_cached_reqs=types.SimpleNamespace(resumed_req_ids=set()),
+            num_scheduled_tokens={r.name: len(inputs["qkv"]) for r, inputs, _ in rows},
+            scheduled_spec_decode_tokens={
+                r.name: [0] * (len(inputs["qkv"]) - 1) for r, inputs, verifies in rows if verifies
+            },
+        )
+        self.utils.preprocess_mamba(
+            self.scheduled,
+            self.config,
+            types.SimpleNamespace(enable_prefix_caching=True),
+            self.state_idx,
+            self.input_batch,
+            requests,
+            self.forward_context,
+            self.copy_funcs,
+            self.buffers.preprocess,
+            align_ctx=self.buffers.postprocess_align,
+        )
+        self.finished = set()
+        self.utils.stage_postprocess_inputs_to_gpu(
+            self.buffers.postprocess_align,
+            self.scheduled,
+            self.input_batch.req_ids,
+            n,
+            requests,
+            self.state_idx,
+        )
+        return [int(count) for count in self.accepted[:n]]
+
+    def after(
+        self, rows: list[tuple[Request, dict[str, Any], bool]], sampled: list[int], /
+    ) -> None:
+        """The runner's step after sampling: the fused post-copy, and each row's count after it."""
+        torch, n = self.batch.torch, len(rows)
+        counts = torch.tensor(sampled, dtype=torch.int32, device=self.batch.inputs.on)
+        self.utils.postprocess_mamba_align_gpu(
+            bufs=self.buffers,
+            num_reqs=n,
+            num_accepted_tokens_gpu=counts,
+            num_accepted_tokens_cpu_tensor=self.accepted,
+            input_batch=self.input_batch,
+            kv_cache_config=self.config,
+            forward_context=self.forward_context,
+            mamba_state_copy_funcs=self.copy_funcs,
+        )
+        for index, (request, _, _) in enumerate(rows):
+            request.accepted = int(self.accepted[index])
+
+    def column(self, request: Request, /) -> int:
+        """The block column the request's running state is in."""
+        return self.state_idx.get(request.name, 0)
 
 
 class _Batch:
@@ -227,12 +398,14 @@ class _Batch:
             default=1,
         )
         num_spec = max(longest - 1, 1)
-        self.pool = Pool(inputs.mode, inputs.slots, num_spec)
+        block_size = inputs.block_size if inputs.mode is CacheMode.ALIGN else 1
+        columns = -(-_longest_request(inputs.steps) // block_size) + num_spec
+        self.pool = Pool(inputs.mode, inputs.slots, num_spec, columns)
         bf16, on = torch.bfloat16, inputs.on
         spec = engine.MambaSpec(
             shapes=((conv_dim, width - 1 + num_spec), (nv, dv, dk)),
             dtypes=(bf16, bf16),
-            block_size=BLOCK_SIZE if inputs.mode is CacheMode.ALIGN else 1,
+            block_size=block_size,
             mamba_cache_mode=inputs.mode.value,
             num_speculative_blocks=num_spec,
         )
@@ -269,7 +442,15 @@ class _Batch:
         self.core = functools.partial(engine.GDNLayer._forward_core, layer)  # noqa: SLF001
         self.width, self.heads = width, (nv, dv)
         self.running: dict[str, Request] = {}
+        self.joins = 0
         self.rows = _rows_state(inputs) if inputs.runner is Runner.V2 else None
+        self.copies = (
+            _AlignCopies(engine, self, spec, layer)
+            if inputs.mode is CacheMode.ALIGN and inputs.runner is Runner.V1 and engine.mamba_utils
+            else None
+        )
+        if inputs.block_size != BLOCK_SIZE and self.copies is None:
+            raise BlockSizeError(inputs.block_size)
 
     def conv(self, block: int, /) -> Any:
         """Block ``block``'s conv state as (conv_dim, width - 1 + num_spec), whatever the layout."""
@@ -307,6 +488,8 @@ class _Batch:
             seq_lens_cpu_upper_bound=torch.tensor(seq_lens, dtype=torch.int32),
         )
         accepted = [request.accepted for request, _, _ in rows]
+        if self.copies is not None:
+            accepted = self.copies.before(rows)
         if self.rows is not None:
             # V2's prepare_attn: the counts of the batch rows, as its model state keeps them.
             slots = torch.tensor([request.slot for request, _, _ in rows], dtype=torch.int64)
@@ -324,6 +507,10 @@ class _Batch:
             self.core(qkv, b, a, out)
         finally:
             self.engine.set_context(None)
+        if self.copies is not None:
+            # The tokens each row sampled: a verify's accepted count; a prompt row's one.
+            sampled = [inputs["accepted"] if verifies else 1 for _, inputs, verifies in rows]
+            self.copies.after(rows, sampled)
 
     def reordered(
         self, rows: list[tuple[Request, dict[str, Any], bool]], /
@@ -375,7 +562,11 @@ class _Batch:
         for entry in step:
             if entry["sequence"] in self.running:
                 continue
-            request = self.running[entry["sequence"]] = Request(entry["slot"])
+            # Each join is a new request, its id unique as vLLM's request ids are, even
+            # where the protocol's sequence name is used again after a finish.
+            self.joins += 1
+            name = f"{entry['sequence']}#{self.joins}"
+            request = self.running[entry["sequence"]] = Request(name, entry["slot"])
             if self.rows is not None:
                 added = types.SimpleNamespace(
                     num_computed_tokens=request.computed, prefill_token_ids=None, mm_features=[]
@@ -400,9 +591,11 @@ class _Batch:
         for entry in prompts:
             request = self.running[entry["sequence"]]
             request.computed += len(entry["prefill"]["qkv"])
-            # After a prompt's chunk the request's state is in its first block, as
-            # after a verify that kept one token.
-            request.accepted = 1
+            if self.copies is None:
+                # After a prompt's chunk the request's state is in its first block,
+                # as after a verify that kept one token. With the align copies, the
+                # runner's own count after its post-copy is the request's.
+                request.accepted = 1
         # A prompt's last chunk samples one token, an earlier one none (V2's
         # postprocess_state reads either as a count of 1); a verify, its accepted
         # count. A chunk alone is not known to be the last; one its entry verifies
@@ -414,14 +607,17 @@ class _Batch:
         for entry in verifies:
             request = self.running[entry["sequence"]]
             request.computed += entry["accepted"]
-            request.accepted = entry["accepted"]
+            if self.copies is None:
+                request.accepted = entry["accepted"]
 
     def state(self, request: Request, /) -> ReplayState:
         """The state the request's next verify reads (module docstring)."""
         row = self.pool.row(request.slot)
+        # The running block column: the first in mode "none" and without copies.
+        column = 0 if self.copies is None else self.copies.column(request)
         start = request.accepted - 1
-        conv = self.conv(row[0])[:, start : start + self.width - 1]
-        h = self.ssm_cache[row[request.accepted - 1]].transpose(-1, -2)
+        conv = self.conv(row[column])[:, start : start + self.width - 1]
+        h = self.ssm_cache[row[column + request.accepted - 1]].transpose(-1, -2)
         return {"conv": conv.double().tolist(), "h": h.double().tolist()}
 
     def step(self, step: Sequence[dict[str, Any]], /) -> list[ReplayState]:
@@ -441,7 +637,10 @@ class _Batch:
         states = [self.state(self.running[entry["sequence"]]) for entry in step]
         for entry in step:
             if entry["finish"]:
-                del self.running[entry["sequence"]]
+                request = self.running.pop(entry["sequence"])
+                if self.copies is not None:
+                    # The next step's scheduler output names it finished.
+                    self.copies.finished.add(request.name)
         return states
 
 

@@ -18,6 +18,7 @@ extensions:
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 import sys
 import types
@@ -184,13 +185,26 @@ def load_package() -> types.SimpleNamespace:
         module.PIN_MEMORY = platforms.current_platform.is_pin_memory_available()
     layer = importlib.import_module("vllm.model_executor.layers.mamba.gdn.qwen_gdn_linear_attn")
     context: Any = importlib.import_module("vllm.forward_context")
+    interface: Any = importlib.import_module("vllm.v1.kv_cache_interface")
+    runner_copies: Any = importlib.util.find_spec("vllm.v1.worker.mamba_utils")
+    runner_copies = runner_copies and importlib.import_module("vllm.v1.worker.mamba_utils")
+    if not hasattr(runner_copies, "MambaBuffers"):
+        # Before 0.33.0 the runner's align copies are other functions (batch.py).
+        runner_copies = None
 
     def set_context(value: object, /) -> None:
         context._forward_context = value  # noqa: SLF001
 
     names = types.SimpleNamespace(
         config=importlib.import_module("vllm.config"),
-        MambaSpec=importlib.import_module("vllm.v1.kv_cache_interface").MambaSpec,
+        MambaSpec=interface.MambaSpec,
+        KVCacheConfig=interface.KVCacheConfig,
+        KVCacheGroupSpec=interface.KVCacheGroupSpec,
+        CpuGpuBuffer=importlib.import_module("vllm.v1.utils").CpuGpuBuffer,
+        MambaStateCopyFuncCalculator=importlib.import_module(
+            "vllm.model_executor.layers.mamba.mamba_utils"
+        ).MambaStateCopyFuncCalculator,
+        mamba_utils=runner_copies,
         CommonAttentionMetadata=importlib.import_module(
             "vllm.v1.attention.backend"
         ).CommonAttentionMetadata,
