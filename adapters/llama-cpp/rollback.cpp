@@ -218,7 +218,7 @@ void fill_tensor(ggml_tensor * tensor, void * userdata) {
         x = decay ? -std::fabs(r) : norm ? 1.0f + r : r;
     }
     if (tensor->type == GGML_TYPE_F16) {
-        // As the generator does (tests/test-llama-archs.cpp 79-85): the same values, rounded.
+        // As the generator does (tests/test-llama-archs.cpp 76-83): the same values, rounded.
         std::vector<ggml_fp16_t> half(data.size());
         for (size_t i = 0; i < data.size(); ++i) {
             half[i] = ggml_fp32_to_fp16(data[i]);

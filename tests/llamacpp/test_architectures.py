@@ -9,12 +9,13 @@ others are written here by ``llama-rollback make-model OUT SEED ARCH``
 shapes of llama.cpp's ``tests/test-llama-archs.cpp`` (``get_gguf_ctx``,
 116-467), which builds its models in memory with
 ``llama_model_init_from_user`` and saves them with
-``llama_model_save_to_file`` (``save_models``, 710-748). Each is judged both
+``llama_model_save_to_file`` (``save_models``, 710-766). Each is judged both
 ways, with the tier's machine, property and bound (0, bit for bit), and its
 logits are shown to move with its state. The two snapshot findings of
 test_rollback.py are tried on each, and a third case, shrunk from a failure
-the machine found on DeepSeek-V4 (which both others leave exact), is held here. The v0.5.0 prebuilt adapter (adapters/llama-cpp/prebuilt.py)
-loads the same files, and the findings' cases are tried on it too.
+the machine found on DeepSeek-V4 (which both others leave exact), is held
+here. The v0.5.0 prebuilt adapter (adapters/llama-cpp/prebuilt.py) loads the
+same files, and the findings' cases are tried on it too.
 """
 
 from __future__ import annotations
@@ -72,7 +73,7 @@ class Generated(Enum):
     #: Mamba-2 and attention.
     NEMOTRON_H = "nemotron_h"
     #: Mamba-2 and attention; the generator writes it dense (its moe_implemented
-    #: leaves it out, tests/test-llama-archs.cpp 641-660).
+    #: leaves it out, tests/test-llama-archs.cpp 641-657).
     NEMOTRON_H_MOE = "nemotron_h_moe"
     #: Short convolutions and attention.
     LFM2 = "lfm2"
