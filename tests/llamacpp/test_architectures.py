@@ -125,8 +125,9 @@ class Case(NamedTuple):
 #: (694: no prefix), in which position 8 has overwritten position 0's row. The
 #: recurrent architectures fail it too, by the whole-window finding's mechanism.
 DSV4_ROUNDS: Calls = (({0: [0] * 9}, {}), ({0: [0]}, {0: 3}))
-#: Searched in llama.cpp's tracker: the closest is the design it breaks,
-#: https://github.com/ggml-org/llama.cpp/pull/25691 (closed).
+#: Searched in llama.cpp's tracker. Rings oversized by n_rs_seq rows, which
+#: would serve it, are https://github.com/ggml-org/llama.cpp/pull/25691
+#: (closed; at 0c1e57098 the ring is 2 * 4 rows).
 DSV4_LINK: Final = "no report found"
 
 #: The snapshot way's cases, by id: each fails on exactly the architectures it names.
