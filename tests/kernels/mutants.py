@@ -59,6 +59,9 @@ _V1: Final = ("--cache-mode", "none")
 _RUNNER_V2: Final = ("--cache-mode", "none", "--runner", "v2")
 #: Mode "align" with blocks of 4 tokens: every batch crosses blocks, so the runner's copies run.
 _ACROSS_BLOCKS: Final = ("--cache-mode", "align", "--block-size", "4")
+#: The model's judge alone (batch.json): each caught mutant of the copies fails
+#: it, and it costs less than both; an equivalent one still runs both judges.
+_MODELS_JUDGE: Final = ("RB-REPLAY-12",)
 #: SGLang's two paths (its adapter's ``--cache-mode``).
 _SGLANG_DEFAULT: Final = ("--cache-mode", "snapshot")
 _REPLAYSSM: Final = ("--cache-mode", "replayssm")
@@ -104,6 +107,9 @@ class Mutant:
     #: For a mutant that is wrong in the engine but on a path no batch reaches:
     #: which path, and why the protocol cannot send it; else empty.
     unreached: str = ""
+    #: The clauses whose cases it is run on: both judges' (``batch.json``'s and
+    #: ``batch_alone.json``'s), or the model's alone where that is enough.
+    clauses: tuple[str, ...] = ("RB-REPLAY-12", "RB-REPLAY-13")
 
     @property
     def verdict(self) -> str:
@@ -223,6 +229,7 @@ MUTANTS: Final[tuple[Mutant, ...]] = (
         "curr_state_idx = num_blocks - 1 - num_speculative_blocks",
         "curr_state_idx = num_blocks - num_speculative_blocks",
         _ACROSS_BLOCKS,
+        clauses=_MODELS_JUDGE,
     ),
     Mutant(
         "a moved state taken from the first spec column, not the accepted one",
@@ -230,6 +237,7 @@ MUTANTS: Final[tuple[Mutant, ...]] = (
         "accept_token_bias = int(input_batch.num_accepted_tokens_cpu[i]) - 1",
         "accept_token_bias = 0",
         _ACROSS_BLOCKS,
+        clauses=_MODELS_JUDGE,
     ),
     Mutant(
         "the count not reset after a state moves block",
@@ -237,6 +245,7 @@ MUTANTS: Final[tuple[Mutant, ...]] = (
         "input_batch.num_accepted_tokens_cpu[i] = 1",
         "pass",
         _ACROSS_BLOCKS,
+        clauses=_MODELS_JUDGE,
     ),
     Mutant(
         "a state never moved into a new block",
@@ -244,6 +253,7 @@ MUTANTS: Final[tuple[Mutant, ...]] = (
         "if prev_state_idx != -1 and prev_state_idx != curr_state_idx:",
         "if False:",
         _ACROSS_BLOCKS,
+        clauses=_MODELS_JUDGE,
     ),
     Mutant(
         "a new request's block taken one column late",
@@ -295,6 +305,7 @@ MUTANTS: Final[tuple[Mutant, ...]] = (
         "tl.store(num_accepted_tokens_out_ptr + req_idx, 1)",
         "tl.store(num_accepted_tokens_out_ptr + req_idx, num_accepted)",
         _ACROSS_BLOCKS,
+        clauses=_MODELS_JUDGE,
     ),
     Mutant(
         "the post-copy's token bias one late",
@@ -302,6 +313,7 @@ MUTANTS: Final[tuple[Mutant, ...]] = (
         "accept_token_bias = aligned_new_computed - num_tokens_running_state",
         "accept_token_bias = aligned_new_computed - num_tokens_running_state + 1",
         _ACROSS_BLOCKS,
+        clauses=_MODELS_JUDGE,
     ),
     Mutant(
         "the boundary's state saved one column late",
@@ -309,6 +321,7 @@ MUTANTS: Final[tuple[Mutant, ...]] = (
         "dest_block_idx = aligned_new_computed // block_size - 1",
         "dest_block_idx = aligned_new_computed // block_size",
         _ACROSS_BLOCKS,
+        clauses=_MODELS_JUDGE,
     ),
     Mutant(
         "the tokens after a verify counted with the bonus token",
@@ -316,6 +329,7 @@ MUTANTS: Final[tuple[Mutant, ...]] = (
         "new_num_computed = num_tokens_running_state + num_accepted - 1",
         "new_num_computed = num_tokens_running_state + num_accepted",
         _ACROSS_BLOCKS,
+        clauses=_MODELS_JUDGE,
     ),
     Mutant(
         "the drafts not taken off the running state's tokens",
@@ -323,6 +337,7 @@ MUTANTS: Final[tuple[Mutant, ...]] = (
         "num_tokens_running_state = num_computed + num_scheduled - num_draft",
         "num_tokens_running_state = num_computed + num_scheduled",
         _ACROSS_BLOCKS,
+        clauses=_MODELS_JUDGE,
     ),
     Mutant(
         "h moved from the first spec column, not the accepted one",
@@ -330,6 +345,7 @@ MUTANTS: Final[tuple[Mutant, ...]] = (
         "actual_src_block_id = tl.load(block_table_base + src_col + token_bias).to(tl.int64)",
         "actual_src_block_id = tl.load(block_table_base + src_col).to(tl.int64)",
         _ACROSS_BLOCKS,
+        clauses=_MODELS_JUDGE,
     ),
     Mutant(
         "the conv window moved without its accepted offset",
@@ -337,6 +353,7 @@ MUTANTS: Final[tuple[Mutant, ...]] = (
         "src_addr = src_block_addr + token_bias.to(tl.int64) * token_bytes",
         "src_addr = src_block_addr",
         _ACROSS_BLOCKS,
+        clauses=_MODELS_JUDGE,
     ),
     Mutant(
         "the post-copy handed no drafts",
@@ -344,6 +361,7 @@ MUTANTS: Final[tuple[Mutant, ...]] = (
         "draft_np[i] = len(scheduled_spec_tokens.get(req_id, []))",
         "draft_np[i] = 0",
         _ACROSS_BLOCKS,
+        clauses=_MODELS_JUDGE,
     ),
     Mutant(
         "SGLang takes the last accepted step by flat index, not the request's own",

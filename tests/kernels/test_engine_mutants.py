@@ -48,8 +48,8 @@ def _run(mutant: Mutant, unpacked: Path, folder: Path, python: str, /) -> tuple[
         python,
         mutant.engine,
         *mutant.flags,
-        clause="RB-REPLAY-12",
-        corpus=("--clause", "RB-REPLAY-13"),
+        clause=mutant.clauses[0],
+        corpus=tuple(flag for clause in mutant.clauses[1:] for flag in ("--clause", clause)),
         environment={wheels.CACHE_ENV: str(root)},
     )
     failed = {case["id"] for case in report["cases"] if case["outcome"] == "failed"}
