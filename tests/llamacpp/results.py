@@ -237,7 +237,7 @@ ARCHITECTURES_RECORD: Final[tuple[Finding, ...]] = (
             " (2 x 4 rows by position) a later position has overwritten"
             " (src/llama-kv-cache-dsv4.cpp 518-541, 694, 1315)"
         ),
-        "page": "",
+        "page": "findings/llamacpp-dsv4-rollback-past-the-last-decode.md",
         "link": "no report found",
     },
 )

@@ -13,12 +13,16 @@ build prints exactly the page's output. A page's compile lines are build.py's
 and prebuilt.py's own arguments (``include_arguments``, ``link_arguments``).
 They turn red the day a release fixes a finding.
 
-The pages' suggested fix is tried here too, on a patched copy of the cached
-``src/llama-memory-recurrent.cpp`` (never committed): the copy is compiled
-alone and linked ahead of the static ``libllama.a``, whose own object for it
-the linker then leaves out. With it llama.cpp refuses both shrunk cases, and
-the tier's one-sequence snapshot rounds still pass bit for bit (every
-rollback within the window accepted).
+Each page's suggested fix is tried here too, on a patched copy of the cached
+file it changes (never committed): ``src/llama-memory-recurrent.cpp`` for
+the two Qwen3.5 findings, ``src/llama-kv-cache-dsv4.cpp`` for DeepSeek-V4's.
+The copy is compiled alone and linked ahead of the static ``libllama.a``,
+whose own object for it the linker then leaves out. With it llama.cpp
+refuses each shrunk case, and the tier's snapshot rounds that roll back
+within each last window still pass bit for bit, every rollback accepted.
+The DeepSeek-V4 page's first block writes its model with ``llama-rollback
+make-model`` into ``mktemp -d``; the tests point ``TMPDIR`` at their own
+temporary folder.
 """
 
 from __future__ import annotations
@@ -68,12 +72,35 @@ class Finding(Enum):
 
     WHOLE_WINDOW = "llamacpp-snapshot-whole-window"
     BESIDE_OTHER_SEQUENCES = "llamacpp-snapshot-beside-other-sequences"
+    DSV4_PAST_THE_LAST_DECODE = "llamacpp-dsv4-rollback-past-the-last-decode"
 
 
-#: The order of magnitude of each wrong value on every build (the pages: 5.28e-3, 1.74e-2).
-_MAGNITUDE: Final = {Finding.WHOLE_WINDOW: -3, Finding.BESIDE_OTHER_SEQUENCES: -2}
-#: The file the pages' suggested fix changes, in the llama.cpp tree.
-_FIXED_FILE: Final = "src/llama-memory-recurrent.cpp"
+#: The order of magnitude of each wrong value on every build (the pages: 5.28e-3,
+#: 1.74e-2, 8.28e-3 and 8.33e-3).
+_MAGNITUDE: Final = {
+    Finding.WHOLE_WINDOW: -3,
+    Finding.BESIDE_OTHER_SEQUENCES: -2,
+    Finding.DSV4_PAST_THE_LAST_DECODE: -3,
+}
+#: The file each page's suggested fix changes, in the llama.cpp tree.
+_RECURRENT_FILE: Final = "src/llama-memory-recurrent.cpp"
+_DSV4_FILE: Final = "src/llama-kv-cache-dsv4.cpp"
+_FIXED_FILE: Final = {
+    Finding.WHOLE_WINDOW: _RECURRENT_FILE,
+    Finding.BESIDE_OTHER_SEQUENCES: _RECURRENT_FILE,
+    Finding.DSV4_PAST_THE_LAST_DECODE: _DSV4_FILE,
+}
+#: The architecture of each finding's model: the tier's own Qwen3.5 model, or
+#: one ``llama-rollback make-model`` writes (test_architectures.py's seed).
+_ARCH: Final = {
+    Finding.WHOLE_WINDOW: "qwen35",
+    Finding.BESIDE_OTHER_SEQUENCES: "qwen35",
+    Finding.DSV4_PAST_THE_LAST_DECODE: "deepseek4",
+}
+_SEED: Final = 33
+#: DeepSeek-V4's drawn rounds take a twelfth of the profile's examples, as in
+#: test_architectures.py (its model costs several times Qwen3.5's a decode).
+_DSV4_SHARE: Final = 12
 
 
 def _id(finding: Finding, /) -> str:
@@ -99,13 +126,16 @@ def _blocks(finding: Finding, info: str, /) -> list[str]:
     return [m["body"] for m in _BLOCK.finditer(_page(finding)) if m["info"] == info]
 
 
-def _shell(script: str, /) -> subprocess.CompletedProcess[str]:
-    """``script`` run by bash from the root, ``python`` this interpreter, output captured."""
+def _shell(script: str, temporary: Path, /) -> subprocess.CompletedProcess[str]:
+    """``script`` run by bash from the root, ``python`` this interpreter, output captured.
+
+    ``mktemp`` makes its folders under ``temporary``.
+    """
     path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
     return subprocess.run(
         ["/bin/bash", "-c", script],
         cwd=ROOT,
-        env={**os.environ, "PATH": path},
+        env={**os.environ, "PATH": path, "TMPDIR": str(temporary)},
         capture_output=True,
         text=True,
         timeout=_SECONDS,
@@ -136,11 +166,11 @@ def _assert_the_finding_and_its_control(
 
 @pytest.mark.parametrize("finding", list(Finding), ids=_id)
 def test_the_reproducer_as_its_page_shows_it_still_fails_on_the_sdist_build(
-    llamacpp: Built, finding: Finding
+    llamacpp: Built, finding: Finding, tmp_path: Path
 ) -> None:
     assert llamacpp["commit"] == "0c1e57098"
     sdist = _blocks(finding, "sh")[0]
-    done = _shell(sdist)
+    done = _shell(sdist, tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     results = _results(done.stdout)
     assert len(results) == 2, done.stdout + done.stderr[-2000:]
@@ -152,11 +182,11 @@ def test_the_reproducer_as_its_page_shows_it_still_fails_on_the_sdist_build(
 @pytest.mark.usefixtures("llamacpp")
 @pytest.mark.parametrize("finding", list(Finding), ids=_id)
 def test_the_reproducer_as_its_page_shows_it_still_fails_on_the_prebuilt_release(
-    finding: Finding,
+    finding: Finding, tmp_path: Path
 ) -> None:
     # The sdist block first: it sets MODEL, the tier's model, which this release loads.
     sdist, prebuilt = _blocks(finding, "sh")
-    done = _shell(sdist + prebuilt)
+    done = _shell(sdist + prebuilt, tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     results = _results(done.stdout)
     assert len(results) == 6, done.stdout + done.stderr[-2000:]
@@ -254,23 +284,38 @@ def test_a_reproducer_given_a_bad_command_line_says_so_in_one_line_and_exits_2(
 
 
 def _fix(finding: Finding, /) -> str:
-    """The page's suggested fix: its one ``diff`` block, a patch of :data:`_FIXED_FILE`."""
+    """The page's suggested fix: its one ``diff`` block, a patch of the file it changes."""
     (diff,) = _blocks(finding, "diff")
     return diff
 
 
-@pytest.fixture(scope="module")
-def fixed_object(llamacpp: Built, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The fix applied to a copy of the cached file, compiled alone as libllama compiles it."""
-    folder = Path(llamacpp["adapter"]).parents[1]
+def _model(built: Built, finding: Finding, folder: Path, /) -> str:
+    """The finding's model: the tier's own, or the one ``make-model`` writes of its architecture."""
+    arch = _ARCH[finding]
+    if arch == "qwen35":
+        return built["model"]
+    path = folder / f"{arch}-seed{_SEED}.gguf"
+    done = subprocess.run(
+        [built["adapter"], "make-model", str(path), str(_SEED), arch],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return str(path)
+
+
+def _fixed_object(built: Built, fixed_file: str, diff: str, work: Path, /) -> Path:
+    """``diff`` applied to a copy of the cached ``fixed_file``, compiled alone as libllama does."""
+    folder = Path(built["adapter"]).parents[1]
     llama = folder / "src" / "vendor" / "llama.cpp"
-    work = tmp_path_factory.mktemp("fixed-llama")
-    copy = work / _FIXED_FILE
+    copy = work / fixed_file
     copy.parent.mkdir()
-    copy.write_bytes((llama / _FIXED_FILE).read_bytes())
+    copy.write_bytes((llama / fixed_file).read_bytes())
     patched = subprocess.run(
         ["/usr/bin/patch", "-p1", "--forward", "--batch", "-d", str(work)],
-        input=_fix(Finding.WHOLE_WINDOW),
+        input=diff,
         capture_output=True,
         text=True,
         timeout=60,
@@ -279,6 +324,7 @@ def fixed_object(llamacpp: Built, tmp_path_factory: pytest.TempPathFactory) -> P
     assert patched.returncode == 0, f"the fix no longer applies: {patched.stdout}"
     build = _script(BUILD_SCRIPT, "llamacpp_build")
     # libllama's own flags for it (build.ninja): its folder and the generated headers' first.
+    out = work / Path(fixed_file).with_suffix(".o").name
     command = [
         "c++",
         "-O3",
@@ -292,21 +338,46 @@ def fixed_object(llamacpp: Built, tmp_path_factory: pytest.TempPathFactory) -> P
         "-c",
         str(copy),
         "-o",
-        str(work / "llama-memory-recurrent.o"),
+        str(out),
     ]
     done = subprocess.run(command, capture_output=True, text=True, timeout=_SECONDS, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
-    return work / "llama-memory-recurrent.o"
+    return out
 
 
-def test_both_pages_suggest_the_one_fix() -> None:
-    # One patch serves both findings; each page shows it whole.
+@pytest.fixture(scope="module")
+def fixed_object(llamacpp: Built, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The Qwen3.5 pages' fix of ``src/llama-memory-recurrent.cpp``, compiled."""
+    work = tmp_path_factory.mktemp("fixed-recurrent")
+    return _fixed_object(llamacpp, _RECURRENT_FILE, _fix(Finding.WHOLE_WINDOW), work)
+
+
+@pytest.fixture(scope="module")
+def dsv4_fixed_object(llamacpp: Built, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The DeepSeek-V4 page's fix of ``src/llama-kv-cache-dsv4.cpp``, compiled."""
+    work = tmp_path_factory.mktemp("fixed-dsv4")
+    fix = _fix(Finding.DSV4_PAST_THE_LAST_DECODE)
+    return _fixed_object(llamacpp, _DSV4_FILE, fix, work)
+
+
+def test_both_qwen35_pages_suggest_the_one_fix() -> None:
+    # One patch serves both recurrent findings; each page shows it whole.
     assert _fix(Finding.WHOLE_WINDOW) == _fix(Finding.BESIDE_OTHER_SEQUENCES)
-    assert _fix(Finding.WHOLE_WINDOW).startswith(f"--- a/{_FIXED_FILE}\n+++ b/{_FIXED_FILE}\n")
+    assert _fix(Finding.WHOLE_WINDOW) != _fix(Finding.DSV4_PAST_THE_LAST_DECODE)
 
 
+@pytest.mark.parametrize("finding", list(Finding), ids=_id)
+def test_each_pages_fix_patches_the_file_it_names(finding: Finding) -> None:
+    fixed_file = _FIXED_FILE[finding]
+    assert _fix(finding).startswith(f"--- a/{fixed_file}\n+++ b/{fixed_file}\n")
+    assert f"`{fixed_file}` patched and linked ahead of `libllama.a`" in _page(finding)
+
+
+@pytest.mark.parametrize(
+    "finding", [Finding.WHOLE_WINDOW, Finding.DSV4_PAST_THE_LAST_DECODE], ids=_id
+)
 def test_the_suggested_fix_applies_unchanged_to_the_prebuilt_releases_source(
-    tmp_path: Path,
+    finding: Finding, tmp_path: Path
 ) -> None:
     # The pages say so; v0.5.0 itself is not rebuilt with it (its libraries are prebuilt).
     done = subprocess.run(
@@ -318,13 +389,14 @@ def test_the_suggested_fix_applies_unchanged_to_the_prebuilt_releases_source(
     )
     assert done.returncode == 0, done.stderr
     adapter = cast("dict[str, str]", json.loads(done.stdout))["adapter"]
-    release = Path(adapter).parents[1] / "llama.cpp" / _FIXED_FILE
-    copy = tmp_path / _FIXED_FILE
+    fixed_file = _FIXED_FILE[finding]
+    release = Path(adapter).parents[1] / "llama.cpp" / fixed_file
+    copy = tmp_path / fixed_file
     copy.parent.mkdir()
     copy.write_bytes(release.read_bytes())
     patched = subprocess.run(
         ["/usr/bin/patch", "-p1", "--dry-run", "--forward", "--batch", "-d", str(tmp_path)],
-        input=_fix(Finding.WHOLE_WINDOW),
+        input=_fix(finding),
         capture_output=True,
         text=True,
         timeout=60,
@@ -337,14 +409,15 @@ def test_the_suggested_fix_applies_unchanged_to_the_prebuilt_releases_source(
 
 @pytest.mark.parametrize("finding", list(Finding), ids=_id)
 def test_with_the_suggested_fix_llama_cpp_refuses_the_rollback_it_cannot_serve(
-    llamacpp: Built, finding: Finding, fixed_object: Path, tmp_path: Path
+    llamacpp: Built, finding: Finding, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
-    binary = _compiled(
-        llamacpp, _FINDINGS / f"{finding.value}.c", tmp_path / "reproducer", fixed_object
-    )
+    fixture = "dsv4_fixed_object" if _FIXED_FILE[finding] == _DSV4_FILE else "fixed_object"
+    fixed = cast("Path", request.getfixturevalue(fixture))
+    binary = _compiled(llamacpp, _FINDINGS / f"{finding.value}.c", tmp_path / "reproducer", fixed)
+    model = _model(llamacpp, finding, tmp_path)
     for way, status in (("snapshot", 0), ("checkpoint", 0)):
         done = subprocess.run(
-            [str(binary), llamacpp["model"], way],
+            [str(binary), model, way],
             capture_output=True,
             text=True,
             timeout=_SECONDS,
@@ -357,20 +430,44 @@ def test_with_the_suggested_fix_llama_cpp_refuses_the_rollback_it_cannot_serve(
             assert done.stdout.startswith("agrees: ")
 
 
+def _fixed_adapter(built: Built, fixed: Path, folder: Path, /) -> Built:
+    """The tier's adapter built with ``fixed`` linked ahead of ``libllama.a``."""
+    adapter = _compiled(
+        built, ROOT / "adapters" / "llama-cpp" / "rollback.cpp", folder / "llama-rollback", fixed
+    )
+    return cast("Built", {**built, "adapter": str(adapter)})
+
+
 def test_with_the_suggested_fix_one_sequences_snapshot_rollbacks_stay_exact(
     llamacpp: Built, fixed_object: Path, tmp_path: Path
 ) -> None:
     # The tier's rounds on one sequence, rolled back within each window: the
     # fix must accept every such rollback (the machine asserts it) and keep
     # the logits of decoding only the kept tokens, bit for bit.
-    adapter = _compiled(
-        llamacpp,
-        ROOT / "adapters" / "llama-cpp" / "rollback.cpp",
-        tmp_path / "llama-rollback",
-        fixed_object,
-    )
-    built = cast("Built", {**llamacpp, "adapter": str(adapter)})
     judged = Judged()
+    built = _fixed_adapter(llamacpp, fixed_object, tmp_path)
     run_rounds(rounds_machine(built, Way.SNAPSHOT, slots=1, judged=judged))
+    assert judged.tokens > 0
+    assert judged.largest <= BOUND
+
+
+def test_with_the_dsv4_fix_its_snapshot_rollbacks_within_the_last_window_stay_exact(
+    llamacpp: Built, dsv4_fixed_object: Path, tmp_path: Path
+) -> None:
+    # DeepSeek-V4's rounds as test_architectures.py draws them exact on
+    # 0c1e57098: several sequences, rollbacks up to each whole last window.
+    # The fix must accept every one (the machine asserts it), bit for bit.
+    judged = Judged()
+    built = _fixed_adapter(llamacpp, dsv4_fixed_object, tmp_path)
+    model = _model(built, Finding.DSV4_PAST_THE_LAST_DECODE, tmp_path)
+    machine = rounds_machine(
+        built,
+        Way.SNAPSHOT,
+        model=model,
+        whole_window=True,
+        past_window=False,
+        judged=judged,
+    )
+    run_rounds(machine, share=_DSV4_SHARE)
     assert judged.tokens > 0
     assert judged.largest <= BOUND
