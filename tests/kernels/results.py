@@ -221,7 +221,7 @@ def with_other_tiers(fresh: str, /) -> str:
     """
     committed = PAGE.read_text(encoding="utf-8")
     made = {header for header, _, _, _ in llamacpp_results.columns(fresh)}
-    theirs = {llamacpp_results.NAME, *(f"vllm=={release}" for release in _older_releases())}
+    theirs = {*llamacpp_results.NAMES, *(f"vllm=={release}" for release in _older_releases())}
     for kept in llamacpp_results.columns(committed):
         name, _, release = kept[0].partition("<br>")
         if kept[0] not in made and (name in theirs or release in theirs):

@@ -15,6 +15,15 @@ those tests find, which tests/results/test_results.py holds to the tests'
 own names, calls and links. The page says so in the column's "Reports" line.
 The generator runs no engine for it.
 
+llama.cpp v0.5.0 as node-llama-cpp 3.22.1 ships it, prebuilt, is a column of
+its own (:data:`PREBUILT_NAME`): its one cell, RB-REPLAY-14, comes from
+:data:`PREBUILT_RECORD` (tests/llamacpp/test_prebuilt.py) and the v0.5.0
+entries of :data:`ARCHITECTURES_RECORD`. The ten other architectures
+tests/llamacpp/test_architectures.py judges are no columns: each build's
+RB-REPLAY-14 cell carries their findings, and the sdist column's section
+ends in a small table, one row per architecture (:data:`ARCHITECTURES`), one
+column per build and way, so that the page keeps one column per build.
+
 The page's columns are sorted by name and release, each one implementation's
 alone, its reasons footnoted in its own section, so the tier checks its own
 column (its cells, totals and section) against what its report gives,
@@ -52,21 +61,33 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ADAPTER",
+    "ARCHITECTURES",
     "ARCHITECTURES_RECORD",
+    "ARCHITECTURES_TITLE",
     "GGML_NAME",
     "NAME",
+    "NAMES",
+    "PREBUILT_COMMAND",
+    "PREBUILT_NAME",
+    "PREBUILT_RECORD",
+    "PREBUILT_RELEASE",
     "RECORD",
     "RECORD_COMMAND",
     "RELEASE",
     "REPORT",
     "REPORTS",
+    "Architecture",
     "Column",
     "Finding",
+    "architectures_table",
     "beside",
     "column",
     "columns",
     "markdown",
+    "on_v050",
     "page_column",
+    "prebuilt_column",
+    "prebuilt_report",
     "record_report",
     "render",
     "run_report",
@@ -94,6 +115,18 @@ NAME: Final = "llama.cpp: ggml kernels (adapters/llama-cpp) and llama.h (tests/l
 RECORD_COMMAND: Final = (
     "the llama.cpp tier's record of its llama.h tests (tests/llamacpp/results.py), not a run"
 )
+#: llama.cpp v0.5.0's column: the adapter built against its llama.h, linked with
+#: node-llama-cpp's prebuilt libraries (adapters/llama-cpp/prebuilt.py).
+PREBUILT_NAME: Final = "llama.cpp: llama.h, prebuilt (tests/llamacpp)"
+#: The package and the llama.cpp release its libraries are built from.
+PREBUILT_RELEASE: Final = "node-llama-cpp==3.22.1 (llama.cpp v0.5.0)"
+#: How the prebuilt column's "Reports" line names its record.
+PREBUILT_COMMAND: Final = (
+    "the llama.cpp tier's record of its tests of the prebuilt release"
+    " (tests/llamacpp/results.py), not a run"
+)
+#: Every column this tier gives the page.
+NAMES: Final = (NAME, PREBUILT_NAME)
 
 
 class Finding(TypedDict):
@@ -173,11 +206,59 @@ RECORD: Final[tuple[Finding, ...]] = (
     },
 )
 
+#: What tests/llamacpp/test_prebuilt.py finds in llama.cpp v0.5.0 as node-llama-cpp
+#: 3.22.1 ships it prebuilt (Qwen3.5, the sdist build's model), in the package's
+#: baseline CPU variant and the one ggml picks on the host.
+PREBUILT_RECORD: Final[tuple[Finding, ...]] = (
+    {
+        "test": (
+            "test_prebuilt.py::test_checkpoint_rollback_of_the_prebuilt_release"
+            "_keeps_the_logits_of_plain_decoding"
+        ),
+        "outcome": "passed",
+        "detail": (
+            "Qwen3.5, checkpoint way, several sequences, both CPU variants (bound 0 baseline,"
+            " 1e-3 native) under the derandomized profiles; 3 of 7 random thorough runs"
+            " failed, not yet explained (docs/engines.md)"
+        ),
+        "page": "",
+        "link": "",
+    },
+    {
+        "test": (
+            "test_prebuilt.py::test_both_snapshot_findings_are_live_in_the_prebuilt_release"
+            "[beside_other_sequences]"
+        ),
+        "outcome": "deviation",
+        "detail": (
+            "snapshot rollback beside other sequences, both CPU variants: 1.74e-2 off while"
+            " the checkpoint way on the same calls is within its bound; live in v0.5.0 as in"
+            " 0c1e57098"
+        ),
+        "page": "findings/llamacpp-snapshot-beside-other-sequences.md",
+        "link": "https://github.com/ggml-org/llama.cpp/issues/28019",
+    },
+    {
+        "test": (
+            "test_prebuilt.py::test_both_snapshot_findings_are_live_in_the_prebuilt_release"
+            "[whole_window]"
+        ),
+        "outcome": "deviation",
+        "detail": (
+            "snapshot rollback of a whole window, both CPU variants: 5.28e-3 off while the"
+            " checkpoint way on the same calls is within its bound; live in v0.5.0 as in"
+            " 0c1e57098"
+        ),
+        "page": "findings/llamacpp-snapshot-whole-window.md",
+        "link": "https://github.com/ggml-org/llama.cpp/issues/26695",
+    },
+)
+
 #: What tests/llamacpp/test_architectures.py finds on the ten other architectures
 #: llm_arch_supports_rs_rollback lists (make-model's, from llama.cpp's own test
-#: generator), 0c1e57098 and v0.5.0 alike. Not yet on the results page, whose
-#: llama.cpp cell is :data:`RECORD`'s (tests/results/test_results.py holds the
-#: two to each other); the new finding has no finding page under docs/findings/.
+#: generator): its tests of 0c1e57098, then those of v0.5.0 (:func:`on_v050`). Each
+#: build's RB-REPLAY-14 cell carries its entries; :data:`ARCHITECTURES` gives them
+#: by architecture. Each deviation links its finding page under docs/findings/.
 ARCHITECTURES_RECORD: Final[tuple[Finding, ...]] = (
     {
         "test": (
@@ -240,14 +321,122 @@ ARCHITECTURES_RECORD: Final[tuple[Finding, ...]] = (
         "page": "findings/llamacpp-dsv4-rollback-past-the-last-decode.md",
         "link": "no report found",
     },
+    {
+        "test": (
+            "test_architectures.py::test_v050_keeps_its_snapshots_for_every_architecture"
+            "_it_lists_and_lacks_glm5_next"
+        ),
+        "outcome": "passed",
+        "detail": (
+            "v0.5.0 keeps 4 snapshots for the nine it lists besides Qwen3.5; its loader"
+            " refuses GLM-5-Next by name"
+        ),
+        "page": "",
+        "link": "",
+    },
+    {
+        "test": (
+            "test_architectures.py::test_each_snapshot_case_fails_on_v050_as_on_0c1e57098"
+            "[beside_other_sequences]"
+        ),
+        "outcome": "deviation",
+        "detail": (
+            "v0.5.0, baseline CPU variant: the several-sequences finding on the eight"
+            " recurrent architectures it lists; DeepSeek-V4 exact, the checkpoint way exact"
+        ),
+        "page": "findings/llamacpp-snapshot-beside-other-sequences.md",
+        "link": "https://github.com/ggml-org/llama.cpp/issues/28019",
+    },
+    {
+        "test": (
+            "test_architectures.py::test_each_snapshot_case_fails_on_v050_as_on_0c1e57098"
+            "[whole_window]"
+        ),
+        "outcome": "deviation",
+        "detail": (
+            "v0.5.0, baseline CPU variant: the whole-window finding on the eight recurrent"
+            " architectures it lists; DeepSeek-V4 exact, the checkpoint way exact"
+        ),
+        "page": "findings/llamacpp-snapshot-whole-window.md",
+        "link": "https://github.com/ggml-org/llama.cpp/issues/26695",
+    },
+    {
+        "test": (
+            "test_architectures.py::test_each_snapshot_case_fails_on_v050_as_on_0c1e57098"
+            "[past_the_window]"
+        ),
+        "outcome": "deviation",
+        "detail": (
+            "v0.5.0, baseline CPU variant: DeepSeek-V4's rollback past the last decode, as"
+            " on 0c1e57098, and the recurrent eight it lists by the whole-window mechanism"
+        ),
+        "page": "findings/llamacpp-dsv4-rollback-past-the-last-decode.md",
+        "link": "no report found",
+    },
+)
+
+
+class Architecture(TypedDict):
+    """One architecture of tests/llamacpp/test_architectures.py, as the page's table gives it."""
+
+    #: llama.cpp's name of it (the module's ``Generated`` value).
+    arch: str
+    #: What rolls back in it.
+    state: str
+    #: Whether llama.cpp v0.5.0 lists it (``IN_V050``).
+    v050: bool
+    #: The snapshot cases (``CASES``) that fail on it, on each build that lists it.
+    fails: tuple[str, ...]
+
+
+#: The snapshot cases every recurrent architecture fails.
+_RECURRENT_FAILS: Final = ("beside_other_sequences", "whole_window", "past_the_window")
+
+#: The ten architectures, in the module's order (tests/results/test_results.py holds
+#: the table to its ``Generated``, ``IN_V050`` and ``CASES``).
+ARCHITECTURES: Final[tuple[Architecture, ...]] = (
+    {"arch": "kimi-k3", "state": "KDA", "v050": True, "fails": _RECURRENT_FAILS},
+    {"arch": "qwen35moe", "state": "Gated DeltaNet", "v050": True, "fails": _RECURRENT_FAILS},
+    {"arch": "qwen4exp", "state": "Gated DeltaNet", "v050": True, "fails": _RECURRENT_FAILS},
+    {
+        "arch": "deepseek4",
+        "state": "compressor rings (no recurrent layer)",
+        "v050": True,
+        "fails": ("past_the_window",),
+    },
+    {"arch": "glm5-next", "state": "KDA", "v050": False, "fails": _RECURRENT_FAILS},
+    {"arch": "nemotron_h", "state": "Mamba-2", "v050": True, "fails": _RECURRENT_FAILS},
+    {
+        "arch": "nemotron_h_moe",
+        "state": "Mamba-2 (written dense)",
+        "v050": True,
+        "fails": _RECURRENT_FAILS,
+    },
+    {"arch": "lfm2", "state": "short convolutions", "v050": True, "fails": _RECURRENT_FAILS},
+    {"arch": "lfm2moe", "state": "short convolutions", "v050": True, "fails": _RECURRENT_FAILS},
+    {
+        "arch": "bailingmoe3",
+        "state": "linear attention (delta-net helper)",
+        "v050": True,
+        "fails": _RECURRENT_FAILS,
+    },
+)
+#: The caption of the architectures' table, in the sdist column's section.
+ARCHITECTURES_TITLE: Final = (
+    "**RB-REPLAY-14 by architecture** (`tests/llamacpp/test_architectures.py`)"
 )
 
 #: The model-level clause the record gives.
 _MODEL_CLAUSE: Final = "RB-REPLAY-14"
 
 
-def record_report() -> Report:
-    """:data:`RECORD` as one report of llama.cpp's column.
+def on_v050(finding: Finding, /) -> bool:
+    """Whether ``finding`` is of a v0.5.0 test: test_architectures.py names those ``v050``."""
+    return "v050" in finding["test"].partition("[")[0]
+
+
+def _report(name: str, release: str, command: str, findings: Sequence[Finding], /) -> Report:
+    """``findings`` as one report of a column.
 
     A deviation's entry links to its finding page; its reason names the
     llama.cpp report, which GitHub's markdown links.
@@ -266,13 +455,27 @@ def record_report() -> Report:
             if finding["outcome"] == "deviation"
             else None,
         )
-        for finding in RECORD
+        for finding in findings
     )
-    return Report(NAME, RELEASE, RECORD_COMMAND, "1.0.0", results, ())
+    return Report(name, release, command, "1.0.0", results, ())
+
+
+def record_report() -> Report:
+    """:data:`RECORD` and the architectures' 0c1e57098 entries: llama.cpp's column's report."""
+    sdist = [finding for finding in ARCHITECTURES_RECORD if not on_v050(finding)]
+    return _report(NAME, RELEASE, RECORD_COMMAND, [*RECORD, *sdist])
+
+
+def prebuilt_report() -> Report:
+    """:data:`PREBUILT_RECORD` and the architectures' v0.5.0 entries, as the prebuilt column's."""
+    v050 = [finding for finding in ARCHITECTURES_RECORD if on_v050(finding)]
+    return _report(PREBUILT_NAME, PREBUILT_RELEASE, PREBUILT_COMMAND, [*PREBUILT_RECORD, *v050])
 
 
 def with_record(reports: Sequence[Report], /) -> list[Report]:
-    """``reports``, llama.cpp's ggml report renamed to its column and joined by the record.
+    """``reports``, llama.cpp's ggml report renamed to its column and joined by the records.
+
+    The prebuilt release's column comes with it (:func:`prebuilt_report`).
 
     Raises:
         RuntimeError: the ggml report is of another llama.cpp than the record.
@@ -288,19 +491,104 @@ def with_record(reports: Sequence[Report], /) -> list[Report]:
                 f" {report.release}: run the tier and update RECORD in tests/llamacpp/results.py"
             )
             raise RuntimeError(message)
-        found += [replace(report, name=NAME), record_report()]
+        found += [replace(report, name=NAME), record_report(), prebuilt_report()]
     return found
+
+
+def _case_pages() -> dict[str, str]:
+    """Each snapshot case's page, as the architectures' 0c1e57098 entries link it."""
+    pages = {}
+    for finding in ARCHITECTURES_RECORD:
+        _, _, parameter = finding["test"].partition("[")
+        if finding["outcome"] == "deviation" and not on_v050(finding):
+            pages[parameter.removesuffix("]")] = finding["page"]
+    return pages
+
+
+#: How the table names each snapshot case of test_architectures.py's ``CASES``.
+_CASE_LABELS: Final = {
+    "beside_other_sequences": "beside others",
+    "whole_window": "whole window",
+    "past_the_window": "past the window",
+}
+
+
+def _snapshot_cell(architecture: Architecture, pages: dict[str, str], drawn: str, /) -> str:
+    """The snapshot way's cell: the cases that fail, each linked, and what ``drawn`` says."""
+    failing = ", ".join(f"[{_CASE_LABELS[case]}]({pages[case]})" for case in architecture["fails"])
+    return f"**DEVIATION** {failing}; {drawn}"
+
+
+_TABLE_HEADER: Final = (
+    "Architecture | What rolls back | 0c1e57098 checkpoint | 0c1e57098 snapshot"
+    " | v0.5.0 checkpoint | v0.5.0 snapshot"
+)
+_TABLE_NOTE: Final = (
+    "0c1e57098's cells are the drawn rounds' and the shrunk cases' (`test_architectures.py`);"
+    " v0.5.0's are the shrunk cases alone, on the prebuilt adapter's baseline CPU variant:"
+    " its drawn rounds are not run, to keep the tier's time down. Qwen3.5, the tier's own"
+    " model, is the columns' other entries (`test_rollback.py`, `test_prebuilt.py`)."
+)
+
+
+def architectures_table() -> str:
+    """The table of :data:`ARCHITECTURES`: a row each, a column per build and way.
+
+    Its rows start with no pipe, so a column moved in or out of the page
+    (:func:`with_column`) takes it as part of its section.
+    """
+    pages = _case_pages()
+    lines = [
+        ARCHITECTURES_TITLE,
+        "",
+        _TABLE_HEADER,
+        "--- | --- | --- | --- | --- | ---",
+    ]
+    for architecture in ARCHITECTURES:
+        # The drawn snapshot rounds pass for one sequence within its window; on
+        # DeepSeek-V4 (exact beside other sequences) up to whole windows too.
+        drawn = "drawn rounds PASS, one sequence in its window"
+        if "beside_other_sequences" not in architecture["fails"]:
+            drawn = "drawn rounds PASS, several sequences up to whole windows"
+        snapshot = _snapshot_cell(architecture, pages, drawn)
+        if architecture["v050"]:
+            later = [
+                "**PASS** on the shrunk cases' calls; drawn rounds not run",
+                _snapshot_cell(architecture, pages, "drawn rounds not run"),
+            ]
+        else:
+            later = ["**SKIP**: v0.5.0 does not list it, its loader refuses it by name"] * 2
+        cells = [
+            f"`{architecture['arch']}`",
+            architecture["state"],
+            "**PASS** drawn rounds, several sequences, whole windows",
+            snapshot,
+            *later,
+        ]
+        lines.append(" | ".join(cells))
+    lines += [
+        "",
+        _TABLE_NOTE,
+    ]
+    return "\n".join(lines) + "\n"
 
 
 def render(reports: Sequence[Report], /) -> str:
     """The results page of ``reports``, as ``report --markdown - --bounds-only`` writes it.
 
-    llama.cpp's ggml report is joined by the record (:func:`with_record`);
-    clause links go to ``../SPEC.md``, as docs/results.md reads it.
+    llama.cpp's ggml report is joined by the records (:func:`with_record`), and
+    its column's section ends in :func:`architectures_table`; clause links go
+    to ``../SPEC.md``, as docs/results.md reads it.
     """
     matrix = build_matrix(with_record(reports), order=OUTCOMES)
     labels: dict[str, str] = {o: LABELS[o] for o in OUTCOMES if o in LABELS}
-    return markdown_page(matrix, labels=labels, spec_url="../SPEC.md", measured=False)
+    page = markdown_page(matrix, labels=labels, spec_url="../SPEC.md", measured=False)
+    title = f"\n### {NAME}, {RELEASE}\n"
+    if title not in page:
+        return page
+    end = page.find("\n### ", page.index(title) + 1)
+    end = len(page) if end == -1 else end
+    return f"{page[:end].rstrip()}\n\n{architectures_table()}{page[end:]}"
 
 
 def run_report(*flags: str, report: Path = REPORT) -> int:
@@ -377,6 +665,11 @@ def markdown(*reports: Path) -> str:
 def column(report: Path = REPORT, /) -> Column:
     """The column ``report`` gives, with the record, as the page writes it."""
     return page_column(markdown(report))
+
+
+def prebuilt_column(report: Path = REPORT, /) -> Column:
+    """The prebuilt release's column, from its record, as the page beside ``report``'s writes it."""
+    return page_column(markdown(report), PREBUILT_NAME)
 
 
 #: A cell that puts its clause among the failing ones, as the page orders them.
@@ -478,8 +771,11 @@ def main(argv: list[str] | None = None) -> int:
     """Run the report (unless ``--page-only``) and write its column into docs/results.md."""
     if (sys.argv[1:] if argv is None else argv) != ["--page-only"]:
         run_report()
-    _PAGE.write_text(with_column(_PAGE.read_text(encoding="utf-8"), column()), encoding="utf-8")
-    sys.stdout.write(f"{_PAGE.relative_to(ROOT)}: the llama.cpp column from {REPORT.name}\n")
+    page = with_column(_PAGE.read_text(encoding="utf-8"), column())
+    _PAGE.write_text(with_column(page, prebuilt_column()), encoding="utf-8")
+    sys.stdout.write(
+        f"{_PAGE.relative_to(ROOT)}: the llama.cpp columns from {REPORT.name} and the records\n"
+    )
     return 0
 
 

@@ -627,7 +627,7 @@ def test_every_column_of_the_committed_page_moved_out_and_in_gives_the_page() ->
     # such a move leaves as the generator writes the page: its rows in order.
     page = (ROOT / "docs" / "results.md").read_text(encoding="utf-8")
     found = llamacpp_results.columns(page)
-    assert len(found) == len(ENGINES) + len(kernels_results.OLDER) + 1
+    assert len(found) == len(ENGINES) + len(kernels_results.OLDER) + len(llamacpp_results.NAMES)
     for column in found:
         assert llamacpp_results.beside(page, column) == page, column[0]
 
@@ -638,20 +638,162 @@ def _committed_cell(header_start: str, clause: str, /) -> str:
     return column[2][clause]
 
 
-def test_the_committed_llama_cpp_column_carries_the_records_model_level_findings() -> None:
-    # The record gives llama.cpp's RB-REPLAY-14 cell whatever its ggml report holds.
+def _record_page() -> str:
+    """The page the records give beside an empty ggml report of the pinned release."""
     ggml = Report(
         llamacpp_results.GGML_NAME, llamacpp_results.RELEASE, "vectors run", "1.0.0", (), ()
     )
-    rendered = llamacpp_results.page_column(llamacpp_results.render([ggml]))
-    cell = _committed_cell(f"{llamacpp_results.NAME}<br>", "RB-REPLAY-14")
-    assert cell == rendered[2]["RB-REPLAY-14"]
-    assert cell.startswith("**DEVIATION**<br>*fails, known, linked*<br>")
-    for finding in llamacpp_results.RECORD:
-        if finding["outcome"] == "deviation":
+    return llamacpp_results.render([ggml])
+
+
+def _column_findings() -> dict[str, tuple[llamacpp_results.Finding, ...]]:
+    """Each llama.cpp column's name, and the findings its RB-REPLAY-14 cell carries."""
+    v050 = tuple(f for f in llamacpp_results.ARCHITECTURES_RECORD if llamacpp_results.on_v050(f))
+    sdist = tuple(f for f in llamacpp_results.ARCHITECTURES_RECORD if f not in v050)
+    return {
+        llamacpp_results.NAME: (*llamacpp_results.RECORD, *sdist),
+        llamacpp_results.PREBUILT_NAME: (*llamacpp_results.PREBUILT_RECORD, *v050),
+    }
+
+
+def test_the_committed_llama_cpp_columns_carry_the_records_model_level_findings() -> None:
+    # The records give each llama.cpp build's RB-REPLAY-14 cell whatever the ggml report holds.
+    rendered = _record_page()
+    page = (ROOT / "docs" / "results.md").read_text(encoding="utf-8")
+    for name, findings in _column_findings().items():
+        cell = _committed_cell(f"{name}<br>", "RB-REPLAY-14")
+        assert cell == llamacpp_results.page_column(rendered, name)[2]["RB-REPLAY-14"], name
+        assert cell.startswith("**DEVIATION**<br>*fails, known, linked*<br>")
+        deviations = [finding for finding in findings if finding["outcome"] == "deviation"]
+        assert deviations, name
+        for finding in deviations:
             assert f"]({finding['page']}): " in cell
             assert f"llama.cpp: {finding['link']}" in cell
-    assert llamacpp_results.RECORD_COMMAND in (ROOT / "docs" / "results.md").read_text("utf-8")
+    assert llamacpp_results.RECORD_COMMAND in page
+    assert llamacpp_results.PREBUILT_COMMAND in page
+
+
+def test_the_committed_prebuilt_column_is_what_its_record_gives() -> None:
+    # It has no run: header, totals, cells and section all come from the records.
+    page = (ROOT / "docs" / "results.md").read_text(encoding="utf-8")
+    name = llamacpp_results.PREBUILT_NAME
+    committed = llamacpp_results.page_column(page, name)
+    assert committed == llamacpp_results.page_column(_record_page(), name)
+    assert committed[0] == f"{name}<br>{llamacpp_results.PREBUILT_RELEASE}"
+    assert committed[1] == f"1 DEVIATION, {len(CLAUSES) - 1} —"
+
+
+def test_the_committed_llama_cpp_section_ends_in_the_architectures_table() -> None:
+    page = (ROOT / "docs" / "results.md").read_text(encoding="utf-8")
+    section = llamacpp_results.page_column(page)[3]
+    table = llamacpp_results.architectures_table()
+    assert section.rstrip("\n").endswith(table.rstrip("\n"))
+    assert page.count(llamacpp_results.ARCHITECTURES_TITLE) == 1
+    rows = [line for line in table.splitlines() if line.startswith("`")]
+    assert [row.split(" | ")[0].strip("`") for row in rows] == [
+        architecture["arch"] for architecture in llamacpp_results.ARCHITECTURES
+    ]
+    # No row of it reads as a row of the page's table, which starts with a pipe.
+    assert not any(line.startswith("|") for line in table.splitlines())
+    # Each failing case is linked to the page its finding links.
+    for architecture in llamacpp_results.ARCHITECTURES:
+        (row,) = [r for r in rows if r.startswith(f"`{architecture['arch']}` |")]
+        cells = row.split(" | ")
+        assert cells[2].startswith("**PASS**")
+        assert cells[3].startswith("**DEVIATION** ")
+        assert cells[3].count("](") == len(architecture["fails"])
+        later = cells[4:] if architecture["v050"] else []
+        assert [cell.split(" ", 1)[0] for cell in later] == (
+            ["**PASS**", "**DEVIATION**"] if architecture["v050"] else []
+        )
+        if not architecture["v050"]:
+            assert all(cell.startswith("**SKIP**: ") for cell in cells[4:])
+
+
+def test_the_architectures_table_is_the_architecture_tiers_own_cases() -> None:
+    # tests/llamacpp/test_architectures.py judges what the table says, and fails its
+    # cases on the architectures it names: the page turns red when either moves.
+    from tests.llamacpp import test_architectures as tier  # noqa: PLC0415 - the tier's module
+
+    assert [a["arch"] for a in llamacpp_results.ARCHITECTURES] == [g.value for g in tier.Generated]
+    for architecture in llamacpp_results.ARCHITECTURES:
+        arch = tier.Generated(architecture["arch"])
+        assert architecture["v050"] == (arch in tier.IN_V050), arch
+        fails = [case for case, held in tier.CASES.items() if arch in held.fails_on]
+        assert list(architecture["fails"]) == fails, arch
+
+
+def test_the_architectures_record_gives_both_builds_every_case_of_the_tier() -> None:
+    from tests.llamacpp import test_architectures as tier  # noqa: PLC0415 - the tier's module
+
+    source = (ROOT / "tests" / "llamacpp" / "test_architectures.py").read_text(encoding="utf-8")
+    by_build: dict[bool, dict[str, str]] = {True: {}, False: {}}
+    for finding in llamacpp_results.ARCHITECTURES_RECORD:
+        name, _, parameter = finding["test"].removeprefix("test_architectures.py::").partition("[")
+        assert callable(getattr(tier, name)), name
+        if finding["outcome"] == "deviation":
+            by_build[llamacpp_results.on_v050(finding)][parameter.removesuffix("]")] = finding[
+                "link"
+            ]
+    expected = {case: held.link for case, held in tier.CASES.items()}
+    assert by_build == {True: expected, False: expected}
+    # The split by name: the module's v0.5.0 tests, and only they, say v050.
+    v050 = {n for n in dir(tier) if n.startswith("test_") and "v050" in n}
+    assert v050 == {
+        f["test"].removeprefix("test_architectures.py::").partition("[")[0]
+        for f in llamacpp_results.ARCHITECTURES_RECORD
+        if llamacpp_results.on_v050(f)
+    }
+    assert "def on_v050(" in source
+
+
+def test_every_llama_cpp_finding_links_a_page_that_exists() -> None:
+    # A finding with no page of its own links the test that holds it; once its
+    # page is written under docs/findings/, the record must link that page.
+    docs = ROOT / "docs"
+    for findings in _column_findings().values():
+        for finding in findings:
+            if finding["outcome"] == "deviation":
+                assert (docs / finding["page"]).is_file(), finding["page"]
+    past = [
+        f for f in llamacpp_results.ARCHITECTURES_RECORD if f["test"].endswith("[past_the_window]")
+    ]
+    assert len(past) == 2
+    written = sorted((docs / "findings").glob("llamacpp-dsv4-*.md"))
+    for finding in past:
+        if written:
+            assert finding["page"] == f"findings/{written[0].name}"
+        else:
+            assert finding["page"] == "../tests/llamacpp/test_architectures.py"
+
+
+def test_the_prebuilt_record_names_the_tiers_own_tests_links_and_release() -> None:
+    from tests.llamacpp import test_prebuilt, test_rollback  # noqa: PLC0415 - the tier's modules
+
+    source = (ROOT / "tests" / "llamacpp" / "test_prebuilt.py").read_text(encoding="utf-8")
+    # test_prebuilt.py runs test_rollback.py's shrunk calls, with their links.
+    links = {
+        "beside_other_sequences": test_rollback.DEVIATION_LINK,
+        "whole_window": test_rollback.WHOLE_WINDOW_LINK,
+    }
+    assert 'DEVIATION_ROUNDS, DEVIATION_LINK, id="beside_other_sequences"' in source
+    assert 'WHOLE_WINDOW_ROUNDS, WHOLE_WINDOW_LINK, id="whole_window"' in source
+    deviations = {}
+    for finding in llamacpp_results.PREBUILT_RECORD:
+        name, _, parameter = finding["test"].removeprefix("test_prebuilt.py::").partition("[")
+        assert callable(getattr(test_prebuilt, name)), name
+        if parameter:
+            assert f'id="{parameter.removesuffix("]")}"' in source
+        if finding["outcome"] == "deviation":
+            deviations[parameter.removesuffix("]")] = finding["link"]
+    assert deviations == links
+    script = (ROOT / "adapters" / "llama-cpp" / "prebuilt.py").read_text(encoding="utf-8")
+    pinned = re.search(r'^PINNED: Final = "([^"]+)"$', script, flags=re.MULTILINE)
+    assert pinned is not None
+    release = test_prebuilt._RELEASE  # noqa: SLF001 - the tier's pinned release
+    stated = llamacpp_results.PREBUILT_RELEASE
+    assert stated == f"node-llama-cpp=={pinned[1]} (llama.cpp {release})"
+    assert f'"{pinned[1]}",' in source
 
 
 def test_the_record_names_the_llama_cpp_tiers_own_tests_and_links() -> None:
