@@ -86,10 +86,12 @@ def test_the_ggml_adapters_off_by_one_control_fails(
 ) -> None:
     del ggml_report  # the real build's, for the page below
     status, report = _vectors_run(tmp_path, "--control", "off-by-one")
-    # The column is spliced where report puts it: the control's page with the
-    # real build's column is the page of both reports.
+    # The columns are spliced where report puts them: the control's page with
+    # the real build's column, and the prebuilt release's that its record gives
+    # beside it, is the page of both reports.
     control = tmp_path / "report.json"
-    assert results.with_column(results.markdown(control), results.column()) == results.markdown(
+    spliced = results.with_column(results.markdown(control), results.column())
+    assert results.with_column(spliced, results.prebuilt_column()) == results.markdown(
         results.REPORT, control
     )
     mine = _mine()
