@@ -21,17 +21,15 @@ same files, and the findings' cases are tried on it too.
 from __future__ import annotations
 
 import json
-import shlex
-import shutil
 import subprocess
 import sys
 from enum import Enum
-from pathlib import Path
 from typing import TYPE_CHECKING, Final, NamedTuple, cast
 
 import pytest
 
 from tests.child import ROOT
+from tests.llamacpp import operation
 from tests.llamacpp.engine import Built, Engine, Fault, Way
 from tests.llamacpp.machine import (
     BOUND,
@@ -52,6 +50,7 @@ from tests.llamacpp.test_rollback import (
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from pathlib import Path
 
 pytestmark = pytest.mark.llamacpp
 
@@ -137,7 +136,6 @@ CASES: Final = {
     "past_the_window": Case(DSV4_ROUNDS, tuple(Generated), DSV4_LINK, checkpoint=False),
 }
 
-_MODEL_ADAPTER: Final = ROOT / "adapters" / "llama-cpp" / "model_adapter.py"
 _PREBUILT: Final = ROOT / "adapters" / "llama-cpp" / "prebuilt.py"
 
 
@@ -337,23 +335,11 @@ def test_each_snapshot_case_fails_on_the_architectures_it_names_and_no_other(
     _judge_case(llamacpp, model_of(arch), arch, CASES[case])
 
 
-def _impl_cmd(built: Built, model: str, ways: str, /) -> str:
-    return shlex.join([sys.executable, str(_MODEL_ADAPTER), built["adapter"], model, ways])
-
-
 @pytest.mark.parametrize("arch", list(Generated), ids=lambda arch: arch.value)
 def test_the_model_operation_offers_both_ways_on_every_architecture(
     llamacpp: Built, model_of: Callable[[Generated], str], arch: Generated
 ) -> None:
-    out = subprocess.run(
-        [sys.executable, str(_MODEL_ADAPTER), llamacpp["adapter"], model_of(arch)],
-        input='{"op":"describe"}\n',
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    ).stdout
-    member = json.loads(out)["ok"]["model"]
+    member = operation.describe(llamacpp["adapter"], model_of(arch))
     assert (member["rollback"], member["snapshot_depth"]) == (["snapshot", "checkpoint"], N_RS_SEQ)
 
 
@@ -362,20 +348,8 @@ def test_check_passes_the_checkpoint_way_beyond_gated_deltanet(
 ) -> None:
     # The installed check, RB-REPLAY-14, on the short-convolution model (Qwen3.5's
     # GDN is test_model_operation.py's); the other nine would add about 25 s each.
-    command = shutil.which("ssm-rollback-spec")
-    assert command is not None, "ssm-rollback-spec is not installed"
-    result = subprocess.run(
-        [
-            command,
-            *("check", "--impl-cmd", _impl_cmd(llamacpp, model_of(Generated.LFM2), "checkpoint")),
-            *("--clause", "RB-REPLAY-14"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-        env={"CI": "1", "PATH": str(Path(sys.executable).parent) + ":/usr/bin:/bin"},
-    )
+    impl = operation.impl_cmd(llamacpp["adapter"], model_of(Generated.LFM2), "checkpoint")
+    result = operation.check(impl)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     assert "PASS  RB-REPLAY-14" in result.stdout
 

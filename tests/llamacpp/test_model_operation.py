@@ -12,42 +12,19 @@ deviation with their links, so this test turns red the day llama.cpp fixes them.
 from __future__ import annotations
 
 import json
-import shlex
-import shutil
-import subprocess
-import sys
-from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.child import ROOT
+from tests.llamacpp import operation
 from tests.llamacpp.test_rollback import DEVIATION_LINK, WHOLE_WINDOW_LINK
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from tests.llamacpp.engine import Built
 
 pytestmark = pytest.mark.llamacpp
-
-_ADAPTER: Final = ROOT / "adapters" / "llama-cpp" / "model_adapter.py"
-_CHECK_SECONDS: Final = 900
-
-
-def _impl_cmd(built: Built, model: str, ways: str, /) -> str:
-    return shlex.join([sys.executable, str(_ADAPTER), built["adapter"], model, ways])
-
-
-def _check(impl_cmd: str, *extra: str) -> subprocess.CompletedProcess[str]:
-    command = shutil.which("ssm-rollback-spec")
-    assert command is not None, "ssm-rollback-spec is not installed"
-    return subprocess.run(
-        [command, "check", "--impl-cmd", impl_cmd, "--clause", "RB-REPLAY-14", *extra],
-        capture_output=True,
-        text=True,
-        timeout=_CHECK_SECONDS,
-        check=False,
-        env={"CI": "1", "PATH": str(Path(sys.executable).parent) + ":/usr/bin:/bin"},
-    )
 
 
 def test_describe_offers_both_ways_on_qwen35_and_checkpoints_alone_on_qwen3_next(
@@ -55,16 +32,7 @@ def test_describe_offers_both_ways_on_qwen35_and_checkpoints_alone_on_qwen3_next
 ) -> None:
     offered = {}
     for model in (llamacpp["model"], llamacpp["qwen3next_model"]):
-        impl = [sys.executable, str(_ADAPTER), llamacpp["adapter"], model]
-        out = subprocess.run(
-            impl,
-            input='{"op":"describe"}\n',
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=True,
-        ).stdout
-        member = json.loads(out)["ok"]["model"]
+        member = operation.describe(llamacpp["adapter"], model)
         offered[model] = (member["rollback"], member.get("snapshot_depth"))
     assert offered == {
         llamacpp["model"]: (["snapshot", "checkpoint"], 4),
@@ -75,7 +43,7 @@ def test_describe_offers_both_ways_on_qwen35_and_checkpoints_alone_on_qwen3_next
 @pytest.mark.parametrize("which", ["model", "qwen3next_model"])
 def test_check_passes_llama_cpp_checkpoint_rollback(llamacpp: Built, which: str) -> None:
     model = llamacpp["model"] if which == "model" else llamacpp["qwen3next_model"]
-    result = _check(_impl_cmd(llamacpp, model, "checkpoint"))
+    result = operation.check(operation.impl_cmd(llamacpp["adapter"], model, "checkpoint"))
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     assert "PASS  RB-REPLAY-14" in result.stdout
 
@@ -94,8 +62,7 @@ def test_check_holds_llama_cpp_snapshot_rollback_as_a_linked_deviation(
             }
         )
     )
-    result = _check(
-        _impl_cmd(llamacpp, llamacpp["model"], "snapshot"), "--deviations", str(deviations)
-    )
+    impl = operation.impl_cmd(llamacpp["adapter"], llamacpp["model"], "snapshot")
+    result = operation.check(impl, "--deviations", str(deviations))
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     assert "DEVIATION  RB-REPLAY-14" in result.stdout

@@ -12,17 +12,15 @@ build's (prebuilt.py's docstring says why).
 from __future__ import annotations
 
 import json
-import shlex
-import shutil
 import subprocess
 import sys
 from enum import Enum
-from pathlib import Path
 from typing import Final, TypedDict, cast
 
 import pytest
 
 from tests.child import ROOT
+from tests.llamacpp import operation
 from tests.llamacpp.engine import Built, Engine, Way
 from tests.llamacpp.machine import (
     BOUND,
@@ -171,21 +169,8 @@ def test_the_wheels_check_passes_the_prebuilt_releases_checkpoint_rollback(
     # The protocol's model operation over the prebuilt adapter, judged by the
     # installed command's RB-REPLAY-14 property, as the sdist build is in
     # test_model_operation.py; the baseline variant, whose bound is 0.
-    command = shutil.which("ssm-rollback-spec")
-    assert command is not None, "ssm-rollback-spec is not installed"
-    adapter = ROOT / "adapters" / "llama-cpp" / "model_adapter.py"
-    impl = shlex.join([sys.executable, str(adapter), prebuilt["adapter"], llamacpp["model"]])
-    done = subprocess.run(
-        [command, "check", "--impl-cmd", f"{impl} checkpoint", "--clause", "RB-REPLAY-14"],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-        env={
-            "CI": "1",
-            "PATH": str(Path(sys.executable).parent) + ":/usr/bin:/bin",
-            "SSM_GGML_CPU_VARIANT": _library(prebuilt, Variant.BASELINE),
-        },
-    )
+    impl = operation.impl_cmd(prebuilt["adapter"], llamacpp["model"], "checkpoint")
+    variant = {"SSM_GGML_CPU_VARIANT": _library(prebuilt, Variant.BASELINE)}
+    done = operation.check(impl, environment=variant)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     assert "PASS  RB-REPLAY-14" in done.stdout

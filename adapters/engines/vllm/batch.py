@@ -68,7 +68,7 @@ What stands in, and why:
   may reset the count to 1. Its inputs stand in for the runner's: the request
   states, the input batch's rows and counts, the scheduler's token counts, a
   persistent block table whose rows follow the batch's order, and
-  ``CpuGpuBuffer`` s without pinned memory. The block size is the
+  ``CpuGpuBuffer`` objects without pinned memory. The block size is the
   ``--block-size`` option: at the default, ``BLOCK_SIZE``, no request here
   crosses a block and the copies copy nothing; at a small one, every batch
   crosses blocks. Each slot's row holds a block of its own at every column;
@@ -272,8 +272,6 @@ class _AlignCopies:
     """
 
     def __init__(self, engine: Any, batch: _Batch, spec: Any, layer: Layer, /) -> None:
-        import numpy as np  # noqa: PLC0415
-
         torch, on = batch.torch, batch.inputs.on
         self.utils = engine.mamba_utils
         self.batch = batch
@@ -312,7 +310,6 @@ class _AlignCopies:
         #: The runner's ``mamba_state_idx``: each request's running block column.
         self.state_idx: dict[str, int] = {}
         self.finished: set[str] = set()
-        self.np = np
 
     def before(self, rows: list[tuple[Request, dict[str, Any], bool]], /) -> list[int]:
         """The runner's steps before the builder; the counts it then hands the builder."""
@@ -327,7 +324,7 @@ class _AlignCopies:
             )
             for request, _, _ in rows
         }
-        self.scheduled = types.SimpleNamespace(
+        scheduled = types.SimpleNamespace(
             finished_req_ids=self.finished,
             preempted_req_ids=set(),
             scheduled_cached_reqs=types.SimpleNamespace(resumed_req_ids=set()),
@@ -337,7 +334,7 @@ class _AlignCopies:
             },
         )
         self.utils.preprocess_mamba(
-            self.scheduled,
+            scheduled,
             self.config,
             types.SimpleNamespace(enable_prefix_caching=True),
             self.state_idx,
@@ -351,7 +348,7 @@ class _AlignCopies:
         self.finished = set()
         self.utils.stage_postprocess_inputs_to_gpu(
             self.buffers.postprocess_align,
-            self.scheduled,
+            scheduled,
             self.input_batch.req_ids,
             n,
             requests,
