@@ -272,14 +272,15 @@ def rounds_machine(
     return type(f"Rounds_{way.value}_{name}", (Rounds,), settings_)
 
 
-def machine_settings(*, find_only: bool = False, share: int = 4) -> settings:
-    """The profile's settings, a quarter of its examples (at least 8), STEPS steps each.
+def machine_settings(*, find_only: bool = False, share: int = 4, least: int = 8) -> settings:
+    """The profile's settings, a quarter of its examples (at least ``least``), STEPS steps each.
 
     ``find_only`` (the self-test) stops at the first failure, unshrunk;
-    ``share`` divides the profile's examples otherwise than by 4, for a costlier model.
+    ``share`` divides the profile's examples otherwise than by 4, for a costlier model,
+    and ``least`` is the fewest examples, for a run that only widens another's.
     """
     # The replay machines' settings; llama.cpp's decodes have no deadline to keep.
-    shared = shared_settings(find_only=find_only, share=share, least=8, steps=STEPS)
+    shared = shared_settings(find_only=find_only, share=share, least=least, steps=STEPS)
     return settings(shared, deadline=None)
 
 
@@ -288,7 +289,12 @@ _run_machine: Final = cast("Callable[..., None]", run_state_machine_as_test)
 
 
 def run_rounds(
-    machine: type[RuleBasedStateMachine], /, *, find_only: bool = False, share: int = 4
+    machine: type[RuleBasedStateMachine],
+    /,
+    *,
+    find_only: bool = False,
+    share: int = 4,
+    least: int = 8,
 ) -> None:
     """Run ``machine`` under :func:`machine_settings`."""
-    _run_machine(machine, settings=machine_settings(find_only=find_only, share=share))
+    _run_machine(machine, settings=machine_settings(find_only=find_only, share=share, least=least))
