@@ -139,9 +139,10 @@ def test_a_round_cut_at_any_draw_leaves_the_engine_holding_what_the_machine_kept
 
 def test_the_teardown_after_a_round_cut_at_a_rollback_judges_only_kept_tokens() -> None:
     # The cut that hid v0.5.0's checkpoint failure (docs/engines.md, "llama.cpp
-    # v0.5.0"), in its last round: sequences 2 and 1 decode windows of 2 and 4
-    # tokens in one llama_decode, and the data runs out at sequence 1's
-    # rollback. The machine judged sequence 1's next token after its kept
+    # v0.5.0"), in its last round: sequences 2 and 1 decode windows in one
+    # llama_decode (2 tokens for sequence 2, as in the run that logged it;
+    # sequence 1's length was not logged), and the data runs out at sequence
+    # 1's rollback. The machine judged sequence 1's next token after its kept
     # tokens; the engine had the whole window behind it (off by 6.95e-2).
     run = _machine(Way.CHECKPOINT)
     engine = cast("_Tracked", run.engine)
