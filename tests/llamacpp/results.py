@@ -218,8 +218,8 @@ PREBUILT_RECORD: Final[tuple[Finding, ...]] = (
         "outcome": "passed",
         "detail": (
             "Qwen3.5, checkpoint way, several sequences, both CPU variants (bound 0 baseline,"
-            " 1e-3 native) under the derandomized profiles; 3 of 7 random thorough runs"
-            " failed, not yet explained (docs/engines.md)"
+            " 1e-3 native); the failures of random thorough runs were the machine's, fixed"
+            " (docs/engines.md)"
         ),
         "page": "",
         "link": "",
