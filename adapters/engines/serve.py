@@ -147,20 +147,26 @@ class EngineAdapter:
     replay_batch: BatchReplay | None = None
     #: The flags its batch form takes, each its own command-line option.
     batch_options: tuple[BatchOption, ...] = ()
-    #: The forms of batch entry beyond the first its batch form takes (docs/protocol.md).
+    #: The forms of batch request beyond the first its batch form takes (docs/protocol.md).
     batch_forms: tuple[BatchForm, ...] = ()
+    #: The forms it takes besides, with the batch options given, by name.
+    forms_with: Callable[[Mapping[str, str]], tuple[BatchForm, ...]] = lambda _: ()
 
     @property
     def engine(self) -> str:
         """The engine's name: its module's, and what ``describe`` and errors call it."""
         return self.wheel.name
 
-    def describe(self, build: Build, /) -> dict[str, object]:
-        """The describe reply's value, with what its replay computes and the release driven."""
+    def describe(self, build: Build, options: Mapping[str, str], /) -> dict[str, object]:
+        """The describe reply's value, with what its replay computes and the release driven.
+
+        ``options`` are the batch options given, which may add forms (:attr:`forms_with`).
+        """
         variant = f", {self.variant}" if self.variant else ""
         wrong = "" if build is Build.REAL else ", control build: off by one in the accepted count"
         release = wheels.selected(self.wheel)
         supported = "" if release.version in self.wheel.supported else ", unsupported release"
+        forms = (*self.batch_forms, *self.forms_with(options))
         return {
             "name": f"{self.engine} engine kernels (adapters/engines){variant}{wrong}{supported}",
             "usize_bits": 64,
@@ -171,7 +177,7 @@ class EngineAdapter:
                 "layouts": [ReplayLayout.PRE_CONV.value],
                 "designs": [self.design],
             }
-            | ({"batch": [form.value for form in self.batch_forms]} if self.batch_forms else {}),
+            | ({"batch": [form.value for form in forms]} if forms else {}),
         }
 
 
@@ -296,7 +302,7 @@ def _respond(
         request = protocol.decode_request(line)
         op = protocol.op_named(str(request["op"]))
         if op is Op.DESCRIBE:
-            return protocol.ok_reply(engine.describe(serving.build))
+            return protocol.ok_reply(engine.describe(serving.build, serving.batch_options))
         if op is Op.REPLAY:
             # decode_request keeps only the contract's fields; the replay fields are the line's.
             whole = json.loads(line)

@@ -32,6 +32,7 @@ from .replay_decodes import (
     batch_cases,
     engine_rounds_cases,
     ggml_cases,
+    prefix_hit_cases,
     rounds_cases,
 )
 from .replay_draws import ENGINE_SHAPE, MODEL_PIPELINES
@@ -114,6 +115,8 @@ _ALONE_SEED: Final = 20261207
 #: The stream of the batches at the protocol's size (``WIDE_BATCH_PLANS``), the model's
 #: pipelines; and of the refusals' layers (``refusals.json``).
 _WIDE_BATCH_SEED: Final = 20261208
+#: The stream of the prefix-cache hits (``PREFIX_HIT_PLANS``), vLLM's pipeline's.
+_PREFIX_HIT_SEED: Final = 20261211
 _REFUSAL_SEED: Final = 20261209
 
 
@@ -178,6 +181,8 @@ def generate_replay_vectors() -> dict[str, str]:
     # A pool at the protocol's size, after every batch case above, so those keep their bytes.
     wide = random.Random(_WIDE_BATCH_SEED)  # noqa: S311
     batches += batch_cases(wide, MODEL_PIPELINES, BATCH_SHAPE, len(batches), plans=WIDE_BATCH_PLANS)
+    # A join the prefix cache serves, in vLLM's pipeline, after every batch case above.
+    batches += prefix_hit_cases(random.Random(_PREFIX_HIT_SEED), len(batches))  # noqa: S311
     alone = random.Random(_ALONE_SEED)  # noqa: S311
     alones = alone_cases(alone, MODEL_PIPELINES, BATCH_SHAPE)
     for pipeline, _ in _ENGINE_BATCHES:

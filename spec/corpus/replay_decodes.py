@@ -50,12 +50,14 @@ if TYPE_CHECKING:
 __all__ = [
     "BATCH_SHAPE",
     "LATER_BATCH_PLANS",
+    "PREFIX_HIT_PLANS",
     "PROMPT_BATCH_PLANS",
     "WIDE_BATCH_PLANS",
     "alone_cases",
     "batch_cases",
     "engine_rounds_cases",
     "ggml_cases",
+    "prefix_hit_cases",
     "rounds_cases",
 ]
 
@@ -551,23 +553,98 @@ def batch_cases(
             dropped = pipeline.engine and any(entry[4] for step in plan for entry in step)
             name = f"{planned_name}-without-prefill" if dropped else planned_name
             steps = _planned_steps(layer, pipeline, plan, draw, prompts=not pipeline.engine)
-            expected = [state for after in batch_oracle(layer, pipeline, steps) for state in after]
-            dims = CaseDims(**shape, window=_K_CEILING)
-            out.append(
-                BatchCase(
-                    id=f"{first + len(out):03d}-{pipeline.value}-{name}",
-                    clauses=["RB-REPLAY-12"],
-                    pipeline=pipeline.value,
-                    dims=dims,
-                    conv_weight=hex_values(as_module_holds(layer.conv_weight, pipeline.dtype)),  # type: ignore[typeddict-item]
-                    k_ceiling=_K_CEILING,
-                    slots=slots,
-                    steps=[BatchStepJson(batch=[batch_entry_json(e) for e in b]) for b in steps],
-                    expected=[state_json(state) for state in expected],
-                )
+            case_id = f"{first + len(out):03d}-{pipeline.value}-{name}"
+            out.append(_batch_case(case_id, layer, pipeline, shape, slots, steps))
+    return out
+
+
+def _batch_case(  # noqa: PLR0913, PLR0917 (the case's parts, each its own)
+    case_id: str,
+    layer: GdnLayer,
+    pipeline: Pipeline,
+    shape: rows.GdnShape,
+    slots: int,
+    steps: list[list[BatchEntry]],
+    /,
+) -> BatchCase:
+    """A ``batch.json`` case of ``steps``, its expected states each sequence's replay alone."""
+    expected = [state for after in batch_oracle(layer, pipeline, steps) for state in after]
+    case = BatchCase(
+        id=case_id,
+        clauses=["RB-REPLAY-12"],
+        pipeline=pipeline.value,
+        dims=CaseDims(**shape, window=_K_CEILING),
+        conv_weight=hex_values(as_module_holds(layer.conv_weight, pipeline.dtype)),  # type: ignore[typeddict-item]
+        k_ceiling=_K_CEILING,
+        slots=slots,
+        steps=[BatchStepJson(batch=[batch_entry_json(e) for e in b]) for b in steps],
+        expected=[state_json(state) for state in expected],
+    )
+    if pipeline.engine:
+        case["a_log"], case["dt_bias"] = gate_parameters(layer)
+    return case
+
+
+#: A join that a prefix cache serves (vLLM #53912, #43559: prefix caching with
+#: speculative decoding; docs/engines.md, "Prefix-cache hits"): ``s0`` joins
+#: from its checkpoint and verifies three windows, the third starting at its
+#: eighth token, so that a block of 4 or 8 tokens ends with that window's
+#: first row; ``s1`` then joins with ``s0``'s checkpoint and a prompt of
+#: ``s0``'s first seven kept rows and one of its own, while ``s0`` sits the step
+#: out, and both go on verifying. An engine with a prefix cache in blocks of 4
+#: or 8 serves ``s1``'s first eight tokens from the state ``s0`` saved at that
+#: boundary, and runs only its last prompt row.
+PREFIX_HIT_PLANS: Final[Mapping[str, tuple[int, tuple[tuple[_Planned, ...], ...]]]] = {
+    "prefix-hit-at-a-verifys-first-token": (
+        2,
+        (
+            (("s0", 0, 4, 4, 0, True, False),),
+            (("s0", 0, 3, 2, 0, False, False),),
+            (("s0", 0, 3, 2, 0, False, False),),
+            (("s1", 1, 2, 1, 8, True, False),),
+            (("s0", 0, 2, 1, 0, False, True), ("s1", 1, 3, 2, 0, False, True)),
+        ),
+    ),
+}
+#: Of a prefix-hit plan: the sequence that joins from another's prefix, and that other.
+_PREFIX_JOINS: Final = (("s1", "s0"),)
+
+
+def _kept_rows(steps: Sequence[Sequence[BatchEntry]], sequence: str, /) -> list[SeedRow]:
+    """``sequence``'s kept rows in order: its prefill rows, then each window's accepted ones."""
+    kept: list[SeedRow] = []
+    for batch in steps:
+        for entry in batch:
+            if entry.sequence == sequence:
+                kept += [*entry.prefill, *entry.rows[: entry.accepted]]
+    return kept
+
+
+def prefix_hit_cases(rng: random.Random, first: int, /) -> list[BatchCase]:
+    """The ``batch.json`` cases of :data:`PREFIX_HIT_PLANS`, in vLLM's pipeline.
+
+    Each joining sequence's checkpoint is its source's, and its prompt's rows
+    but the last are its source's first kept rows; a runtime that lists batch
+    form ``prefix-hits`` is sent them (docs/protocol.md).
+    """
+    draw = drawer(rng)
+    layer = make_layer(ENGINE_SHAPE, draw)
+    pipeline = Pipeline.VLLM_BF16
+    out: list[BatchCase] = []
+    for name, (slots, plan) in PREFIX_HIT_PLANS.items():
+        steps = _planned_steps(layer, pipeline, plan, draw, prompts=True)
+        for joiner, source in _PREFIX_JOINS:
+            start = next(e for b in steps for e in b if e.sequence == source)
+            step, index = next(
+                (n, i) for n, b in enumerate(steps) for i, e in enumerate(b) if e.sequence == joiner
             )
-            if pipeline.engine:
-                out[-1]["a_log"], out[-1]["dt_bias"] = gate_parameters(layer)
+            entry = steps[step][index]
+            shared = _kept_rows(steps[:step], source)[: len(entry.prefill) - 1]
+            steps[step][index] = replace(
+                entry, checkpoint=start.checkpoint, prefill=(*shared, entry.prefill[-1])
+            )
+        case_id = f"{first + len(out):03d}-{pipeline.value}-{name}"
+        out.append(_batch_case(case_id, layer, pipeline, ENGINE_SHAPE, slots, steps))
     return out
 
 

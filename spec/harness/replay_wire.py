@@ -58,20 +58,35 @@ MAX_BATCH_SLOTS: Final = 4096
 
 
 class BatchForm(enum.Enum):
-    """A form of ``replay_batch`` entry an adapter offers only when its ``describe`` lists it.
+    """A form of ``replay_batch`` request an adapter is sent only when its ``describe`` lists it.
 
     ``prompt-chunks``: prompt rows beside verifies, as an engine's scheduler
     mixes them: an entry with ``prefill`` rows and no window (a prompt, or a
     chunk of one), and ``prefill`` on any entry before the sequence's first
     verify (docs/protocol.md, "replay_batch").
+
+    ``prefix-hits``: a join that a prefix cache serves from a verify's tokens:
+    its checkpoint is an earlier sequence's, and its prompt is that sequence's
+    prompt followed by at least the first row it verified. Every adapter can
+    take such a request; one that lists the form says it answers it from its
+    prefix cache, as its engine does (docs/protocol.md, "Prefix-cache hits").
     """
 
     PROMPT_CHUNKS = "prompt-chunks"
+    PREFIX_HITS = "prefix-hits"
+
+
+def _prompt(entry: Mapping[str, object], /) -> list[object]:
+    prefill = entry.get("prefill")
+    return prefill if isinstance(prefill, list) else []
 
 
 def batch_forms(request: Mapping[str, object], /) -> frozenset[BatchForm]:
-    """The forms of entry a well-formed ``replay_batch`` request uses beyond the first one."""
+    """The forms a well-formed ``replay_batch`` request uses beyond the first one."""
     joined: set[object] = set()
+    #: Each sequence so far: its checkpoint, its prompt rows, and its first verified row.
+    starts: dict[object, tuple[object, list[object], object]] = {}
+    forms: set[BatchForm] = set()
     steps = request.get("steps")
     for step in steps if isinstance(steps, list) else []:
         batch = step.get("batch") if isinstance(step, dict) else None
@@ -82,8 +97,23 @@ def batch_forms(request: Mapping[str, object], /) -> frozenset[BatchForm]:
             later = name in joined
             joined.add(name)
             if "prefill" in entry and (later or "rows" not in entry):
-                return frozenset({BatchForm.PROMPT_CHUNKS})
-    return frozenset()
+                forms.add(BatchForm.PROMPT_CHUNKS)
+            rows = entry.get("rows")
+            first = rows[0] if isinstance(rows, list) and rows else None
+            if not later:
+                prompt = _prompt(entry)
+                if any(
+                    checkpoint == entry.get("checkpoint")
+                    and verified is not None
+                    and prompt[: len(earlier) + 1] == [*earlier, verified]
+                    for checkpoint, earlier, verified in starts.values()
+                ):
+                    forms.add(BatchForm.PREFIX_HITS)
+                starts[name] = (entry.get("checkpoint"), prompt, first)
+            elif name in starts and starts[name][2] is None:
+                checkpoint, prompt, _ = starts[name]
+                starts[name] = (checkpoint, prompt + _prompt(entry), first)
+    return frozenset(forms)
 
 
 #: The longest sequence name a ``replay_batch`` entry may give.

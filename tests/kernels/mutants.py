@@ -15,7 +15,7 @@ bookkeeping decides a row, a slot, a count or a gather:
   and its Mamba slot allocator (``srt/mem_cache/allocator/mamba.py``), on the
   path each runs on: the default one or ReplaySSM.
 
-:func:`mutated_cache` lays a cache folder whose unpacked wheel is the
+:class:`MutatedCache` lays a cache folder whose unpacked wheel is the
 release's own, hard-linked, but for the one file changed; the adapter reads
 it through ``$SSM_ROLLBACK_ENGINE_CACHE`` (``adapters/engines/wheels.py``).
 Nothing of the engine is written into the repository: a mutant is the text it
@@ -32,15 +32,14 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from pathlib import Path
+from typing import Final
 
 from ssm_rollback_spec.sizing.releases import SGLANG, VLLM
 
-if TYPE_CHECKING:
-    from pathlib import Path
-
-__all__ = ["MUTANTS", "Mutant", "MutantError", "mutated_cache"]
+__all__ = ["MUTANTS", "Mutant", "MutantError", "MutatedCache"]
 
 #: The unpacked folders the mutants' files are in, under the engine cache's ``unpacked/``.
 _VLLM_WHEEL: Final = f"{VLLM.distribution}-{VLLM.version}"
@@ -75,15 +74,6 @@ _SPEC_FIRST: Final = (
     "vLLM's reorder (reorder_batch_to_split_decodes_and_prefills) puts every verify, "
     "done with its prompt and within the threshold of 1 + num_spec tokens, before any "
     "prompt chunk, so the spec rows are the batch's first rows and their tokens its first tokens"
-)
-
-
-#: Why a change to the state saved at a block boundary is not seen: no batch reads it.
-_PREFIX_HIT: Final = (
-    "it loses only the state saved at a block boundary for the prefix cache (the accepted "
-    "tokens end past the boundary in another block, whose count the kernel leaves as it is), "
-    "and only a later request that hits the prefix cache reads that state: the protocol "
-    "has no such join"
 )
 
 
@@ -125,7 +115,7 @@ class Mutant:
 
     @property
     def release(self) -> str:
-        """The start of the release's folders (``vllm-0.33.0``), that mutated_cache links."""
+        """The start of the release's folders (``vllm-0.33.0``), that MutatedCache links."""
         folder = self.path.partition("/")[0]
         return folder.removesuffix("-bookkeeping")
 
@@ -261,11 +251,7 @@ MUTANTS: Final[tuple[Mutant, ...]] = (
         "prev_state_idx = (req_state.num_computed_tokens - 1) // block_size",
         "prev_state_idx = req_state.num_computed_tokens // block_size",
         _ACROSS_BLOCKS,
-        equivalent=(
-            "every join carries a checkpoint, one computed token to vLLM, and (1 - 1) // 4 "
-            "and 1 // 4 are both column 0; only a request resumed from the prefix cache "
-            "joins with more"
-        ),
+        clauses=_MODELS_JUDGE,
     ),
     Mutant(
         "a finished request's block kept for the next holder",
@@ -297,7 +283,7 @@ MUTANTS: Final[tuple[Mutant, ...]] = (
         "needs_copy = aligned_new_computed >= num_tokens_running_state",
         "needs_copy = aligned_new_computed > num_tokens_running_state",
         _ACROSS_BLOCKS,
-        unreached=_PREFIX_HIT,
+        clauses=_MODELS_JUDGE,
     ),
     Mutant(
         "the count kept after a copy within the running block",
@@ -479,25 +465,77 @@ MUTANTS: Final[tuple[Mutant, ...]] = (
 )
 
 
-def mutated_cache(mutant: Mutant, unpacked: Path, into: Path, /) -> Path:
-    """A cache folder at ``into``: the release's unpacked folders, with ``mutant``'s change.
+def _bytecode(source: Path, /) -> tuple[Path, ...]:
+    """Where a Python child may have cached ``source``'s bytecode: beside it, and under a prefix.
 
-    ``unpacked`` is the engine cache's ``unpacked/`` folder. Every folder of
-    the mutant's release there (its kernels, and SGLang's bookkeeping files
-    beside them) is copied as hard links to the cached files, but the one
-    changed, which is written anew; the wheel's own cache is left as it is.
-
-    Raises:
-        MutantError: the mutant's text is not in its file exactly once.
+    The suite's children cache bytecode under ``$PYTHONPYCACHEPREFIX`` where
+    it is set (tests/conftest.py), in a tree that mirrors the sources' absolute
+    paths; else in ``__pycache__`` beside the source.
     """
-    for folder in sorted(unpacked.iterdir()):
-        if folder.is_dir() and folder.name in {mutant.release, f"{mutant.release}-bookkeeping"}:
-            shutil.copytree(folder, into / "unpacked" / folder.name, copy_function=os.link)
-    target = into / "unpacked" / mutant.path
-    text = target.read_text(encoding="utf-8")
-    found = text.count(mutant.old)
-    if found != 1:
-        raise MutantError(f"{mutant.path}: {mutant.old!r} occurs {found} times, not once")
-    target.unlink()
-    target.write_text(text.replace(mutant.old, mutant.new), encoding="utf-8")
-    return into
+    name = f"{source.stem}.{sys.implementation.cache_tag}.pyc"
+    places = [source.parent / "__pycache__" / name]
+    prefix = os.environ.get("PYTHONPYCACHEPREFIX")
+    if prefix:
+        places.append(Path(prefix) / source.parent.absolute().relative_to("/") / name)
+    return tuple(places)
+
+
+class MutatedCache:
+    """A cache folder whose unpacked releases are the cached ones, hard-linked, but for one file.
+
+    One is kept for a test process, in one folder, and takes one mutant after
+    another: the file the last mutant changed is linked back to the release's,
+    and the next one's is written anew. The folder stays where it is, so the
+    bytecode its adapters' children cache for the releases' files (by their
+    paths) is read again by the next mutant's, and no mutant compiles vLLM's
+    modules anew: about 8 seconds of each run. The bytecode of the files that
+    differ from the last run's is removed, so none is read for another text.
+    """
+
+    def __init__(self, unpacked: Path, folder: Path, /) -> None:
+        """``unpacked`` is the engine cache's ``unpacked/`` folder; ``folder`` the cache made."""
+        self._unpacked = unpacked
+        self._folder = folder
+        self._changed: Path | None = None
+
+    def apply(self, mutant: Mutant, /) -> Path:
+        """The cache folder, with ``mutant``'s change and no other (``$SSM_ROLLBACK_ENGINE_CACHE``).
+
+        Every folder of the mutant's release (its kernels, and SGLang's
+        bookkeeping files beside them) is linked the first time it is asked
+        for; the wheel's own cache is left as it is.
+
+        Raises:
+            MutantError: the mutant's text is not in its file exactly once.
+        """
+        for folder in sorted(self._unpacked.iterdir()):
+            copy = self._folder / "unpacked" / folder.name
+            wanted = {mutant.release, f"{mutant.release}-bookkeeping"}
+            if folder.is_dir() and folder.name in wanted and not copy.exists():
+                shutil.copytree(folder, copy, copy_function=os.link)
+        original = self._unpacked / mutant.path
+        text = original.read_text(encoding="utf-8")
+        found = text.count(mutant.old)
+        if found != 1:
+            raise MutantError(f"{mutant.path}: {mutant.old!r} occurs {found} times, not once")
+        self._restore()
+        target = self._folder / "unpacked" / mutant.path
+        target.unlink()
+        target.write_text(text.replace(mutant.old, mutant.new), encoding="utf-8")
+        self._changed = target
+        self._forget(target)
+        return self._folder
+
+    def _restore(self) -> None:
+        if self._changed is None:
+            return
+        relative = self._changed.relative_to(self._folder / "unpacked")
+        self._changed.unlink()
+        os.link(self._unpacked / relative, self._changed)
+        self._forget(self._changed)
+        self._changed = None
+
+    @staticmethod
+    def _forget(source: Path, /) -> None:
+        for place in _bytecode(source):
+            place.unlink(missing_ok=True)

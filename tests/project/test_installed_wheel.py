@@ -115,12 +115,13 @@ def test_vectors_run_passes_installed(installed: Installed, tmp_path: Path) -> N
     assert counts["failed"] == counts["not-run"] == 0
     # The Python adapter does not offer replay: its replay cases are not offered.
     skipped = [case for case in _json(report)["cases"] if case["outcome"] == "skipped"]
-    # 40 rebuilds, 4 post-conv rebuilds, 10 decodes, 30 batches, 12 batches run
+    # 40 rebuilds, 4 post-conv rebuilds, 10 decodes, 31 batches, 12 batches run
     # alone and 70 refusals; and 28 round scripts of the model operation.
-    assert counts["skipped"] == len(skipped) == 166 + 28
+    assert counts["skipped"] == len(skipped) == 167 + 28
     assert {case["detail"] for case in skipped} == {
         "not offered: the adapter answered unknown-op to replay",
         "not offered: the adapter answered unknown-op to replay_batch",
+        "not offered: the adapter's describe does not list batch form prefix-hits",
         "not offered: the adapter's describe does not list batch form prompt-chunks",
         "not offered: the adapter's describe names no model",
     }
@@ -134,14 +135,14 @@ def test_vectors_run_installed_runs_the_replay_cases_on_the_rust_adapter(
     assert finished.returncode == 0, finished.stdout[-3000:] + finished.stderr
     cases = _json(report)["cases"]
     replay = [case for case in cases if case["id"].startswith("replay-")]
-    assert len(replay) == 166
+    assert len(replay) == 167
     # The 70 refusals are float64 requests, all sent (it refuses prompt chunks too).
-    # Its describe lists float64 and transformers-bf16: the 38 engine cases (vLLM's,
-    # SGLang's and FLA's 15 windows and decodes, ggml's 5, vLLM's and SGLang's 12
+    # Its describe lists float64 and transformers-bf16: the 39 engine cases (vLLM's,
+    # SGLang's and FLA's 15 windows and decodes, ggml's 5, vLLM's and SGLang's 13
     # batches and 6 batches run alone) are not offered, nor are the 8 batches with
     # prompt chunks (4 judged by the model, 4 run alone): it does not list the form.
     skipped = [case for case in replay if case["outcome"] == "skipped"]
-    assert len(skipped) == 46
+    assert len(skipped) == 47
     assert all(case["detail"].startswith("not offered: ") for case in skipped)
     # Its races are sent again until seen: a race not seen after ten is the host's doing.
     outcomes = {case["id"]: case["outcome"] for case in cases if case not in skipped}

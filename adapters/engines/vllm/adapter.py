@@ -233,6 +233,23 @@ BATCH_OPTIONS: Final = (
     ),
 )
 
+
+def _forms_with(options: Mapping[str, str], /) -> tuple[BatchForm, ...]:
+    """``prefix-hits`` where the runner's copies save blocks a join can hit.
+
+    That is V1's runner in mode "align", in blocks small enough for a batch to
+    fill one, in a release that has the fused copies (``batch.py``).
+    """
+    release = tuple(int(part) for part in wheels.selected(WHEEL).version.split(".")[:3])
+    copies = (
+        options["cache-mode"] == vllm_batch.CacheMode.ALIGN.value
+        and options["runner"] == vllm_batch.Runner.V1.value
+        and int(options["block-size"]) != vllm_batch.BLOCK_SIZE
+        and release >= vllm_batch.ALIGN_COPIES_SINCE
+    )
+    return (BatchForm.PREFIX_HITS,) if copies else ()
+
+
 #: vLLM's row in the registry.
 ADAPTER: Final = serve.EngineAdapter(
     WHEEL,
@@ -242,4 +259,5 @@ ADAPTER: Final = serve.EngineAdapter(
     replay_batch=replay_batch,
     batch_options=BATCH_OPTIONS,
     batch_forms=(BatchForm.PROMPT_CHUNKS,),
+    forms_with=_forms_with,
 )

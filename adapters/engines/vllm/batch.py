@@ -94,6 +94,7 @@ if TYPE_CHECKING:
     from ssm_rollback_spec.harness.replay_wire import ReplayState
 
 __all__ = [
+    "ALIGN_COPIES_SINCE",
     "BLOCK_SIZE",
     "BLOCK_SIZES",
     "ZERO_DRAFT_DECODE_IS_SPEC_SINCE",
@@ -113,6 +114,9 @@ __all__ = [
 BLOCK_SIZE: Final = 4096
 #: The block sizes ``--block-size`` takes: the default, and two that every batch crosses.
 BLOCK_SIZES: Final = (BLOCK_SIZE, 8, 4)
+#: The first release whose runner's align copies are the fused ones this adapter runs
+#: (``v1/worker/mamba_utils.py``'s ``MambaBuffers``; ``load.py`` looks for them).
+ALIGN_COPIES_SINCE: Final = (0, 33, 0)
 #: The layer's name in the forward context's metadata.
 _PREFIX: Final = "model.layers.0.linear_attn"
 
@@ -146,12 +150,74 @@ class Layer(types.SimpleNamespace):
 
 
 class Request:
-    """One request of the batch: its id, pool slot, computed tokens and previous accepted count."""
+    """One request of the batch: its id, slot, block row, computed tokens and last accepted count.
 
-    def __init__(self, name: str, slot: int, /) -> None:
-        self.name, self.slot = name, slot
+    ``tokens`` stand in for its token ids, one a computed token, for the
+    prefix cache (:class:`_PrefixCache`): its checkpoint's, then each row it kept.
+    """
+
+    def __init__(self, name: str, slot: int, row: list[int], /) -> None:
+        self.name, self.slot, self.row = name, slot, row
         self.computed = 1
         self.accepted = 1
+        self.tokens: list[bytes] = []
+
+
+def _token(*values: Any) -> bytes:
+    """A stand-in token id: the bytes of a row's inputs (or a checkpoint's), in float32."""
+    return b"".join(value.float().cpu().contiguous().numpy().tobytes() for value in values)
+
+
+def _row_tokens(rows: dict[str, Any], /) -> list[bytes]:
+    """Each row's stand-in token id."""
+    keys = ("qkv", "a", "b")
+    return [_token(*(rows[key][index] for key in keys)) for index in range(len(rows["qkv"]))]
+
+
+class _PrefixCache:
+    """vLLM's prefix cache in mode "align", as its scheduler offers a hit: blocks by token prefix.
+
+    Stands in for the KV cache manager's hashing and lookup
+    (``v1/core/kv_cache_manager.py``, vLLM 0.33.0 lines 266-328 and 621-625;
+    ``single_type_kv_cache_manager.py``, ``MambaManager``, 1470-1547). A
+    block is cached under the tokens it ends, at two points where the
+    scheduler hashes the block of a boundary ``n`` (a multiple of the block
+    size) while that block is the request's running one: a prompt chunk that
+    ends at ``n``, whose state the chunk leaves in place; and a verify whose
+    first row is the ``n``-th token, whose fused post-copy saves the state
+    after that row into the block where the kept tokens reach no later
+    boundary (``mamba_utils.py`` 455-476). A join whose tokens begin with a
+    cached prefix, and go on past it (the last token is
+    never a hit, line 302), takes the longest one cached before this step (a
+    block cached in the step is put off, 1704-1712): its row is the null
+    block below that column and the cached block at it, and vLLM's own
+    pre-copy moves the state out of it. What it does not offer, vLLM might:
+    a boundary a verify crossed within its window, hashed at a later step.
+    A slot taken again drops the blocks its row held.
+    """
+
+    def __init__(self, block_size: int, /) -> None:
+        self.block_size = block_size
+        #: Tokens of a prefix -> (its block, the step it was cached in).
+        self.blocks: dict[tuple[bytes, ...], tuple[int, int]] = {}
+
+    def save(self, tokens: list[bytes], row: list[int], step: int, /) -> None:
+        """Cache the block that ends ``tokens``, if they end at a block boundary."""
+        if tokens and len(tokens) % self.block_size == 0:
+            self.blocks[tuple(tokens)] = (row[len(tokens) // self.block_size - 1], step)
+
+    def drop(self, row: list[int], /) -> None:
+        """Forget every prefix whose block is in ``row`` (its slot is taken again)."""
+        held = set(row)
+        self.blocks = {key: value for key, value in self.blocks.items() if value[0] not in held}
+
+    def hit(self, tokens: list[bytes], step: int, /) -> tuple[int, int] | None:
+        """The longest prefix of ``tokens`` cached before ``step``, never all: (length, block)."""
+        for end in range(len(tokens) - 1, 0, -1):
+            found = self.blocks.get(tuple(tokens[:end])) if end % self.block_size == 0 else None
+            if found is not None and found[1] < step:
+                return end, found[0]
+        return None
 
 
 @dataclass(frozen=True)
@@ -315,12 +381,12 @@ class _AlignCopies:
         """The runner's steps before the builder; the counts it then hands the builder."""
         n = len(rows)
         for index, (request, _, _) in enumerate(rows):
-            self.table[index] = self.batch.torch.tensor(self.batch.pool.row(request.slot))
+            self.table[index] = self.batch.torch.tensor(request.row)
             self.accepted[index] = request.accepted
         self.input_batch.req_ids = [request.name for request, _, _ in rows]
         requests = {
             request.name: types.SimpleNamespace(
-                num_computed_tokens=request.computed, block_ids=(self.batch.pool.row(request.slot),)
+                num_computed_tokens=request.computed, block_ids=(request.row,)
             )
             for request, _, _ in rows
         }
@@ -448,6 +514,9 @@ class _Batch:
         )
         if inputs.block_size != BLOCK_SIZE and self.copies is None:
             raise BlockSizeError(inputs.block_size)
+        # vLLM's prefix caching is what mode "align" is for; the copies save its blocks.
+        self.prefix = _PrefixCache(inputs.block_size) if self.copies is not None else None
+        self.stepped = 0
 
     def conv(self, block: int, /) -> Any:
         """Block ``block``'s conv state as (conv_dim, width - 1 + num_spec), whatever the layout."""
@@ -465,7 +534,7 @@ class _Batch:
         # Mode "none": the row is the request's 1 + num_spec blocks. Mode "align":
         # the row is its blocks of BLOCK_SIZE tokens, the first reaching past any
         # request here, and the builder takes 1 + num_spec of them from seq_lens.
-        table = [self.pool.row(request.slot) for request, _, _ in rows]
+        table = [request.row for request, _, _ in rows]
         drafts = [
             draft_count(length - 1, verifies, self.inputs.release)
             for (_, _, verifies), length in zip(rows, lens, strict=True)
@@ -554,7 +623,12 @@ class _Batch:
         self.rows.postprocess_state(rows.to(self.inputs.on), sampled.to(self.inputs.on))
 
     def seat(self, step: Sequence[dict[str, Any]], /) -> None:
-        """Seat the step's new requests: each one's checkpoint in its first block."""
+        """Seat the step's new requests: each one's checkpoint in its first block, or a prefix hit.
+
+        A join whose checkpoint and first prompt rows are a cached prefix
+        (:class:`_PrefixCache`) starts with those tokens computed, the cached
+        block in its row, and only the rest of its prompt to run.
+        """
         width = self.width
         for entry in step:
             if entry["sequence"] in self.running:
@@ -563,13 +637,27 @@ class _Batch:
             # where the protocol's sequence name is used again after a finish.
             self.joins += 1
             name = f"{entry['sequence']}#{self.joins}"
-            request = self.running[entry["sequence"]] = Request(name, entry["slot"])
+            row = self.pool.row(entry["slot"])
+            request = self.running[entry["sequence"]] = Request(name, entry["slot"], row)
+            request.tokens = [_token(entry["conv"], entry["h"])]
+            if self.prefix is not None:
+                self.prefix.drop(row)
+                prompt = _row_tokens(entry["prefill"]) if "prefill" in entry else []
+                found = self.prefix.hit(request.tokens + prompt, self.stepped)
+                if found is not None:
+                    tokens, block = found
+                    column = tokens // self.prefix.block_size - 1
+                    request.row = [0] * column + [block] + row[column + 1 :]
+                    request.computed = tokens
+                    request.tokens += prompt[: tokens - 1]
+                    entry["prefill"] = {k: v[tokens - 1 :] for k, v in entry["prefill"].items()}
+                    continue
             if self.rows is not None:
                 added = types.SimpleNamespace(
                     num_computed_tokens=request.computed, prefill_token_ids=None, mm_features=[]
                 )
                 self.rows.add_request(request.slot, added)
-            first = self.pool.row(request.slot)[0]
+            first = request.row[0]
             self.conv(first)[:, : width - 1] = entry["conv"]
             self.ssm_cache[first] = entry["h"].transpose(-1, -2)
 
@@ -588,6 +676,10 @@ class _Batch:
         for entry in prompts:
             request = self.running[entry["sequence"]]
             request.computed += len(entry["prefill"]["qkv"])
+            request.tokens += _row_tokens(entry["prefill"])
+            if self.prefix is not None:
+                # A chunk that ends at a boundary leaves the state there in place.
+                self.prefix.save(request.tokens, request.row, self.stepped)
             if self.copies is None:
                 # After a prompt's chunk the request's state is in its first block,
                 # as after a verify that kept one token. With the align copies, the
@@ -603,13 +695,19 @@ class _Batch:
         )
         for entry in verifies:
             request = self.running[entry["sequence"]]
+            window = _row_tokens(entry)
+            if self.prefix is not None and entry["accepted"] <= self.prefix.block_size:
+                # The post-copy saved the state after the window's first row, where
+                # the kept tokens reach no later boundary (it saves the last one).
+                self.prefix.save([*request.tokens, window[0]], request.row, self.stepped)
+            request.tokens += window[: entry["accepted"]]
             request.computed += entry["accepted"]
             if self.copies is None:
                 request.accepted = entry["accepted"]
 
     def state(self, request: Request, /) -> ReplayState:
         """The state the request's next verify reads (module docstring)."""
-        row = self.pool.row(request.slot)
+        row = request.row
         # The running block column: the first in mode "none" and without copies.
         column = 0 if self.copies is None else self.copies.column(request)
         start = request.accepted - 1
@@ -638,6 +736,7 @@ class _Batch:
                 if self.copies is not None:
                     # The next step's scheduler output names it finished.
                     self.copies.finished.add(request.name)
+        self.stepped += 1
         return states
 
 
