@@ -201,10 +201,12 @@ def test_the_python_adapter_passes_every_case_and_does_not_offer_replay(tmp_path
     ]
     # A form of batch entry the adapter's describe does not list is not sent at all.
     chunks = corpus.FORM_NOT_LISTED.format("prompt-chunks")
+    hits = corpus.FORM_NOT_LISTED.format("prefix-hits")
     assert {case["detail"] for case in skipped} == {
         corpus.NOT_OFFERED,
         corpus.BATCH_NOT_OFFERED,
         chunks,
+        hits,
         # Its describe names no model, so no round script is sent.
         corpus.MODEL_NOT_DESCRIBED,
     }

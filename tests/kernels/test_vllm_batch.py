@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import pytest
 
+from ssm_rollback_spec.harness.replay_wire import BatchForm, batch_forms
 from tests.child import ROOT
 from tests.kernels import engines, results
 
@@ -37,9 +38,23 @@ pytestmark = pytest.mark.kernels
 BATCHES: Final = ROOT / "vectors" / "replay" / "batch.json"
 
 
-def _vllm_batch_cases() -> set[str]:
+def _vllm_cases(*, hits: bool) -> set[str]:
     cases = json.loads(BATCHES.read_text(encoding="utf-8"))["cases"]
-    return {f"replay-batch-{case['id']}" for case in cases if case["pipeline"] == "vllm-bf16"}
+    return {
+        f"replay-batch-{case['id']}"
+        for case in cases
+        if case["pipeline"] == "vllm-bf16" and (BatchForm.PREFIX_HITS in batch_forms(case)) == hits
+    }
+
+
+def _vllm_batch_cases() -> set[str]:
+    """vLLM's batch cases that every mode of its adapter is sent."""
+    return _vllm_cases(hits=False)
+
+
+def _prefix_hit_cases() -> set[str]:
+    """vLLM's batch cases of the form ``prefix-hits``, sent where its adapter lists it."""
+    return _vllm_cases(hits=True)
 
 
 #: vLLM's default cache mode, the adapter's without ``--cache-mode``: its
@@ -71,6 +86,11 @@ def test_vllms_own_builder_and_layer_pass_the_batch_cases(
         status, report, _ = _run(tmp_path, kernels_python, "--cache-mode", mode)
     assert status == 0, report["cases"]
     assert _batch_outcomes(report) == dict.fromkeys(_vllm_batch_cases(), "passed")
+    # Blocks of 4,096 tokens, or no blocks: no prefix is cached, so no hit is offered.
+    hits = _prefix_hit_cases()
+    skipped = {case["id"]: case["detail"] for case in report["cases"] if case["id"] in hits}
+    unlisted = "not offered: the adapter's describe does not list batch form prefix-hits"
+    assert skipped == dict.fromkeys(hits, unlisted)
 
 
 @pytest.mark.parametrize("mode", [DEFAULT_MODE, "none"])
@@ -223,9 +243,10 @@ def test_vllms_align_copies_keep_every_batch_right_across_blocks_of_4_tokens(
         clause="RB-REPLAY-12",
         corpus=("--clause", "RB-REPLAY-13"),
     )
-    mine = _vllm_batch_cases() | _alone_cases()
+    mine = _vllm_batch_cases() | _prefix_hit_cases() | _alone_cases()
     outcomes = {case["id"]: case["outcome"] for case in report["cases"] if case["id"] in mine}
     assert status == 0, report["cases"]
+    assert _prefix_hit_cases()
     assert outcomes == dict.fromkeys(mine, "passed")
 
 

@@ -14,7 +14,7 @@ from ssm_rollback_spec.corpus.replay_run import BATCH_NOT_OFFERED, judge_replay,
 from ssm_rollback_spec.harness import protocol
 from ssm_rollback_spec.harness.adapter import REPLAY_BATCH_NOT_OFFERED, respond
 from ssm_rollback_spec.harness.protocol import ErrorKind
-from ssm_rollback_spec.harness.replay_wire import decode_replay_batch
+from ssm_rollback_spec.harness.replay_wire import BatchForm, batch_forms, decode_replay_batch
 from tests.properties.replay_reference import SMALL_DIMS, SMALL_REPLAY
 
 REPLAY: Final = Path(__file__).resolve().parents[2] / "vectors" / "replay"
@@ -50,10 +50,11 @@ def test_every_batch_case_becomes_one_request_with_a_state_per_entry() -> None:
     # Six batches (five named shapes and a drawn one) in each of the model's two
     # pipelines and each engine's whose adapter offers replay_batch (vLLM, SGLang),
     # then two prompt shapes and a pool of 4,096 slots in the model's two
-    # pipelines; and the batches run alone: three plans in those four pipelines.
+    # pipelines, and a prefix-cache hit in vLLM's; and the batches run alone:
+    # three plans in those four pipelines.
     judged = [case for case in BATCHES if not case.alone]
     alone = [case for case in BATCHES if case.alone]
-    assert (len(judged), len(alone)) == (30, 12)
+    assert (len(judged), len(alone)) == (31, 12)
     for case in judged:
         decoded = decode_replay_batch(case.request)
         assert len(case.expected) == sum(len(batch) for batch in decoded["steps"])
@@ -191,3 +192,24 @@ def test_a_batch_that_breaks_the_pool_s_bookkeeping_is_a_bad_request(
     with pytest.raises(protocol.ProtocolError) as raised:
         decode_replay_batch(copy.deepcopy(request_))
     assert (raised.value.kind, str(raised.value)) == (ErrorKind.BAD_REQUEST, message)
+
+
+def test_a_join_from_an_earlier_sequences_verified_rows_uses_the_prefix_hits_form() -> None:
+    first_row = {"values": ["0x1p-1"] * 3, "g": ["-0x1p-2"], "beta": ["0x1p-2"]}
+    other_row = {"values": ["0x1p-2"] * 3, "g": ["-0x1p-2"], "beta": ["0x1p-2"]}
+    source = _joins("s0", 0, prefill=[other_row], rows=[first_row, other_row], accepted=2)
+    # s0's prompt, then the first row s0 verified, then one of its own.
+    hit = _joins("s1", 1, prefill=[other_row, first_row, other_row], rows=[other_row], accepted=1)
+    # The same checkpoint and prompt, then another row: none that s0 verified.
+    miss = _joins("s1", 1, prefill=[other_row, other_row], rows=[first_row], accepted=1)
+    # A sequence run again alone (batch_alone.json) repeats s0's prompt and windows.
+    again = _joins("s0-alone", 1, prefill=[other_row], rows=[first_row, other_row], accepted=2)
+
+    def forms(*steps: list[dict[str, object]]) -> frozenset[BatchForm]:
+        return batch_forms({"steps": [{"batch": batch} for batch in steps]})
+
+    assert forms([source], [hit]) == {BatchForm.PREFIX_HITS}
+    assert forms([source], [miss]) == frozenset()
+    assert forms([source], [again]) == frozenset()
+    # As the batch lists them: a join listed before its source is none.
+    assert forms([hit, source]) == frozenset()

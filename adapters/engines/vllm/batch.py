@@ -75,6 +75,11 @@ What stands in, and why:
   vLLM's scheduler would hold its null block at columns it has freed, which
   neither the builder nor the copies read. Releases before 0.33.0 have no
   fused copies here: the adapter runs them at ``BLOCK_SIZE`` only.
+- Mode "align"'s prefix cache: a join whose checkpoint and first prompt rows
+  are a cached prefix starts from the cached block, as a hit in vLLM's KV
+  cache manager does; the manager's hashing and lookup stand in
+  (:class:`_PrefixCache`, which says where it offers a hit), each row's
+  bytes its token id.
 
 The CUDA-only decode op (``fused_gdn_decode``, ``VLLM_GDN_DECODE_KERNEL=cuda``)
 is not taken: ``_forward_core`` is the Triton path (docs/engines.md).
