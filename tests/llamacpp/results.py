@@ -538,9 +538,9 @@ _TABLE_HEADER: Final = (
 )
 _TABLE_NOTE: Final = (
     "0c1e57098's cells are the drawn rounds' and the shrunk cases' (`test_architectures.py`);"
-    " v0.5.0's are the shrunk cases alone, on the prebuilt adapter's baseline CPU variant:"
-    " its drawn rounds are not run, to keep the tier's time down. Qwen3.5, the tier's own"
-    " model, is the columns' other entries (`test_rollback.py`, `test_prebuilt.py`)."
+    " v0.5.0's are the shrunk cases' and a tenth of the drawn rounds (at least 6 examples),"
+    " on the prebuilt adapter's baseline CPU variant. Qwen3.5, the tier's own model, is the"
+    " columns' other entries (`test_rollback.py`, `test_prebuilt.py`)."
 )
 
 
