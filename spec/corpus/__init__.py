@@ -28,7 +28,7 @@ from .model_run import (
     model_judges,
 )
 from .protocol_cases import Case, exported_case, generate, render_corpus, write_corpus
-from .protocol_run import CaseResult, Judge, is_contested_race, load_cases, run_cases
+from .protocol_run import STOPPED, CaseResult, Judge, is_contested_race, load_cases, run_cases
 from .replay_run import (
     BATCH_NOT_OFFERED,
     FORM_NOT_LISTED,
@@ -50,6 +50,7 @@ __all__ = [
     "MODEL_NOT_DESCRIBED",
     "MODEL_NOT_OFFERED",
     "NOT_OFFERED",
+    "STOPPED",
     "Case",
     "CaseResult",
     "Judge",

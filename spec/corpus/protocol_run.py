@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from ..harness.subprocess_driver import SubprocessDriver
     from .protocol_cases import Case
 
-__all__ = ["CaseResult", "Judge", "is_contested_race", "load_cases", "run_cases"]
+__all__ = ["STOPPED", "CaseResult", "Judge", "is_contested_race", "load_cases", "run_cases"]
 
 
 _CASE_ID: Final = re.compile(r"[a-z0-9][a-z0-9-]*")
@@ -213,7 +213,50 @@ def _run_race(
 Judge = Callable[[dict[str, object]], CaseResult]
 
 
-def run_cases(
+#: A case not run because the run stopped at a failure (``vectors run --exitfirst``).
+STOPPED: Final = "not run (the run stopped at the first failure, case {})"
+
+
+def _run_until(  # noqa: PLR0913 (the run's settings, each its own)
+    driver: SubprocessDriver,
+    cases: Sequence[Case],
+    judges: Mapping[str, Judge],
+    stop: Callable[[CaseResult], bool],
+    /,
+    *,
+    require_race: bool,
+    one_interpreter_lock: bool,
+) -> list[CaseResult]:
+    """Each case in turn, one request at a time, until a result ``stop`` takes; the rest not run.
+
+    An adapter that breaks on a case stops the run there too.
+    """
+    results: list[CaseResult] = []
+    stopped: str | None = None
+    for case in cases:
+        if stopped is not None:
+            detail = STOPPED.format(stopped)
+            results.append(CaseResult(case["id"], case["clauses"], "not-run", detail))
+            continue
+        try:
+            if is_contested_race(case):
+                result = _run_race(
+                    driver, case, required=require_race, one_interpreter_lock=one_interpreter_lock
+                )
+            else:
+                reply = driver.request(case["request"], line=case.get("line"))
+                judge = judges.get(case["id"])
+                result = judge(reply) if judge is not None else _judge(case, reply)
+        except AssertionError as failure:
+            result = CaseResult(case["id"], case["clauses"], "failed", str(failure))
+            stopped = case["id"]
+        results.append(result)
+        if stop(result):
+            stopped = case["id"]
+    return results
+
+
+def run_cases(  # noqa: PLR0913 (each a setting of the run)
     driver: SubprocessDriver,
     cases: Sequence[Case],
     /,
@@ -221,8 +264,12 @@ def run_cases(
     *,
     require_race: bool = False,
     one_interpreter_lock: bool = False,
+    stop: Callable[[CaseResult], bool] | None = None,
 ) -> list[CaseResult]:
     """Run every case; stateless ones pipelined through one process.
+
+    With ``stop``, each case is sent alone, in order, and the run stops at the
+    first result it takes: every later case is "not run" (:data:`STOPPED`).
 
     A case named in ``judges`` is judged by its judge (the replay cases,
     within a tolerance); every other by its expected replies. A contested
@@ -233,6 +280,38 @@ def run_cases(
 
     When the adapter breaks on a case, that case fails with what happened, and
     every later case of its batch is "not run", naming the case it broke on.
+
+    Raises:
+        VectorError: a case got no result (a driver answered fewer than asked).
+    """
+    if stop is not None:
+        return _run_until(
+            driver,
+            cases,
+            judges or {},
+            stop,
+            require_race=require_race,
+            one_interpreter_lock=one_interpreter_lock,
+        )
+    return _run_pipelined(
+        driver,
+        cases,
+        judges,
+        require_race=require_race,
+        one_interpreter_lock=one_interpreter_lock,
+    )
+
+
+def _run_pipelined(
+    driver: SubprocessDriver,
+    cases: Sequence[Case],
+    judges: Mapping[str, Judge] | None,
+    /,
+    *,
+    require_race: bool,
+    one_interpreter_lock: bool,
+) -> list[CaseResult]:
+    """:func:`run_cases` without a stop: stateless cases pipelined, then the stateful in turn.
 
     Raises:
         VectorError: a case got no result (a driver answered fewer than asked).

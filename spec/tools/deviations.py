@@ -198,6 +198,13 @@ class DeviationList:
         except DeviationsError as error:
             raise CliError(f"--deviations {value}: {error}") from None
 
+    def covers(self, name: str, clauses: Sequence[str], /, *, reads: Collection[Target]) -> bool:
+        """Whether an entry of a target in ``reads`` names ``name`` or one of its ``clauses``."""
+        item = Judged(name, clauses, "failed")
+        return any(
+            _matches(deviation, item) for deviation in self.entries if deviation.target in reads
+        )
+
     def mark(
         self,
         rows: Sequence[Row],

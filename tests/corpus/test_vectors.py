@@ -236,6 +236,52 @@ def test_a_failing_case_names_only_the_clause_it_tells_apart(tmp_path: Path) -> 
     assert failed == {"RB-PUB-1", "RB-PUB-2", "RB-PUB-4"}
 
 
+def _first_failed(report: Path, /) -> dict[str, Any]:
+    cases = json.loads(report.read_text(encoding="utf-8"))["cases"]
+    return next(case for case in cases if case["outcome"] == "failed")
+
+
+def _last_write_wins() -> str:
+    return (
+        f"{sys.executable} -m ssm_rollback_spec.harness.adapter "
+        f"--impl-module {import_path('LastWriteWins')}"
+    )
+
+
+def test_exitfirst_stops_at_the_first_failed_case_and_reports_the_rest_not_run(
+    tmp_path: Path,
+) -> None:
+    everything, stopped = tmp_path / "all.json", tmp_path / "x.json"
+    _run("--impl-cmd", _last_write_wins(), "--json", str(everything))
+    finished = _run("--impl-cmd", _last_write_wins(), "--exitfirst", "--json", str(stopped))
+    assert finished.returncode == 1
+    cases = json.loads(stopped.read_text(encoding="utf-8"))["cases"]
+    first = _first_failed(everything)
+    at = [case["id"] for case in cases].index(first["id"])
+    assert cases[at]["outcome"] == "failed"
+    assert "failed" not in {case["outcome"] for case in cases[:at]}
+    after = [case for case in cases[at + 1 :] if case["outcome"] != "skipped"]
+    assert after
+    assert {case["detail"] for case in after} == {corpus.STOPPED.format(first["id"])}
+
+
+def test_exitfirst_goes_past_a_failure_the_deviations_list(tmp_path: Path) -> None:
+    report = tmp_path / "x.json"
+    first = _run("--impl-cmd", _last_write_wins(), "-x", "--json", str(report))
+    assert first.returncode == 1
+    failed = _first_failed(report)
+    listed = tmp_path / "deviations.json"
+    entry = {"case": failed["id"], "reason": "known"}
+    listed.write_text(json.dumps({"deviations": [entry]}), encoding="utf-8")
+    _run("--impl-cmd", _last_write_wins(), "-x", "--deviations", str(listed), "--json", str(report))
+    cases = {case["id"]: case for case in json.loads(report.read_text("utf-8"))["cases"]}
+    assert cases[failed["id"]]["outcome"] == "deviation"
+    # The run went on to the next failure the list does not name, and stopped there.
+    stopped = {case["detail"] for case in cases.values() if case["outcome"] == "not-run"}
+    assert len(stopped) == 1
+    assert stopped != {corpus.STOPPED.format(failed["id"])}
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "name",

@@ -61,6 +61,10 @@ _ACROSS_BLOCKS: Final = ("--cache-mode", "align", "--block-size", "4")
 #: The model's judge alone (batch.json): each caught mutant of the copies fails
 #: it, and it costs less than both; an equivalent one still runs both judges.
 _MODELS_JUDGE: Final = ("RB-REPLAY-12",)
+#: A prompt's rows, where a change to the prompt path alone is seen: vLLM's
+#: prompts are in batch_alone.json's cases (RB-REPLAY-13), and batch.json's in
+#: mode "none" have none, so the engine's own judge runs first.
+_PROMPTS_FIRST: Final = ("RB-REPLAY-13", "RB-REPLAY-12")
 #: SGLang's two paths (its adapter's ``--cache-mode``).
 _SGLANG_DEFAULT: Final = ("--cache-mode", "snapshot")
 _REPLAYSSM: Final = ("--cache-mode", "replayssm")
@@ -98,7 +102,8 @@ class Mutant:
     #: which path, and why the protocol cannot send it; else empty.
     unreached: str = ""
     #: The clauses whose cases it is run on: both judges' (``batch.json``'s and
-    #: ``batch_alone.json``'s), or the model's alone where that is enough.
+    #: ``batch_alone.json``'s), or the model's alone where that is enough; a
+    #: caught mutant runs them in this order, one at a time, until one fails.
     clauses: tuple[str, ...] = ("RB-REPLAY-12", "RB-REPLAY-13")
 
     @property
@@ -141,12 +146,14 @@ MUTANTS: Final[tuple[Mutant, ...]] = (
         _BUILDER,
         "non_spec_sequence_masks_cpu, 0",
         "non_spec_sequence_masks_cpu, -1",
+        clauses=_PROMPTS_FIRST,
     ),
     Mutant(
         "a one-token prompt beside verifies left a decode",
         _BUILDER,
         "if num_decodes > 0 and num_spec_decodes > 0:",
         "if False:",
+        clauses=_PROMPTS_FIRST,
     ),
     Mutant(
         "the tokens split by position, not by the spec mask",
@@ -169,12 +176,14 @@ MUTANTS: Final[tuple[Mutant, ...]] = (
         _LAYER,
         "a_non_spec = a.index_select(0, non_spec_token_indx)",
         "a_non_spec = a[: non_spec_token_indx.numel()]",
+        clauses=_PROMPTS_FIRST,
     ),
     Mutant(
         "a prompt's b gathered by position",
         _LAYER,
         "b_non_spec = b.index_select(0, non_spec_token_indx)",
         "b_non_spec = b[: non_spec_token_indx.numel()]",
+        clauses=_PROMPTS_FIRST,
     ),
     Mutant(
         "a verify's a not gathered (vLLM #51812)",
@@ -188,6 +197,7 @@ MUTANTS: Final[tuple[Mutant, ...]] = (
         _LAYER,
         "ssm_state[prefill_state_indices] = last_recurrent_state.to(ssm_state.dtype)",
         "pass",
+        clauses=_PROMPTS_FIRST,
     ),
     Mutant(
         "a prompt from no prior state not zeroed",

@@ -50,15 +50,22 @@ def mutated(unpacked: Path, tmp_path_factory: pytest.TempPathFactory) -> Mutated
 def _run(
     mutant: Mutant, mutated: MutatedCache, folder: Path, python: str, clauses: tuple[str, ...], /
 ) -> tuple[int, set[str]]:
-    """``vectors run`` over the mutant's ``clauses``: its status and the IDs of its failed cases."""
+    """``vectors run`` over the mutant's ``clauses``: its status and the IDs of its failed cases.
+
+    A mutant argued caught stops at its first failed case (``--exitfirst``).
+    """
     root = mutated.apply(mutant)
+    caught = not (mutant.equivalent or mutant.unreached)
     status, report, _ = vectors_run(
         folder / "report.json",
         python,
         mutant.engine,
         *mutant.flags,
         clause=clauses[0],
-        corpus=tuple(flag for clause in clauses[1:] for flag in ("--clause", clause)),
+        corpus=(
+            *(flag for clause in clauses[1:] for flag in ("--clause", clause)),
+            *(("--exitfirst",) if caught else ()),
+        ),
         environment={wheels.CACHE_ENV: str(root)},
     )
     failed = {case["id"] for case in report["cases"] if case["outcome"] == "failed"}
