@@ -13,8 +13,10 @@ nothing (torch 2.13.0 CPU, triton 3.9.0, numpy, einops, packaging, the
 package), then made again warm (what every later run pays: the package
 reinstalled), then ``python -m pytest -m kernels -n auto tests/kernels`` on
 that venv and cache, as ``.ci/run`` runs it (the older releases the real-bugs
-tests drive are downloaded by those tests, into the same empty cache). Prints
-one Markdown table; BENCHMARKS.md ("The kernels tier") keeps a run of it.
+tests drive are downloaded by those tests, into the same empty cache), then
+its engine mutants, ``python -m pytest -m engine_mutants -n auto
+tests/kernels``, the step after it. Prints one Markdown table; BENCHMARKS.md
+("The kernels tier") keeps a run of it.
 """
 
 from __future__ import annotations
@@ -66,6 +68,10 @@ def main() -> int:
     tier, outcome = _timed(
         [sys.executable, "-m", "pytest", "-m", "kernels", "-n", "auto", "tests/kernels"], env
     )
+    mutants, mutated = _timed(
+        [sys.executable, "-m", "pytest", "-m", "engine_mutants", "-n", "auto", "tests/kernels"],
+        env,
+    )
     print(
         f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
     )
@@ -75,6 +81,10 @@ def main() -> int:
     print(f"| make the venv, cold | {cold:.0f} | {venv_mb:.0f} MB |")
     print(f"| refresh the venv, warm (the package reinstalled) | {warm:.0f} | |")
     print(f"| `python -m pytest -m kernels -n auto tests/kernels` | {tier:.0f} | {outcome} |")
+    step = "`python -m pytest -m engine_mutants -n auto tests/kernels`"
+    print(f"| {step} | {mutants:.0f} | {mutated} |")
+    total = download + cold + tier + mutants
+    print(f"| the whole, from an empty cache | {total:.0f} | |")
     return 0
 
 
