@@ -31,18 +31,34 @@ whatever the other columns are; :func:`with_column` moves a column in and
 puts each family's failing clauses first again, as the page is written.
 ``python -m tests.llamacpp.results`` runs the report and writes the column
 into the committed page (``--page-only``: from the report a run left).
+
+The records are no run's report, but ``ssm-rollback-spec report`` reads only
+reports, so the tier also writes each record column as one ``--json`` report
+of ``check`` beside the ggml report (:func:`write_record_reports`), for the
+HTML page and badges .ci/run's report step builds from build/results/. What
+that format cannot say is said as closely as it can: its "Reports" line names
+a ``check`` report, whose profile says it is this record and not a run; the
+sdist column keeps the ggml adapter's describe name (``report`` cannot
+rename a column, so the record joins the ggml report's); a deviation entry
+links llama.cpp's report where there is one (a report's link must be a web
+address, and the finding pages have none) and names its finding page in its
+reason; and the architectures' table has no place there, its findings being
+the RB-REPLAY-14 cell's entries.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import sys
 from dataclasses import replace
-from typing import TYPE_CHECKING, Final, TypedDict
+from typing import TYPE_CHECKING, Final, NotRequired, TypedDict
 
+from ssm_rollback_spec import SPEC_VERSION
 from ssm_rollback_spec.harness.clauses import CLAUSES
 from ssm_rollback_spec.results import (
+    WEB_ADDRESS,
     Known,
     Report,
     Result,
@@ -52,7 +68,7 @@ from ssm_rollback_spec.results import (
 )
 from ssm_rollback_spec.results.matrix import FAILING
 from ssm_rollback_spec.sizing.releases import LLAMA_CPP, LLAMA_CPP_COMMIT
-from ssm_rollback_spec.tools.report import LABELS, OUTCOMES
+from ssm_rollback_spec.tools.report import LABELS, OUTCOMES, Row, clause_summary, counts
 from tests.child import ROOT, run_module
 
 if TYPE_CHECKING:
@@ -70,15 +86,19 @@ __all__ = [
     "PREBUILT_COMMAND",
     "PREBUILT_NAME",
     "PREBUILT_RECORD",
+    "PREBUILT_RECORD_REPORT",
     "PREBUILT_RELEASE",
     "RECORD",
     "RECORD_COMMAND",
+    "RECORD_REPORT",
+    "RECORD_REPORTS",
     "RELEASE",
     "REPORT",
     "REPORTS",
     "Architecture",
     "Column",
     "Finding",
+    "RecordDocument",
     "architectures_table",
     "beside",
     "column",
@@ -88,12 +108,15 @@ __all__ = [
     "page_column",
     "prebuilt_column",
     "prebuilt_report",
+    "record_document",
+    "record_profile",
     "record_report",
     "render",
     "run_report",
     "with_column",
     "with_record",
     "without_column",
+    "write_record_reports",
 ]
 
 ADAPTER: Final = ROOT / "adapters" / "llama-cpp" / "ggml_adapter.py"
@@ -127,6 +150,12 @@ PREBUILT_COMMAND: Final = (
 )
 #: Every column this tier gives the page.
 NAMES: Final = (NAME, PREBUILT_NAME)
+#: The records' columns as --json reports beside the ggml report, for ``report``
+#: over build/results/ (.ci/run): the sdist build's llama.h record, and the prebuilt one's.
+RECORD_REPORT: Final = REPORTS / "llama-h-record.json"
+PREBUILT_RECORD_REPORT: Final = REPORTS / "llama-h-prebuilt-record.json"
+#: Both, in the order of :data:`NAMES`.
+RECORD_REPORTS: Final = (RECORD_REPORT, PREBUILT_RECORD_REPORT)
 
 
 class Finding(TypedDict):
@@ -448,6 +477,15 @@ def on_v050(finding: Finding, /) -> bool:
     return "v050" in finding["test"].partition("[")[0]
 
 
+def _known(finding: Finding, /) -> Known:
+    """A deviation's entry on the page: the test, why, and its finding page."""
+    return Known(
+        f"property {finding['test']}",
+        f"{finding['detail']}; llama.cpp: {finding['link']}",
+        finding["page"],
+    )
+
+
 def _report(name: str, release: str, command: str, findings: Sequence[Finding], /) -> Report:
     """``findings`` as one report of a column.
 
@@ -460,41 +498,171 @@ def _report(name: str, release: str, command: str, findings: Sequence[Finding], 
             clauses=(_MODEL_CLAUSE,),
             outcome=finding["outcome"],
             detail=finding["detail"],
-            known=Known(
-                f"property {finding['test']}",
-                f"{finding['detail']}; llama.cpp: {finding['link']}",
-                finding["page"],
-            )
-            if finding["outcome"] == "deviation"
-            else None,
+            known=_known(finding) if finding["outcome"] == "deviation" else None,
         )
         for finding in findings
     )
-    return Report(name, release, command, "1.0.0", results, ())
+    return Report(name, release, command, SPEC_VERSION, results, ())
+
+
+def _sdist_findings() -> list[Finding]:
+    """:data:`RECORD` and the architectures' 0c1e57098 entries."""
+    return [*RECORD, *(f for f in ARCHITECTURES_RECORD if not on_v050(f))]
+
+
+def _prebuilt_findings() -> list[Finding]:
+    """:data:`PREBUILT_RECORD` and the architectures' v0.5.0 entries."""
+    return [*PREBUILT_RECORD, *(f for f in ARCHITECTURES_RECORD if on_v050(f))]
 
 
 def record_report() -> Report:
     """:data:`RECORD` and the architectures' 0c1e57098 entries: llama.cpp's column's report."""
-    sdist = [finding for finding in ARCHITECTURES_RECORD if not on_v050(finding)]
-    return _report(NAME, RELEASE, RECORD_COMMAND, [*RECORD, *sdist])
+    return _report(NAME, RELEASE, RECORD_COMMAND, _sdist_findings())
 
 
 def prebuilt_report() -> Report:
     """:data:`PREBUILT_RECORD` and the architectures' v0.5.0 entries, as the prebuilt column's."""
-    v050 = [finding for finding in ARCHITECTURES_RECORD if on_v050(finding)]
-    return _report(PREBUILT_NAME, PREBUILT_RELEASE, PREBUILT_COMMAND, [*PREBUILT_RECORD, *v050])
+    return _report(PREBUILT_NAME, PREBUILT_RELEASE, PREBUILT_COMMAND, _prebuilt_findings())
+
+
+class _Entry(TypedDict):
+    """A deviation entry as a ``--json`` report keeps it (``Deviation.record``)."""
+
+    entry: str
+    reason: str
+    link: str
+
+
+class _Property(TypedDict):
+    """One property of a ``check --json`` report."""
+
+    property: str
+    clauses: list[str]
+    outcome: str
+    detail: str
+    #: A record has no time.
+    seconds: None
+    known: NotRequired[_Entry]
+
+
+class _Described(TypedDict):
+    """The part of a ``describe`` reply the page reads."""
+
+    name: str
+    release: str
+
+
+class RecordDocument(TypedDict):
+    """A record column as a ``check --json`` report: the keys ``check`` writes, and no time."""
+
+    implementation: str
+    profile: str
+    spec_version: str
+    describe: _Described
+    properties: list[_Property]
+    clauses: dict[str, str]
+    failed: list[str]
+    conforming_deviations: list[str]
+    conforming: list[_Entry]
+    counts: dict[str, int]
+    exported: list[str]
+
+
+def record_profile(command: str, /) -> str:
+    """The profile a record's report states, so that ``report`` names it ``check (profile ...)``."""
+    return f"none: {command}"
+
+
+#: The command ``report`` names each record's report by (``check (profile ...)``).
+_RECORD_COMMANDS: Final = frozenset(
+    f"check (profile {record_profile(command)})" for command in (RECORD_COMMAND, PREBUILT_COMMAND)
+)
+
+
+def _entry(finding: Finding, /) -> _Entry:
+    """A deviation's entry in a report: llama.cpp's report as its link, its page in its reason.
+
+    A report's link must be a web address (``WEB_ADDRESS``), and the finding
+    pages have none; a finding llama.cpp has no report of is not linked.
+    """
+    known = _known(finding)
+    link = finding["link"] if WEB_ADDRESS.fullmatch(finding["link"]) else ""
+    return {
+        "entry": known.entry,
+        "reason": f"{known.reason}; its page: docs/{finding['page']}",
+        "link": link,
+    }
+
+
+def _property(finding: Finding, /) -> _Property:
+    found: _Property = {
+        "property": finding["test"],
+        "clauses": [_MODEL_CLAUSE],
+        "outcome": finding["outcome"],
+        "detail": finding["detail"],
+        "seconds": None,
+    }
+    if finding["outcome"] == "deviation":
+        found["known"] = _entry(finding)
+    return found
+
+
+def record_document(name: str, /) -> RecordDocument:
+    """The column of :data:`NAMES` named ``name`` as a ``check --json`` report, for ``report``.
+
+    The sdist column's report is of the ggml adapter's name (:data:`GGML_NAME`),
+    so that ``report`` puts it in the ggml report's column, as the page does.
+
+    Raises:
+        KeyError: ``name`` is not a record column's.
+    """
+    release, command, findings = {
+        NAME: (RELEASE, RECORD_COMMAND, _sdist_findings()),
+        PREBUILT_NAME: (PREBUILT_RELEASE, PREBUILT_COMMAND, _prebuilt_findings()),
+    }[name]
+    rows = [Row(f["test"], (_MODEL_CLAUSE,), f["outcome"], f["detail"]) for f in findings]
+    return {
+        "implementation": "tests/llamacpp/results.py (a record, not a run)",
+        "profile": record_profile(command),
+        "spec_version": SPEC_VERSION,
+        "describe": {"name": GGML_NAME if name == NAME else name, "release": release},
+        "properties": [_property(finding) for finding in findings],
+        "clauses": clause_summary(rows),
+        "failed": [row.name for row in rows if row.outcome == "failed"],
+        "conforming_deviations": [],
+        "conforming": [],
+        "counts": counts(rows),
+        "exported": [],
+    }
+
+
+def write_record_reports(directory: Path = REPORTS, /) -> list[Path]:
+    """Write the records' columns as reports into ``directory``, named as :data:`RECORD_REPORTS`."""
+    directory.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, path in zip(NAMES, RECORD_REPORTS, strict=True):
+        target = directory / path.name
+        target.write_text(json.dumps(record_document(name), indent=2) + "\n", encoding="utf-8")
+        written.append(target)
+    return written
 
 
 def with_record(reports: Sequence[Report], /) -> list[Report]:
     """``reports``, llama.cpp's ggml report renamed to its column and joined by the records.
 
-    The prebuilt release's column comes with it (:func:`prebuilt_report`).
+    The prebuilt release's column comes with it (:func:`prebuilt_report`). The
+    records' reports of :func:`write_record_reports` are left out, the records
+    being joined from this module: so a page of every report in
+    :data:`REPORTS` is the ggml report's.
 
     Raises:
         RuntimeError: the ggml report is of another llama.cpp than the record.
     """
     found: list[Report] = []
     for report in reports:
+        if report.command in _RECORD_COMMANDS:
+            # The records' own reports (write_record_reports): the records join below.
+            continue
         if report.name != GGML_NAME:
             found.append(report)
             continue
@@ -781,9 +949,13 @@ def columns(text: str, /) -> list[Column]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the report (unless ``--page-only``) and write its column into docs/results.md."""
+    """Run the report (unless ``--page-only``) and write its column into docs/results.md.
+
+    The records' reports are written beside it (:func:`write_record_reports`).
+    """
     if (sys.argv[1:] if argv is None else argv) != ["--page-only"]:
         run_report()
+    write_record_reports()
     page = with_column(_PAGE.read_text(encoding="utf-8"), column())
     _PAGE.write_text(with_column(page, prebuilt_column()), encoding="utf-8")
     sys.stdout.write(
