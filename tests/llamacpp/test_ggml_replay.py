@@ -20,6 +20,7 @@ import pytest
 from ssm_rollback_spec import corpus
 from tests.child import ROOT
 from tests.llamacpp import results
+from tests.results.test_llamacpp_record_reports import check_report_gives_the_generators_columns
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -40,9 +41,14 @@ def _vectors_run(tmp_path: Path, /, *flags: str) -> tuple[int, dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def ggml_report(llamacpp: Built) -> tuple[int, dict[str, Any]]:
-    """The real build's run, its report kept in build/results/llama.cpp/ for the results page."""
+    """The real build's run, its report kept in build/results/llama.cpp/ for the results page.
+
+    The records' columns are written beside it as reports, for the HTML page
+    .ci/run's report step builds from that folder.
+    """
     del llamacpp  # built first
     status = results.run_report()
+    results.write_record_reports()
     return status, json.loads(results.REPORT.read_text(encoding="utf-8"))
 
 
@@ -79,6 +85,17 @@ def test_the_committed_results_page_has_the_column_this_runs_report_gives(
     assert results.page_column(committed) == results.column(), (
         "docs/results.md's llama.cpp column is out of date: python -m tests.llamacpp.results"
     )
+
+
+def test_report_over_the_tiers_folder_gives_the_committed_pages_llama_cpp_columns(
+    ggml_report: tuple[int, dict[str, Any]], tmp_path: Path
+) -> None:
+    # .ci/run's report step reads every report in build/results/llama.cpp/: with the
+    # records' reports, its HTML page has the columns docs/results.md has.
+    del ggml_report  # written to build/results/llama.cpp/, the records beside it
+    found = sorted(results.REPORTS.glob("*.json"))
+    assert {results.REPORT, *results.RECORD_REPORTS} <= set(found)
+    check_report_gives_the_generators_columns(tmp_path, results.REPORT, found)
 
 
 def test_the_ggml_adapters_off_by_one_control_fails(
