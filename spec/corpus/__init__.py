@@ -28,7 +28,15 @@ from .model_run import (
     model_judges,
 )
 from .protocol_cases import Case, exported_case, generate, render_corpus, write_corpus
-from .protocol_run import STOPPED, CaseResult, Judge, is_contested_race, load_cases, run_cases
+from .protocol_run import (
+    EXITFIRST_HELP,
+    STOPPED,
+    CaseResult,
+    Judge,
+    is_contested_race,
+    load_cases,
+    run_cases,
+)
 from .replay_run import (
     BATCH_NOT_OFFERED,
     FORM_NOT_LISTED,
@@ -46,6 +54,7 @@ from .replay_run import (
 
 __all__ = [
     "BATCH_NOT_OFFERED",
+    "EXITFIRST_HELP",
     "FORM_NOT_LISTED",
     "MODEL_NOT_DESCRIBED",
     "MODEL_NOT_OFFERED",

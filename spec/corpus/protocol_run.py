@@ -38,7 +38,15 @@ if TYPE_CHECKING:
     from ..harness.subprocess_driver import SubprocessDriver
     from .protocol_cases import Case
 
-__all__ = ["STOPPED", "CaseResult", "Judge", "is_contested_race", "load_cases", "run_cases"]
+__all__ = [
+    "EXITFIRST_HELP",
+    "STOPPED",
+    "CaseResult",
+    "Judge",
+    "is_contested_race",
+    "load_cases",
+    "run_cases",
+]
 
 
 _CASE_ID: Final = re.compile(r"[a-z0-9][a-z0-9-]*")
@@ -215,6 +223,11 @@ Judge = Callable[[dict[str, object]], CaseResult]
 
 #: A case not run because the run stopped at a failure (``vectors run --exitfirst``).
 STOPPED: Final = "not run (the run stopped at the first failure, case {})"
+#: ``vectors run --exitfirst``'s help.
+EXITFIRST_HELP: Final = (
+    "stop at the first failed case that --deviations does not list, sending each case "
+    "alone; the cases after it are reported as not run"
+)
 
 
 def _run_until(  # noqa: PLR0913 (the run's settings, each its own)

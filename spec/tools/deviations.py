@@ -35,6 +35,7 @@ from .errors import CliError
 if TYPE_CHECKING:
     from collections.abc import Collection, Iterable, Sequence
 
+    from ..corpus import CaseResult
     from .report import Row
 
 __all__ = [
@@ -87,6 +88,8 @@ class Judged:
     outcome: str
 
 
+#: What a case of ``vectors run`` is listed by: its ID, or a clause it cites.
+_CASES: Final = (Target.CLAUSE, Target.CASE)
 _SHAPE: Final = 'must be {"deviations": [{"clause" | "property" | "case": NAME, "reason": TEXT}]}'
 
 
@@ -198,12 +201,11 @@ class DeviationList:
         except DeviationsError as error:
             raise CliError(f"--deviations {value}: {error}") from None
 
-    def covers(self, name: str, clauses: Sequence[str], /, *, reads: Collection[Target]) -> bool:
-        """Whether an entry of a target in ``reads`` names ``name`` or one of its ``clauses``."""
-        item = Judged(name, clauses, "failed")
-        return any(
-            _matches(deviation, item) for deviation in self.entries if deviation.target in reads
-        )
+    def unlisted_failure(self, result: CaseResult, /) -> bool:
+        """Whether ``result`` failed and no entry names its case or one of its clauses."""
+        item = Judged(result.case_id, result.clauses, result.outcome)
+        listed = (_matches(entry, item) for entry in self.entries if entry.target in _CASES)
+        return result.outcome == "failed" and not any(listed)
 
     def mark(
         self,

@@ -25,7 +25,6 @@ from .shipped import REPLAY_SUBDIRECTORY, corpus_directory, replay_corpus_direct
 
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import Callable
 
 __all__ = ["add_arguments"]
 
@@ -67,13 +66,7 @@ def add_arguments(group: argparse.ArgumentParser, /) -> None:
         "(default: the shipped corpus)",
     )
     run.add_argument("--require-race", action="store_true", help=REQUIRE_RACE_HELP)
-    run.add_argument(
-        "-x",
-        "--exitfirst",
-        action="store_true",
-        help="stop at the first failed case that --deviations does not list, sending each "
-        "case alone; the cases after it are reported as not run",
-    )
+    run.add_argument("-x", "--exitfirst", action="store_true", help=corpus.EXITFIRST_HELP)
     add_selection_arguments(run, item="case", items="cases", entries="clauses or cases")
     run.set_defaults(run=_run)
 
@@ -150,17 +143,6 @@ def _with_reproduction(result: corpus.CaseResult, line: str, command: str, /) ->
     return f"{result.detail}\nreproduce: printf '%s\\n' {shlex.quote(line)} | {command}"
 
 
-def _first_failure(deviations: DeviationList, /) -> Callable[[corpus.CaseResult], bool]:
-    """``--exitfirst``'s test: a failed case that no entry of ``deviations`` lists."""
-    reads = {Target.CLAUSE, Target.CASE}
-
-    def stops(result: corpus.CaseResult, /) -> bool:
-        failed = result.outcome == "failed"
-        return failed and not deviations.covers(result.case_id, result.clauses, reads=reads)
-
-    return stops
-
-
 def _run(arguments: argparse.Namespace, /) -> int:
     command = (
         arguments.impl_cmd or f"{shlex.quote(sys.executable)} -m ssm_rollback_spec.harness.adapter"
@@ -205,7 +187,7 @@ def _run(arguments: argparse.Namespace, /) -> int:
                 judges,
                 require_race=arguments.require_race,
                 one_interpreter_lock=reference,
-                stop=_first_failure(deviations) if arguments.exitfirst else None,
+                stop=deviations.unlisted_failure if arguments.exitfirst else None,
             )
             ran = {r.case_id: r for r in [*judged, *skipped]}
             results = [ran[case["id"]] for case in cases]
