@@ -20,7 +20,7 @@ import pytest
 from ssm_rollback_spec import corpus
 from tests.child import ROOT
 from tests.llamacpp import results
-from tests.results.test_llamacpp_record_reports import check_report_gives_the_generators_columns
+from tests.results.test_results import check_report_gives_the_generators_columns
 
 if TYPE_CHECKING:
     from pathlib import Path
