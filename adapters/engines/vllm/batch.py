@@ -635,9 +635,13 @@ class _Batch:
         block in its row, and only the rest of its prompt to run.
         """
         width = self.width
-        for entry in step:
-            if entry["sequence"] in self.running:
-                continue
+        joining = [entry for entry in step if entry["sequence"] not in self.running]
+        if self.prefix is not None:
+            # Every slot taken this step drops its blocks before any join looks for a
+            # hit: a join's checkpoint overwrites its row, which no hit may then read.
+            for entry in joining:
+                self.prefix.drop(self.pool.row(entry["slot"]))
+        for entry in joining:
             # Each join is a new request, its id unique as vLLM's request ids are, even
             # where the protocol's sequence name is used again after a finish.
             self.joins += 1
@@ -646,7 +650,6 @@ class _Batch:
             request = self.running[entry["sequence"]] = Request(name, entry["slot"], row)
             request.tokens = [_token(entry["conv"], entry["h"])]
             if self.prefix is not None:
-                self.prefix.drop(row)
                 prompt = _row_tokens(entry["prefill"]) if "prefill" in entry else []
                 found = self.prefix.hit(request.tokens + prompt, self.stepped)
                 if found is not None:
