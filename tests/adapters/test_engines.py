@@ -17,6 +17,7 @@ from typing import Final
 import pytest
 
 from adapters.engines.registry import ENGINES
+from adapters.engines.vllm.batch import PrefixCache
 from tests.child import ROOT
 from tests.properties.replay_reference import SMALL_REPLAY
 
@@ -71,6 +72,38 @@ def test_each_engine_adapter_describes_the_one_pipeline_and_design_it_computes(
             "replay": offer,
         }
     }
+
+
+@pytest.mark.parametrize(
+    ("flags", "forms"),
+    [
+        ((), ["prompt-chunks"]),
+        (("--cache-mode", "align", "--block-size", "8"), ["prompt-chunks", "prefix-hits"]),
+        (("--block-size", "4"), ["prompt-chunks", "prefix-hits"]),
+        (("--block-size", "4", "--runner", "v2"), ["prompt-chunks"]),
+        (("--cache-mode", "none", "--block-size", "4"), ["prompt-chunks"]),
+    ],
+)
+def test_vllm_lists_prefix_hits_where_its_align_copies_save_blocks_a_join_can_hit(
+    flags: tuple[str, ...], forms: list[str]
+) -> None:
+    [reply] = _exchange("vllm", {"op": "describe"}, arguments=flags)
+    assert reply["ok"]["replay"]["batch"] == forms  # type: ignore[index]
+
+
+def test_the_prefix_cache_serves_the_longest_boundary_cached_before_this_step() -> None:
+    tokens = [bytes([n]) for n in range(10)]
+    cache = PrefixCache(4)
+    row = [5, 6, 7]
+    cache.save(tokens[:3], row, 0)  # not a boundary: nothing cached
+    cache.save(tokens[:4], row, 0)
+    cache.save(tokens[:8], row, 1)
+    assert cache.hit(tokens[:9], 1) == (4, 5)  # the block of 8 was cached this step
+    assert cache.hit(tokens[:9], 2) == (8, 6)
+    assert cache.hit(tokens[:8], 2) == (4, 5)  # never all of a prompt's tokens
+    assert cache.hit([b"x", *tokens[1:9]], 2) is None
+    cache.drop([6])
+    assert cache.hit(tokens[:9], 2) == (4, 5)
 
 
 def test_the_registry_lists_each_engine_with_the_pipeline_design_and_release_it_describes() -> None:

@@ -78,7 +78,7 @@ What stands in, and why:
 - Mode "align"'s prefix cache: a join whose checkpoint and first prompt rows
   are a cached prefix starts from the cached block, as a hit in vLLM's KV
   cache manager does; the manager's hashing and lookup stand in
-  (:class:`_PrefixCache`, which says where it offers a hit), each row's
+  (:class:`PrefixCache`, which says where it offers a hit), each row's
   bytes its token id.
 
 The CUDA-only decode op (``fused_gdn_decode``, ``VLLM_GDN_DECODE_KERNEL=cuda``)
@@ -108,6 +108,7 @@ __all__ = [
     "CacheMode",
     "Layer",
     "Pool",
+    "PrefixCache",
     "Request",
     "Runner",
     "draft_count",
@@ -158,7 +159,7 @@ class Request:
     """One request of the batch: its id, slot, block row, computed tokens and last accepted count.
 
     ``tokens`` stand in for its token ids, one a computed token, for the
-    prefix cache (:class:`_PrefixCache`): its checkpoint's, then each row it kept.
+    prefix cache (:class:`PrefixCache`): its checkpoint's, then each row it kept.
     """
 
     def __init__(self, name: str, slot: int, row: list[int], /) -> None:
@@ -179,7 +180,7 @@ def _row_tokens(rows: dict[str, Any], /) -> list[bytes]:
     return [_token(*(rows[key][index] for key in keys)) for index in range(len(rows["qkv"]))]
 
 
-class _PrefixCache:
+class PrefixCache:
     """vLLM's prefix cache in mode "align", as its scheduler offers a hit: blocks by token prefix.
 
     Stands in for the KV cache manager's hashing and lookup
@@ -520,7 +521,7 @@ class _Batch:
         if inputs.block_size != BLOCK_SIZE and self.copies is None:
             raise BlockSizeError(inputs.block_size)
         # vLLM's prefix caching is what mode "align" is for; the copies save its blocks.
-        self.prefix = _PrefixCache(inputs.block_size) if self.copies is not None else None
+        self.prefix = PrefixCache(inputs.block_size) if self.copies is not None else None
         self.stepped = 0
 
     def conv(self, block: int, /) -> Any:
@@ -631,7 +632,7 @@ class _Batch:
         """Seat the step's new requests: each one's checkpoint in its first block, or a prefix hit.
 
         A join whose checkpoint and first prompt rows are a cached prefix
-        (:class:`_PrefixCache`) starts with those tokens computed, the cached
+        (:class:`PrefixCache`) starts with those tokens computed, the cached
         block in its row, and only the rest of its prompt to run.
         """
         width = self.width
