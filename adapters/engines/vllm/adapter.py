@@ -192,7 +192,7 @@ def replay_batch(
         runner=vllm_batch.Runner(options["runner"]),
         block_size=int(options["block-size"]),
         on=on,
-        release=tuple(int(part) for part in wheels.selected(WHEEL).version.split(".")[:3]),
+        release=_release(),
     )
     return _run_batch(engine, batch)
 
@@ -234,13 +234,18 @@ BATCH_OPTIONS: Final = (
 )
 
 
+def _release() -> tuple[int, ...]:
+    """The selected vLLM release's version as numbers, as its runner's steps compare it."""
+    return tuple(int(part) for part in wheels.selected(WHEEL).version.split(".")[:3])
+
+
 def _forms_with(options: Mapping[str, str], /) -> tuple[BatchForm, ...]:
     """``prefix-hits`` where the runner's copies save blocks a join can hit.
 
     That is V1's runner in mode "align", in blocks small enough for a batch to
     fill one, in a release that has the fused copies (``batch.py``).
     """
-    release = tuple(int(part) for part in wheels.selected(WHEEL).version.split(".")[:3])
+    release = _release()
     copies = (
         options["cache-mode"] == vllm_batch.CacheMode.ALIGN.value
         and options["runner"] == vllm_batch.Runner.V1.value
