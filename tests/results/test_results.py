@@ -727,6 +727,29 @@ def test_the_architectures_table_is_the_architecture_tiers_own_cases() -> None:
         assert list(architecture["fails"]) == fails, arch
 
 
+def test_the_architectures_table_claims_drawn_rounds_only_where_the_tier_draws_them() -> None:
+    # A cell that says drawn rounds PASS names a build whose drawn-rounds test the
+    # tier has; a cell never says they were not run while the tier runs them.
+    from tests.llamacpp import test_architectures as tier  # noqa: PLC0415 - the tier's module
+
+    drawn = [name for name in dir(tier) if name.startswith("test_") and "drawn_rounds" in name]
+    assert [name for name in drawn if "v050" in name], drawn
+    # The sdist build's drawn rounds, each way.
+    assert callable(
+        tier.test_checkpoint_rollback_keeps_the_logits_of_plain_decoding_on_every_architecture
+    )
+    assert callable(
+        tier.test_snapshot_rollback_of_one_sequence_keeps_the_logits_of_plain_decoding_on_every_architecture
+    )
+    table = llamacpp_results.architectures_table()
+    assert "not run" not in table
+    for row in (line for line in table.splitlines() if line.startswith("`")):
+        cells = row.split(" | ")
+        listed = cells[4].startswith("**PASS**")
+        assert all(("drawn rounds" in cell) == listed for cell in cells[4:]), row
+        assert all("drawn rounds" in cell for cell in cells[2:4]), row
+
+
 def test_the_architectures_record_gives_both_builds_every_case_of_the_tier() -> None:
     from tests.llamacpp import test_architectures as tier  # noqa: PLC0415 - the tier's module
 
