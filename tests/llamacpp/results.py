@@ -109,8 +109,10 @@ __all__ = [
     "prebuilt_column",
     "prebuilt_report",
     "record_document",
+    "record_document_of",
     "record_profile",
     "record_report",
+    "record_report_of",
     "render",
     "run_report",
     "with_column",
@@ -470,6 +472,8 @@ ARCHITECTURES_TITLE: Final = (
 
 #: The model-level clause the record gives.
 _MODEL_CLAUSE: Final = "RB-REPLAY-14"
+#: Whose report a deviation's link is.
+_ENGINE: Final = "llama.cpp"
 
 
 def on_v050(finding: Finding, /) -> bool:
@@ -477,20 +481,23 @@ def on_v050(finding: Finding, /) -> bool:
     return "v050" in finding["test"].partition("[")[0]
 
 
-def _known(finding: Finding, /) -> Known:
+def _known(finding: Finding, engine: str, /) -> Known:
     """A deviation's entry on the page: the test, why, and its finding page."""
     return Known(
         f"property {finding['test']}",
-        f"{finding['detail']}; llama.cpp: {finding['link']}",
+        f"{finding['detail']}; {engine}: {finding['link'] or 'no report found'}",
         finding["page"],
     )
 
 
-def _report(name: str, release: str, command: str, findings: Sequence[Finding], /) -> Report:
-    """``findings`` as one report of a column.
+def record_report_of(
+    name: str, release: str, command: str, findings: Sequence[Finding], engine: str, /
+) -> Report:
+    """``findings`` of a tier's record as one report of a column, on RB-REPLAY-14.
 
     A deviation's entry links to its finding page; its reason names the
-    llama.cpp report, which GitHub's markdown links.
+    ``engine``'s own report (which GitHub's markdown links), or says none was
+    found. The e2e tier's record (tests/e2e/results.py) is made here too.
     """
     results = tuple(
         Result(
@@ -498,7 +505,7 @@ def _report(name: str, release: str, command: str, findings: Sequence[Finding], 
             clauses=(_MODEL_CLAUSE,),
             outcome=finding["outcome"],
             detail=finding["detail"],
-            known=_known(finding) if finding["outcome"] == "deviation" else None,
+            known=_known(finding, engine) if finding["outcome"] == "deviation" else None,
         )
         for finding in findings
     )
@@ -517,12 +524,14 @@ def _prebuilt_findings() -> list[Finding]:
 
 def record_report() -> Report:
     """:data:`RECORD` and the architectures' 0c1e57098 entries: llama.cpp's column's report."""
-    return _report(NAME, RELEASE, RECORD_COMMAND, _sdist_findings())
+    return record_report_of(NAME, RELEASE, RECORD_COMMAND, _sdist_findings(), _ENGINE)
 
 
 def prebuilt_report() -> Report:
     """:data:`PREBUILT_RECORD` and the architectures' v0.5.0 entries, as the prebuilt column's."""
-    return _report(PREBUILT_NAME, PREBUILT_RELEASE, PREBUILT_COMMAND, _prebuilt_findings())
+    return record_report_of(
+        PREBUILT_NAME, PREBUILT_RELEASE, PREBUILT_COMMAND, _prebuilt_findings(), _ENGINE
+    )
 
 
 class _Entry(TypedDict):
@@ -579,13 +588,13 @@ _RECORD_COMMANDS: Final = frozenset(
 )
 
 
-def _entry(finding: Finding, /) -> _Entry:
+def _entry(finding: Finding, engine: str, /) -> _Entry:
     """A deviation's entry in a report: llama.cpp's report as its link, its page in its reason.
 
     A report's link must be a web address (``WEB_ADDRESS``), and the finding
     pages have none; a finding llama.cpp has no report of is not linked.
     """
-    known = _known(finding)
+    known = _known(finding, engine)
     link = finding["link"] if WEB_ADDRESS.fullmatch(finding["link"]) else ""
     return {
         "entry": known.entry,
@@ -594,7 +603,7 @@ def _entry(finding: Finding, /) -> _Entry:
     }
 
 
-def _property(finding: Finding, /) -> _Property:
+def _property(finding: Finding, engine: str, /) -> _Property:
     found: _Property = {
         "property": finding["test"],
         "clauses": [_MODEL_CLAUSE],
@@ -603,7 +612,7 @@ def _property(finding: Finding, /) -> _Property:
         "seconds": None,
     }
     if finding["outcome"] == "deviation":
-        found["known"] = _entry(finding)
+        found["known"] = _entry(finding, engine)
     return found
 
 
@@ -620,13 +629,28 @@ def record_document(name: str, /) -> RecordDocument:
         NAME: (RELEASE, RECORD_COMMAND, _sdist_findings()),
         PREBUILT_NAME: (PREBUILT_RELEASE, PREBUILT_COMMAND, _prebuilt_findings()),
     }[name]
+    described = GGML_NAME if name == NAME else name
+    record = "tests/llamacpp/results.py"
+    return record_document_of(described, release, command, findings, _ENGINE, record)
+
+
+def record_document_of(
+    name: str,
+    release: str,
+    command: str,
+    findings: Sequence[Finding],
+    engine: str,
+    record: str,
+    /,
+) -> RecordDocument:
+    """``findings`` of the record kept in ``record`` as a ``check --json`` report of ``name``."""
     rows = [Row(f["test"], (_MODEL_CLAUSE,), f["outcome"], f["detail"]) for f in findings]
     return {
-        "implementation": "tests/llamacpp/results.py (a record, not a run)",
+        "implementation": f"{record} (a record, not a run)",
         "profile": record_profile(command),
         "spec_version": SPEC_VERSION,
-        "describe": {"name": GGML_NAME if name == NAME else name, "release": release},
-        "properties": [_property(finding) for finding in findings],
+        "describe": {"name": name, "release": release},
+        "properties": [_property(finding, engine) for finding in findings],
         "clauses": clause_summary(rows),
         "failed": [row.name for row in rows if row.outcome == "failed"],
         "conforming_deviations": [],

@@ -23,6 +23,7 @@ from ssm_rollback_spec.results.page import REASONS_HEADING
 from ssm_rollback_spec.sizing.releases import LLAMA_CPP_COMMIT
 from ssm_rollback_spec.tools.cli import main
 from tests.child import ROOT, run_module
+from tests.e2e import results as e2e_results
 from tests.fakes import FAKES
 from tests.kernels import results as kernels_results
 from tests.llamacpp import results as llamacpp_results
@@ -631,7 +632,8 @@ def test_every_column_of_the_committed_page_moved_out_and_in_gives_the_page() ->
     # such a move leaves as the generator writes the page: its rows in order.
     page = (ROOT / "docs" / "results.md").read_text(encoding="utf-8")
     found = llamacpp_results.columns(page)
-    assert len(found) == len(ENGINES) + len(kernels_results.OLDER) + len(llamacpp_results.NAMES)
+    others = len(kernels_results.OLDER) + len(llamacpp_results.NAMES) + 1  # the e2e tier's
+    assert len(found) == len(ENGINES) + others
     for column in found:
         assert llamacpp_results.beside(page, column) == page, column[0]
 
@@ -1139,3 +1141,80 @@ def test_ci_builds_its_html_page_from_the_folder_the_record_reports_are_written_
     assert "--html build/results/index.html" in step
     assert {path.parent for path in llamacpp_results.RECORD_REPORTS} == {llamacpp_results.REPORTS}
     assert llamacpp_results.REPORT.parent == llamacpp_results.REPORTS
+
+
+def _e2e_column(page: str, /) -> llamacpp_results.Column:
+    return llamacpp_results.page_column(page, e2e_results.NAME)
+
+
+def test_the_committed_page_has_the_e2e_tiers_column_as_its_record_gives() -> None:
+    committed = (ROOT / "docs" / "results.md").read_text(encoding="utf-8")
+    generated = llamacpp_results.render([e2e_results.record_report()])
+    assert _e2e_column(committed) == _e2e_column(generated)
+    header, totals, cells, _ = _e2e_column(committed)
+    assert header == f"{e2e_results.NAME}<br>{e2e_results.RELEASE}"
+    assert totals == f"1 DEVIATION, {len(CLAUSES) - 1} —"
+    assert cells[_CLAUSE].startswith("**DEVIATION**<br>*fails, known, linked*")
+    # Each deviation of the record is on the page, linked to its finding page.
+    for finding in e2e_results.RECORD:
+        if finding["outcome"] == "deviation":
+            assert f"]({finding['page']}): " in cells[_CLAUSE], finding["test"]
+
+
+def test_the_e2e_record_names_the_tiers_own_tests_and_the_pages_they_cite() -> None:
+    source = (ROOT / "tests" / "e2e" / "test_speculation.py").read_text(encoding="utf-8")
+    cited = set(re.findall(r"docs/findings/(vllm[a-z0-9_-]*\.(?:md|py))", source))
+    recorded: set[str] = set()
+    for finding in e2e_results.RECORD:
+        file, _, test = finding["test"].partition("::")
+        name, _, parameter = test.partition("[")
+        assert file == "test_speculation.py"
+        assert f"\ndef {name}(" in source, name
+        assert parameter.removesuffix("]") in source, parameter
+        if finding["outcome"] == "deviation":
+            assert (ROOT / "docs" / finding["page"]).is_file(), finding["page"]
+            assert finding["link"] == "" or WEB_ADDRESS.fullmatch(finding["link"])
+            recorded.add(finding["page"].removeprefix("findings/"))
+            # The test cites the page it holds, by the page or by its reproducer.
+            reproducer = finding["page"].removeprefix("findings/").replace("-", "_")
+            assert {finding["page"].removeprefix("findings/"), reproducer.replace(".md", ".py")} & (
+                cited | set(re.findall(r'"(vllm_[a-z0-9_]+\.py)"', source))
+            ), finding["test"]
+    # Every page the tier cites is a deviation of the record, or the one outside its clause,
+    # which the page's note names.
+    pages = {page for page in cited if page.endswith(".md")}
+    outside = pages - recorded
+    assert outside == {"vllm-cpu-one-token-prefill.md"}
+    assert all(f"findings/{page}" in kernels_results.NOTE for page in outside)
+
+
+def test_the_e2e_record_is_of_the_release_the_tier_installs() -> None:
+    pins = (ROOT / "tests" / "e2e" / "requirements.txt").read_text(encoding="utf-8")
+    assert f"\n{e2e_results.RELEASE}\n" in f"\n{pins}"
+    assert f"vllm-cpu=={e2e_results.release()}" == e2e_results.RELEASE
+
+
+def test_report_over_the_e2e_record_report_gives_the_committed_pages_column(
+    tmp_path: Path,
+) -> None:
+    written = e2e_results.write_record_report(tmp_path / "e2e" / "record.json")
+    report = read_report(written)
+    assert report.command.startswith("check (profile none: the e2e tier's record")
+    assert [r.name for r in report.results] == [f["test"] for f in e2e_results.RECORD]
+    markdown, _, badges = report_pages(tmp_path / "out", [written])
+    theirs, mine = _e2e_column(markdown), _e2e_column(llamacpp_results.render([report]))
+    assert theirs[:2] == mine[:2]
+    assert _resolved(theirs) == _resolved(mine)
+    committed = _e2e_column((ROOT / "docs" / "results.md").read_text(encoding="utf-8"))
+    (badge,) = badges.iterdir()
+    document: dict[str, Any] = json.loads(badge.read_text(encoding="utf-8"))
+    assert f"{document['message']} ({document['color']})" == _badge_message(committed[3])
+
+
+def test_ci_builds_its_html_page_after_the_e2e_tier_with_its_record() -> None:
+    script = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    folder = e2e_results.REPORT.parent.relative_to(ROOT)
+    report = script.index("ssm-rollback-spec report ")
+    assert f"{folder}/*.json" in script[report:].split("\n\n", 1)[0]
+    # The tier writes the record, so the page is built after it.
+    assert script.index("python -m pytest -m e2e tests/e2e") < report
