@@ -87,11 +87,12 @@ TOLERANCES: Final[Mapping[Pipeline, Tolerance]] = {
 }
 
 #: The bounds of a batch against the same runtime's sequences alone (``batch_alone.json``,
-#: RB-REPLAY-13): bit for bit, but where a runtime's own kernels take another path for
-#: the same rows in a batch than alone. vLLM does (measured in BENCHMARKS.md, "A batch
-#: against its sequences alone"): a prompt of one token beside verifies runs its chunked
-#: prefill rule (``gdn_attn.py``, 0.33.0 lines 422-430), alone its recurrent decode,
-#: one BF16 rounding of h apart (6.1e-3 at most, propagated); its self bound, 2e-2.
+#: RB-REPLAY-13), for a case's ``rerouted`` entries alone: every other entry bit for bit.
+#: Those are where a runtime's own kernels may take another path for the same rows in a
+#: batch than alone. vLLM does (measured in BENCHMARKS.md, "A batch against its sequences
+#: alone"): a prompt of one token beside verifies runs its chunked prefill rule
+#: (``gdn_attn.py``, 0.33.0 lines 422-430), alone its recurrent decode, one BF16 rounding
+#: of h apart (6.1e-3 at most, propagated); its self bound, 2e-2.
 ALONE_TOLERANCES: Final[Mapping[Pipeline, Tolerance]] = {
     pipeline: Tolerance(port=0, kernel=2e-2 if pipeline is Pipeline.VLLM_BF16 else 0)
     for pipeline in Pipeline
@@ -230,8 +231,10 @@ def generate_replay_vectors() -> dict[str, str]:
             "sequence's last entry finishing it, then each sequence again alone, as "
             "`NAME-alone`, one entry a step in its own slot. Each pair `[i, j]` of `alone` "
             "names two states of the reply, an entry in the batch and the same entry alone, "
-            "which must be the same: bit for bit, but within `tolerance`'s kernel bound "
-            "where an engine's kernels take another path for the same rows in a batch.",
+            "which must be the same: bit for bit, but for the entries `rerouted` lists, "
+            "those of a sequence from its one-token prompt chunk beside other rows on "
+            "(alone a decode, which an engine's kernels may run on another path than in a "
+            "batch), within `tolerance`'s kernel bound.",
             alones,
             tolerances=ALONE_TOLERANCES,
         ),

@@ -35,6 +35,7 @@ from .replay_format import (
     hex_values,
     ordered,
     rebuild_entry,
+    rerouted_entries,
     row_json,
     state_json,
 )
@@ -696,7 +697,8 @@ def alone_cases(
     The plans are the prompt plans, and the prefill plan the engines' batch
     cases leave their prefill out of. Each case's request runs the batch, then
     each sequence alone; its ``alone`` pairs name the states that must be the
-    same (RB-REPLAY-13).
+    same (RB-REPLAY-13), bit for bit but the ``rerouted`` ones
+    (:func:`.replay_format.rerouted_entries`), within the pipeline's bound.
     """
     draw = drawer(rng)
     layer = make_layer(shape, draw)
@@ -721,6 +723,10 @@ def alone_cases(
                 steps=[BatchStepJson(batch=[batch_entry_json(e) for e in b]) for b in requested],
                 alone=pairs,
             )
+            # The pairs the pipeline's bound holds for; every other one bit for bit.
+            rerouted = rerouted_entries([step["batch"] for step in case["steps"]])
+            if rerouted:
+                case["rerouted"] = rerouted
             if pipeline.engine:
                 case["a_log"], case["dt_bias"] = gate_parameters(layer)
             out.append(case)

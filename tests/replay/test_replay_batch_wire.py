@@ -5,17 +5,21 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Any, Final, cast
 
 import pytest
 
 from ssm_rollback_spec import rollback
+from ssm_rollback_spec.corpus.replay_format import rerouted_entries
 from ssm_rollback_spec.corpus.replay_run import BATCH_NOT_OFFERED, judge_replay, load_replay_cases
 from ssm_rollback_spec.harness import protocol
 from ssm_rollback_spec.harness.adapter import REPLAY_BATCH_NOT_OFFERED, respond
 from ssm_rollback_spec.harness.protocol import ErrorKind
 from ssm_rollback_spec.harness.replay_wire import BatchForm, batch_forms, decode_replay_batch
 from tests.properties.replay_reference import SMALL_DIMS, SMALL_REPLAY
+
+if TYPE_CHECKING:
+    from ssm_rollback_spec.corpus.replay_run import ReplayCase
 
 REPLAY: Final = Path(__file__).resolve().parents[2] / "vectors" / "replay"
 BATCHES: Final = [
@@ -213,3 +217,56 @@ def test_a_join_from_an_earlier_sequences_verified_rows_uses_the_prefix_hits_for
     assert forms([source], [again]) == frozenset()
     # As the batch lists them: a join listed before its source is none.
     assert forms([hit, source]) == frozenset()
+
+
+def test_a_sequence_is_rerouted_from_its_one_token_prompt_beside_other_rows_until_it_finishes() -> (
+    None
+):
+    chunk = {"prefill": [_ROW]}
+    steps: list[list[dict[str, object]]] = [
+        # p0's one-token chunk alone in its step is a decode in a batch too.
+        [{"sequence": "p0", **chunk}],
+        # p1's beside a verify, and s0's two-token chunk: only p1 is rerouted.
+        [{"sequence": "p1", **chunk}, {"sequence": "s0", "prefill": [_ROW, _ROW]}],
+        # p1 stays rerouted until it finishes; p0's verify beside it is not.
+        [{"sequence": "p1", "rows": [_ROW]}, {"sequence": "p0", "rows": [_ROW]}],
+        [{"sequence": "p1", "rows": [_ROW], "finish": True}, {"sequence": "s0", "rows": [_ROW]}],
+        # A new p1 in the slot starts from a checkpoint, not from the chunk.
+        [{"sequence": "p1", "rows": [_ROW]}, {"sequence": "s0", "rows": [_ROW]}],
+    ]
+    assert rerouted_entries(steps) == [1, 3, 5]
+
+
+def _alone_reply(case: ReplayCase, /) -> list[dict[str, Any]]:
+    """Every state of an alone case's reply the same: its first join's checkpoint."""
+    steps = cast("list[dict[str, list[dict[str, Any]]]]", case.request["steps"])
+    checkpoint = steps[0]["batch"][0]["checkpoint"]
+    return [copy.deepcopy(checkpoint) for _ in range(len(case.alone) * 2)]
+
+
+def test_an_alone_pair_outside_the_rerouted_entries_must_be_bit_for_bit() -> None:
+    # vLLM's prompts of every length: p1's one-token chunk beside s0's verify is
+    # rerouted (states 0 and 3), within vllm-bf16's 2e-2; s0's state 1 must be exact.
+    case = next(case for case in BATCHES if "007-vllm-bf16" in case.case_id)
+    assert (case.bounded, case.tolerance) == (frozenset({0, 3}), 2e-2)
+    states = _alone_reply(case)
+    assert judge_replay(case, {"ok": {"states": states}}).outcome == "passed"
+    scale = max(abs(float.fromhex(value)) for row in states[0]["h"] for x in row for value in x)
+    nudged = {}
+    for number in (0, 1):
+        nudged[number] = copy.deepcopy(states)
+        value = float.fromhex(nudged[number][number]["h"][0][0][0])
+        nudged[number][number]["h"][0][0][0] = (value + scale / 1024).hex()
+    rerouted = judge_replay(case, {"ok": {"states": nudged[0]}})
+    assert rerouted.outcome == "passed"
+    assert rerouted.distance == pytest.approx(1 / 1024)
+    exact = judge_replay(case, {"ok": {"states": nudged[1]}})
+    alone = dict(case.alone)[1]
+    assert exact.outcome == "failed"
+    assert exact.detail.splitlines()[0] == (
+        f"states[1], s0 in the batch, is not states[{alone}], the same entry alone: "
+        f"states[1].h[0][0][0]: expected {states[alone]['h'][0][0][0]}, got "
+        f"{nudged[1][1]['h'][0][0][0]}: relative error 0.000977 (of max |expected| over "
+        "states[1].h) exceeds 0, vllm-bf16's bound where no one-token prompt chunk "
+        "of the sequence ran beside other rows before (RB-REPLAY-13)"
+    )
