@@ -59,6 +59,15 @@ of this is applied: the kernels compile and run natively (docs/engines.md).
    1131-1138). That is a stub's answer, not an interpreter change: the
    adapters' stand-in for ``vllm.platforms`` says it is not a CPU
    (``kernels.py``).
+8. Not here either: block pointers. Triton 3.9.0 removed ``tl.make_block_ptr``
+   and ``tl.advance`` from the language, for compiled kernels as well
+   ("Block pointers have been removed in favor of the tensor descriptor
+   API", ``triton/language/core.py`` lines 2519-2538), and ``tl.load`` and
+   ``tl.store`` no longer take ``boundary_check``. The interpreter refusing
+   them is what a compiled kernel does, so there is no difference to
+   change; running them would mean another Triton. SGLang 0.5.23's FLA
+   chunk rule, the kernel of its extend, uses them
+   (``sglang/extend.py`` runs it both ways), as vLLM's did before 0.32.0.
 
 What stays out of reach on a CPU (docs/engines.md, "What the CPU run cannot
 show"): TF32 dots (``input_precision="tf32"`` runs as an IEEE float32 dot),

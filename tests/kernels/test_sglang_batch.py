@@ -15,6 +15,14 @@ design (:class:`~ssm_rollback_spec.replay.designs.sglang.SglangGdnReplaySsm`,
 RB-REPLAY-11), whose drift from plain decoding with two-wide value heads
 passes the bound within ten rounds (docs/replay.md). The adapter's
 off-by-one control (the accepted count handed to SGLang one off) must fail.
+
+ReplaySSM is judged against itself too (RB-REPLAY-13): each sequence of
+``vectors/replay/batch_alone.json``'s sglang-bf16 batches, and of ``check``'s
+drawn batches with prompt chunks, is what the same adapter gives it alone,
+bit for bit. And the reason SGLang's prompts run as verifies that keep every
+row, not as its extend, is run here: SGLang's extend chunk rule stops at
+Triton 3.9.0's removed block pointers, interpreted and compiled alike
+(``adapters/engines/sglang/extend.py``), so the day it runs these fail.
 """
 
 from __future__ import annotations
@@ -34,11 +42,12 @@ from ssm_rollback_spec.replay.batch import BatchEntry, batch_oracle
 from ssm_rollback_spec.replay.cases import make_case, make_layer
 from ssm_rollback_spec.replay.designs.sglang import SglangGdnReplaySsm
 from ssm_rollback_spec.replay.layer import Pipeline, as_module_holds
-from tests.child import ROOT
+from tests.child import ROOT, run_module
 from tests.kernels import engines
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
+    from pathlib import Path
 
     from numpy.typing import NDArray
 
@@ -48,6 +57,7 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.kernels
 
 BATCH: Final = ROOT / "vectors" / "replay" / "batch.json"
+ALONE: Final = ROOT / "vectors" / "replay" / "batch_alone.json"
 PIPELINE: Final = Pipeline.SGLANG_BF16
 #: The paths of SGLang's the adapter drives, and the flag that chooses one.
 PATHS: Final = ("snapshot", "replayssm")
@@ -213,3 +223,97 @@ def test_sglangs_batch_off_by_one_control_fails_the_batch_case_naming_its_clause
     result = judge_replay(case, reply)
     assert result.outcome == "failed"
     assert "the bound for sglang-bf16 (RB-REPLAY-12" in result.detail.splitlines()[0]
+
+
+def _alone_cases() -> set[str]:
+    """The report ids of batch_alone.json's sglang-bf16 cases."""
+    document = json.loads(ALONE.read_text(encoding="utf-8"))
+    ids = [case["id"] for case in document["cases"] if case["pipeline"] == PIPELINE.value]
+    return {f"replay-alone-{case_id}" for case_id in ids}
+
+
+def test_replayssm_gives_each_sequence_of_every_shipped_batch_what_it_gives_it_alone(
+    tmp_path: Path, kernels_python: str
+) -> None:
+    status, report, _ = engines.vectors_run(
+        tmp_path / "report.json",
+        kernels_python,
+        "sglang",
+        PATH_FLAG,
+        "replayssm",
+        clause="RB-REPLAY-13",
+    )
+    mine = _alone_cases()
+    judged = {case["id"]: case for case in report["cases"]}
+    # The three sglang-bf16 plans: a first verify after a prefill, prompts of
+    # every length beside verifies, prompt chunks over steps and a slot reused.
+    assert len(mine) == 3
+    assert status == 0, report["cases"]
+    assert {(judged[case_id]["outcome"], judged[case_id]["distance"]) for case_id in mine} == {
+        ("passed", 0.0)
+    }
+    assert {case["outcome"] for case_id, case in judged.items() if case_id not in mine} == {
+        "skipped"
+    }
+
+
+#: check's drawn batch judged against the same adapter alone (RB-REPLAY-13).
+DRAWN_ALONE: Final = "test_each_sequence_of_a_drawn_batch_is_what_the_same_adapter_gives_it_alone"
+
+
+def test_replayssm_gives_each_sequence_of_checks_drawn_batches_what_it_gives_it_alone(
+    tmp_path: Path, kernels_python: str
+) -> None:
+    report = tmp_path / "check.json"
+    adapter = engines.command(kernels_python, "sglang", PATH_FLAG, "replayssm")
+    finished = run_module(
+        "ssm_rollback_spec.tools.cli",
+        *("check", "--impl-cmd", adapter, "--clause", "RB-REPLAY-13", "-k", DRAWN_ALONE),
+        *("--profile", "interpreter", "--impl-timeout", "900", "--json", str(report)),
+        timeout=1800,
+    )
+    assert "Traceback" not in finished.stdout + finished.stderr, finished.stderr
+    rows = json.loads(report.read_text(encoding="utf-8"))["properties"]
+    assert finished.returncode == 0, rows
+    # Bit for bit: batch_alone.json's sglang-bf16 bound is 0.
+    judged = [(row["property"], row["outcome"], row["distance"], row["bound"]) for row in rows]
+    assert judged == [(f"test_replay.py::{DRAWN_ALONE}", "passed", 0.0, 0.0)]
+
+
+#: What Triton 3.9.0 says of a block pointer, interpreted or compiled (``triton/language/core.py``
+#: lines 2519-2538): SGLang's extend chunk rule addresses every tile with one.
+BLOCK_POINTERS: Final = "Block pointers have been removed in favor of the tensor descriptor API"
+
+
+def _extend(python: str, /, *flags: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [python, "-m", "adapters.engines.sglang.extend", *flags],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        check=False,
+    )
+
+
+def test_sglangs_extend_chunk_rule_stops_at_triton_390s_removed_block_pointers(
+    kernels_python: str,
+) -> None:
+    finished = _extend(kernels_python)
+    error = f"InterpreterError: NotImplementedError({BLOCK_POINTERS!r})"
+    assert finished.returncode == 1, finished.stderr
+    assert finished.stdout == (
+        f"chunk_gated_delta_rule, as TritonGDNKernel.extend calls it: {error}\n"
+        f"chunk_gated_delta_rule_fwd, past the l2norm: {error}\n"
+    )
+
+
+def test_triton_390_compiled_refuses_sglangs_chunk_kernels_as_its_interpreter_does(
+    kernels_python: str,
+) -> None:
+    # No GPU is needed: Triton's front end refuses the kernel before any code is made.
+    finished = _extend(kernels_python, "--compiled")
+    assert finished.returncode == 1, finished.stderr
+    assert finished.stdout == (
+        f"l2norm_fwd_kernel, compiled by Triton for sm_90: CompilationError: {BLOCK_POINTERS}\n"
+    )

