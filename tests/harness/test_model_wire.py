@@ -11,7 +11,9 @@ from typing import TYPE_CHECKING, Any, Final, cast
 
 import pytest
 
+from ssm_rollback_spec.corpus.model_run import judge_model, load_model_cases
 from ssm_rollback_spec.harness.driver import Implementation, InProcessDriver
+from ssm_rollback_spec.harness.failures import NonConformingReply
 from ssm_rollback_spec.harness.model_wire import (
     DecodeResult,
     FinishResult,
@@ -26,7 +28,7 @@ from ssm_rollback_spec.harness.model_wire import (
     decode_model_results,
     encode_model_results,
 )
-from ssm_rollback_spec.harness.protocol import ErrorKind, ProtocolError
+from ssm_rollback_spec.harness.protocol import ErrorKind, ProtocolError, error_reply, ok_reply
 from tests.child import ROOT
 from tests.fakes.model_adapter import DESCRIBE, VOCAB
 from tests.properties import test_model
@@ -406,3 +408,132 @@ def test_the_property_is_skipped_for_an_adapter_that_answers_unknown_op() -> Non
             _NamesAModelButAnswersUnknownOp()
         )
     assert raised.value.msg == "model is opt-in, and this implementation answers unknown-op to it"
+
+
+def test_a_describe_that_declares_no_bound_is_judged_at_0() -> None:
+    offer = decode_model_offer(_member(bound=...))
+    assert offer is not None
+    assert offer["bound"] == 0.0
+
+
+#: The offset the off-by-a-little model adds to every logit of a sequence that
+#: is not a plain decode: a power of two, so each row is that far off exactly.
+_OFFSET: Final = 2.0**-12
+
+
+def _logit_row(history: list[int], vocab: int, /) -> list[float]:
+    """The little model's logits after ``history``: a fixed function of every kept token.
+
+    Each is a multiple of 2**-7 below 1, so adding ``_OFFSET`` to it is exact.
+    """
+    mixed = sum((index + 1) * (token + 1) for index, token in enumerate(history))
+    return [((mixed * (value + 3)) % 97) / 128 for value in range(vocab)]
+
+
+class _OffByALittle(Implementation):
+    """A model whose rollbacks are right but whose batched logits are ``_OFFSET`` off.
+
+    It keeps each sequence's tokens and gives each token's logits from them
+    alone; every sequence not named ``plain...`` (the property's and the
+    round scripts' plain decodes) has ``_OFFSET`` added to each logit, as a
+    runtime whose window kernels round otherwise than its one-token ones
+    would. Its ``describe`` declares ``bound``.
+    """
+
+    python = None
+
+    def __init__(self, bound: float, /) -> None:
+        self.name = f"off by {_OFFSET:g}, bound {bound:g}"
+        self._offer = ModelOffer(
+            name="off-by-a-little", vocab=8, sequences=3, rollback=[RollbackWay.CHECKPOINT],
+            bound=bound,
+        )  # fmt: skip
+        self._describe = {
+            "name": self.name,
+            "usize_bits": 64,
+            "model": {
+                "name": "off-by-a-little",
+                "vocab": 8,
+                "sequences": 3,
+                "rollback": ["checkpoint"],
+                "bound": bound.hex(),
+            },
+        }
+
+    def request(
+        self, request: Mapping[str, object], /, *, line: str | None = None
+    ) -> dict[str, object]:
+        del line
+        if request.get("op") == "describe":
+            return ok_reply(dict(self._describe))
+        try:
+            decoded = decode_model(dict(request), self._offer)
+        except ProtocolError as error:
+            return error_reply(error.kind, str(error))
+        held: dict[str, list[int]] = {}
+        results: list[ModelResult] = []
+        for step in decoded["script"]:
+            if step["kind"] == "decode":
+                rows = []
+                for entry in step["entries"]:
+                    name, tokens = entry["sequence"], entry["tokens"]
+                    history = held.setdefault(name, [])
+                    off = 0.0 if name.startswith("plain") else _OFFSET
+                    entry_rows = []
+                    for token in tokens:
+                        history.append(token)
+                        entry_rows.append([x + off for x in _logit_row(history, 8)])
+                    rows.append(entry_rows)
+                results.append(DecodeResult(kind="decode", logits=rows))
+            elif step["kind"] == "rollback":
+                history = held[step["sequence"]]
+                accepted = step["tokens"] <= len(history)
+                if accepted:
+                    del history[len(history) - step["tokens"] :]
+                results.append(RollbackResult(kind="rollback", accepted=accepted))
+            else:
+                del held[step["sequence"]]
+                results.append(FinishResult(kind="finish"))
+        return ok_reply(encode_model_results(results))
+
+
+#: Bounds above, at and below ``_OFFSET``, and how each model is judged.
+_BOUNDS: Final = [(2 * _OFFSET, "passed"), (_OFFSET, "passed"), (_OFFSET / 2, "failed")]
+
+
+@pytest.mark.parametrize(("bound", "outcome"), _BOUNDS)
+def test_the_property_passes_a_difference_within_the_declared_bound_and_fails_one_past_it(
+    bound: float, outcome: str
+) -> None:
+    run = test_model.test_a_rolled_back_sequence_decodes_as_the_kept_tokens_decoded_plainly
+    if outcome == "passed":
+        run(_OffByALittle(bound))
+        return
+    with pytest.raises(NonConformingReply) as raised:
+        run(_OffByALittle(bound))
+    assert f"{_OFFSET:.3g} apart" in str(raised.value)
+    assert f"within {bound:g} of a plain decode" in str(raised.value)
+
+
+@pytest.mark.parametrize(("bound", "outcome"), _BOUNDS)
+def test_the_round_scripts_pass_a_difference_within_the_declared_bound_and_fail_one_past_it(
+    bound: float, outcome: str
+) -> None:
+    adapter = _OffByALittle(bound)
+    offer = decode_model_offer(cast("dict[str, object]", adapter.request({"op": "describe"})["ok"]))
+    assert offer is not None
+    assert offer["bound"] == bound
+    cases = [
+        case
+        for case in load_model_cases(ROOT / "vectors" / "replay")
+        if case.way is RollbackWay.CHECKPOINT and case.vocab <= 8
+    ]
+    assert cases
+    outcomes = {
+        case.case_id: judge_model(case, offer, adapter.request(case.request)) for case in cases
+    }
+    assert {result.outcome for result in outcomes.values()} == {outcome}
+    for result in outcomes.values():
+        assert (result.distance, result.bound) == (_OFFSET, bound)
+        if outcome == "failed":
+            assert f"{_OFFSET:.3g} apart, past the bound {bound:g}" in result.detail

@@ -7,22 +7,26 @@ check's drawn rounds and ``vectors run``'s round scripts
 embedding and output projection; its wrong rollbacks restore another
 sequence's state, keep one token too many, or restore a stale checkpoint.
 Each runs through the same operation, on the same model, as a runtime's
-adapter would.
+adapter would. The built wheel, installed in a fresh venv and run from
+another folder (tests/installed.py), judges the fake the same way.
 """
 
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from typing import TYPE_CHECKING, Any, Final
 
 import pytest
 
-from tests.child import run_module
+from tests.child import ROOT, run_module
 from tests.fakes.model_adapter import WRONG
 
 if TYPE_CHECKING:
     from pathlib import Path
+
+    from tests.installed import Installed
 
 _PROPERTY: Final = (
     "test_model.py::test_a_rolled_back_sequence_decodes_as_the_kept_tokens_decoded_plainly"
@@ -105,3 +109,54 @@ def test_vectors_run_rejects_each_wrong_rollback_with_the_round_scripts(
         or "was refused" in case["detail"]
         for case in failed
     )
+
+
+def _from_the_clone(*wrong: str) -> str:
+    """The fake's ``--impl-cmd`` for a command run elsewhere: it starts in the clone."""
+    return shlex.join(
+        ["env", "-C", str(ROOT), sys.executable, "-m", "tests.fakes.model_adapter", *wrong]
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("wrong", "outcome"),
+    [((), "passed"), (("one-too-many",), "failed")],
+    ids=["right", "one-too-many"],
+)
+def test_the_installed_wheels_check_passes_the_right_fake_and_rejects_a_wrong_one(
+    installed: Installed, tmp_path: Path, wrong: tuple[str, ...], outcome: str
+) -> None:
+    # One wrong rollback, the quickest to shrink (a failing check shrinks for
+    # minutes); vectors run below rejects each of them from the wheel.
+    report = tmp_path / "report.json"
+    finished = installed.run(
+        "check", "--clause", "RB-REPLAY-14", "--profile", "interpreter",
+        "--impl-cmd", _from_the_clone(*wrong), "--json", str(report),
+    )  # fmt: skip
+    assert finished.returncode == (0 if outcome == "passed" else 1), finished.stderr[-3000:]
+    assert _outcome(json.loads(report.read_text(encoding="utf-8"))) == outcome
+    if outcome == "failed":
+        assert "a plain decode of" in finished.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("wrong", [(), *((how,) for how in WRONG)], ids=["right", *WRONG])
+def test_the_installed_wheels_round_scripts_pass_the_right_fake_and_reject_each_wrong_one(
+    installed: Installed, tmp_path: Path, wrong: tuple[str, ...]
+) -> None:
+    report = tmp_path / "vectors.json"
+    finished = installed.run(
+        "vectors", "run", "--clause", "RB-REPLAY-14", "--impl-cmd", _from_the_clone(*wrong),
+        "--json", str(report),
+    )  # fmt: skip
+    assert "Traceback" not in finished.stdout + finished.stderr
+    document: dict[str, Any] = json.loads(report.read_text(encoding="utf-8"))
+    counts = document["counts"]
+    if not wrong:
+        assert finished.returncode == 0, finished.stdout[-3000:]
+        assert counts["passed"] == len(document["cases"]) == 28
+        return
+    assert finished.returncode == 1
+    assert document["clauses"] == {"RB-REPLAY-14": "failed"}
+    assert counts["failed"] > 0
