@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import subprocess
 import sys
@@ -11,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Final, cast
 
 import pytest
 
-from ssm_rollback_spec.corpus.model_run import judge_model, load_model_cases
+from ssm_rollback_spec.corpus.model_run import ModelCase, judge_model, load_model_cases
 from ssm_rollback_spec.harness.driver import Implementation, InProcessDriver
 from ssm_rollback_spec.harness.failures import NonConformingReply
 from ssm_rollback_spec.harness.model_wire import (
@@ -497,8 +498,8 @@ class _OffByALittle(Implementation):
         return ok_reply(encode_model_results(results))
 
 
-#: Bounds above, at and below ``_OFFSET``, and how each model is judged.
-_BOUNDS: Final = [(2 * _OFFSET, "passed"), (_OFFSET, "passed"), (_OFFSET / 2, "failed")]
+#: A bound at ``_OFFSET`` and one below it, and how each model is judged.
+_BOUNDS: Final = [(_OFFSET, "passed"), (_OFFSET / 2, "failed")]
 
 
 @pytest.mark.parametrize(("bound", "outcome"), _BOUNDS)
@@ -515,6 +516,12 @@ def test_the_property_passes_a_difference_within_the_declared_bound_and_fails_on
     assert f"within {bound:g} of a plain decode" in str(raised.value)
 
 
+@functools.cache
+def _round_scripts() -> list[ModelCase]:
+    """The shipped round scripts, read once (the replay corpus's hashes take seconds)."""
+    return load_model_cases(ROOT / "vectors" / "replay")
+
+
 @pytest.mark.parametrize(("bound", "outcome"), _BOUNDS)
 def test_the_round_scripts_pass_a_difference_within_the_declared_bound_and_fail_one_past_it(
     bound: float, outcome: str
@@ -524,9 +531,7 @@ def test_the_round_scripts_pass_a_difference_within_the_declared_bound_and_fail_
     assert offer is not None
     assert offer["bound"] == bound
     cases = [
-        case
-        for case in load_model_cases(ROOT / "vectors" / "replay")
-        if case.way is RollbackWay.CHECKPOINT and case.vocab <= 8
+        case for case in _round_scripts() if case.way is RollbackWay.CHECKPOINT and case.vocab <= 8
     ]
     assert cases
     outcomes = {
