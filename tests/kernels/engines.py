@@ -24,7 +24,16 @@ if TYPE_CHECKING:
 
     import pytest
 
-__all__ = ["ENGINES", "argv", "command", "control_run", "vectors_run"]
+__all__ = [
+    "DRAWN_BATCHES",
+    "DRAWN_PROPERTIES",
+    "ENGINES",
+    "argv",
+    "check_run",
+    "command",
+    "control_run",
+    "vectors_run",
+]
 
 #: The module every engine adapter is run as, by the registry's name.
 _MODULE: Final = "adapters.engines.{}"
@@ -73,6 +82,42 @@ def vectors_run(
         *corpus,
         *("--clause", clause, "--impl-timeout", "900", "--json", str(report)),
         timeout=1800,
+    )
+    assert "Traceback" not in finished.stdout + finished.stderr, finished.stderr
+    assert report.exists(), finished.stderr
+    return finished.returncode, json.loads(report.read_text(encoding="utf-8")), finished.stdout
+
+
+#: check's drawn batch properties, the model's judge (RB-REPLAY-12) and the engine's own
+#: (RB-REPLAY-13), by the words their names share (``check -k``).
+DRAWN_BATCHES: Final = "drawn_batch"
+#: The properties ``DRAWN_BATCHES`` selects, RB-REPLAY-12's and RB-REPLAY-13's.
+DRAWN_PROPERTIES: Final = (
+    "test_replay.py::test_each_sequence_of_a_drawn_batch_is_its_own_replay_alone",
+    "test_replay.py::test_each_sequence_of_a_drawn_batch_is_what_the_same_adapter_gives_it_alone",
+)
+
+
+def check_run(
+    report: Path,
+    python: str,
+    engine: str,
+    /,
+    *flags: str,
+    select: str = DRAWN_BATCHES,
+    environment: Mapping[str, str] | None = None,
+) -> tuple[int, dict[str, Any], str]:
+    """``check --profile interpreter -k SELECT`` over ``engine``'s adapter run with ``flags``.
+
+    Returns its exit status, its ``--json`` report (written to ``report``) and
+    its standard output; ``environment`` is set for the adapter.
+    """
+    finished = run_module(
+        "ssm_rollback_spec.tools.cli",
+        *("check", "--impl-cmd", command(python, engine, *flags, environment=environment)),
+        *("--profile", "interpreter", "-k", select, "--clause", "RB-REPLAY"),
+        *("--impl-timeout", "900", "--json", str(report)),
+        timeout=3600,
     )
     assert "Traceback" not in finished.stdout + finished.stderr, finished.stderr
     assert report.exists(), finished.stderr

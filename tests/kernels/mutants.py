@@ -167,8 +167,10 @@ MUTANTS: Final[tuple[Mutant, ...]] = (
         "num_decodes = (non_spec_query_lens_cpu == 1).sum().item()",
         "num_decodes = 0",
         equivalent=(
-            "beside verifies, the next lines move every such decode to the prefills "
-            "(gdn_attn.py lines 422-430), which is where 0 puts them at once"
+            "the line runs only in a forward with verifies (one without has no spec mask and "
+            "takes the other branch, gdn_attn.py lines 338-353 and 356-394, so a one-token "
+            "prompt alone is still a decode), and there the next lines move every such decode "
+            "to the prefills (lines 422-430), which is where 0 puts them at once"
         ),
     ),
     Mutant(

@@ -7,8 +7,9 @@ engine's adapter run over it through ``vectors run`` on every batch of the
 engine's pipeline (``vllm-bf16``, ``sglang-bf16``): the model's judge
 (RB-REPLAY-12) and the engine's own, each sequence alone (RB-REPLAY-13). A mutant that changes
 what an engine computes must fail a case; an equivalent one, argued in its
-row, must pass every case, or its argument is wrong. The score is in
-docs/mutation.md, whose table the last test holds to the mutants here.
+row, must pass every case, and ``check``'s drawn batches under both judges
+beyond them, or its argument is wrong. The score is in docs/mutation.md,
+whose table the last test holds to the mutants here.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from adapters.engines import wheels
 from adapters.engines.sglang.batch import sources
 from adapters.engines.vllm.load import WHEEL
 from tests.child import ROOT
-from tests.kernels.engines import vectors_run
+from tests.kernels.engines import DRAWN_PROPERTIES, check_run, vectors_run
 from tests.kernels.mutants import MUTANTS, Mutant, MutantError, MutatedCache
 
 if TYPE_CHECKING:
@@ -48,13 +49,13 @@ def mutated(unpacked: Path, tmp_path_factory: pytest.TempPathFactory) -> Mutated
 
 
 def _run(
-    mutant: Mutant, mutated: MutatedCache, folder: Path, python: str, clauses: tuple[str, ...], /
+    mutant: Mutant, root: Path, folder: Path, python: str, clauses: tuple[str, ...], /
 ) -> tuple[int, set[str]]:
     """``vectors run`` over the mutant's ``clauses``: its status and the IDs of its failed cases.
 
-    A mutant argued caught stops at its first failed case (``--exitfirst``).
+    ``root`` is the mutated cache. A mutant argued caught stops at its first
+    failed case (``--exitfirst``).
     """
-    root = mutated.apply(mutant)
     caught = not (mutant.equivalent or mutant.unreached)
     status, report, _ = vectors_run(
         folder / "report.json",
@@ -76,15 +77,27 @@ def _run(
 def test_each_mutant_of_an_engines_bookkeeping_fails_a_batch_or_is_argued_equivalent(
     mutant: Mutant, mutated: MutatedCache, tmp_path: Path, kernels_python: str
 ) -> None:
+    root = mutated.apply(mutant)
     if mutant.equivalent or mutant.unreached:
-        status, failed = _run(mutant, mutated, tmp_path, kernels_python, mutant.clauses)
+        status, failed = _run(mutant, root, tmp_path, kernels_python, mutant.clauses)
         assert (status, failed) == (0, set()), f"argued {mutant.verdict}, yet it fails {failed}"
+        # Beyond the shipped cases: check's drawn batches, under both judges,
+        # with prompt chunks where the adapter offers them.
+        status, report, shown = check_run(
+            tmp_path / "check.json",
+            kernels_python,
+            mutant.engine,
+            *mutant.flags,
+            environment={wheels.CACHE_ENV: str(root)},
+        )
+        outcomes = {row["property"]: row["outcome"] for row in report["properties"]}
+        assert (status, outcomes) == (0, dict.fromkeys(DRAWN_PROPERTIES, "passed")), shown
         return
     # One failing case catches it: each judge runs alone, the model's first,
     # and the engine's own (the dearer, each sequence again alone) only where
     # the model's passes.
     for clause in mutant.clauses:
-        status, failed = _run(mutant, mutated, tmp_path, kernels_python, (clause,))
+        status, failed = _run(mutant, root, tmp_path, kernels_python, (clause,))
         if failed:
             break
     assert status == 1
