@@ -562,7 +562,8 @@ def _judge_alone(case: ReplayCase, reply: dict[str, object], states: object, /) 
     """A batch case judged against the implementation itself: each pair within the case's bound.
 
     The bound is ``batch_alone.json``'s for the pipeline: 0, bit for bit, but
-    where an engine's own kernels differ for the same rows (RB-REPLAY-13).
+    where an engine's own kernels differ for the same rows (RB-REPLAY-13), and
+    only for the case's ``rerouted`` entries; every other pair bit for bit.
     """
     names = _entries(case.request)
     problem: str | None = None

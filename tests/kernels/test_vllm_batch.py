@@ -36,6 +36,9 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.kernels
 
 BATCHES: Final = ROOT / "vectors" / "replay" / "batch.json"
+ALONE: Final = ROOT / "vectors" / "replay" / "batch_alone.json"
+#: batch_alone.json's bound for vllm-bf16, which holds for its rerouted entries alone.
+_ALONE_BOUND: Final = json.loads(ALONE.read_text("utf-8"))["tolerance"]["vllm-bf16"]["kernel"]
 
 
 def _vllm_cases(*, hits: bool) -> set[str]:
@@ -80,12 +83,28 @@ def _batch_outcomes(report: dict[str, Any], /) -> dict[str, str]:
 def test_vllms_own_builder_and_layer_pass_the_batch_cases(
     tmp_path_factory: pytest.TempPathFactory, tmp_path: Path, kernels_python: str, mode: str
 ) -> None:
+    # Both judges: the model's (batch.json) and vLLM's own, each sequence alone
+    # (batch_alone.json), in each cache mode.
     if mode == DEFAULT_MODE:
         status, report = results.shared_report(tmp_path_factory, kernels_python, "vllm", "vectors")
     else:
-        status, report, _ = _run(tmp_path, kernels_python, "--cache-mode", mode)
+        status, report, _ = _run(
+            tmp_path, kernels_python, "--cache-mode", mode, corpus=("--clause", "RB-REPLAY-13")
+        )
     assert status == 0, report["cases"]
     assert _batch_outcomes(report) == dict.fromkeys(_vllm_batch_cases(), "passed")
+    alone = {case["id"]: case for case in report["cases"] if case["id"] in _alone_cases()}
+    assert {case_id: case["outcome"] for case_id, case in alone.items()} == dict.fromkeys(
+        _alone_cases(), "passed"
+    )
+    # Bit for bit but the rerouted entries (a one-token prompt chunk beside
+    # verifies, and what starts from it), which the two prompt cases hold and
+    # the prefill case does not: there vLLM's batch is not its run alone.
+    distances = {
+        case_id.split("-vllm-bf16-")[1]: case["distance"] for case_id, case in alone.items()
+    }
+    assert distances.pop("first-verify-after-prefill") == 0
+    assert all(0 < distance <= _ALONE_BOUND for distance in distances.values()), distances
     # Blocks of 4,096 tokens, or no blocks: no prefix is cached, so no hit is offered.
     hits = _prefix_hit_cases()
     skipped = {case["id"]: case["detail"] for case in report["cases"] if case["id"] in hits}
@@ -224,9 +243,14 @@ def test_a_malformed_version_is_one_line(kernels_python: str) -> None:
 
 
 def _alone_cases() -> set[str]:
-    cases = json.loads((ROOT / "vectors" / "replay" / "batch_alone.json").read_text("utf-8"))
+    cases = json.loads(ALONE.read_text("utf-8"))
     vllm = [case["id"] for case in cases["cases"] if case["pipeline"] == "vllm-bf16"]
     return {f"replay-alone-{case_id}" for case_id in vllm}
+
+
+#: Blocks of 4 tokens in mode "align": every batch crosses blocks, so the runner's
+#: pre-copy and post-copy (mamba_utils.py) move each state.
+_ACROSS_BLOCKS: Final = ("--cache-mode", "align", "--block-size", "4")
 
 
 def test_vllms_align_copies_keep_every_batch_right_across_blocks_of_4_tokens(
@@ -234,12 +258,11 @@ def test_vllms_align_copies_keep_every_batch_right_across_blocks_of_4_tokens(
 ) -> None:
     # Blocks of 4 tokens: every batch crosses blocks, so the runner's pre-copy and
     # post-copy (mamba_utils.py) move each state; both judges must still pass.
-    flags = ("--cache-mode", "align", "--block-size", "4")
     status, report, _ = engines.vectors_run(
         tmp_path / "report.json",
         kernels_python,
         "vllm",
-        *flags,
+        *_ACROSS_BLOCKS,
         clause="RB-REPLAY-12",
         corpus=("--clause", "RB-REPLAY-13"),
     )
@@ -264,3 +287,20 @@ def test_blocks_smaller_than_any_request_need_v1s_align_copies(
     error = {"error": {"kind": "bad-request", "message": message}}
     reply = json.dumps(error, separators=(",", ":"))
     assert all(f"\nreplied {reply}\n" in detail for detail in details), details[0]
+
+
+@pytest.mark.parametrize(
+    "flags", [("--cache-mode", "none"), _ACROSS_BLOCKS], ids=["mode-none", "blocks-of-4"]
+)
+def test_checks_drawn_batches_pass_both_judges_in_mode_none_and_across_blocks(
+    tmp_path: Path, kernels_python: str, flags: tuple[str, ...]
+) -> None:
+    # Beyond the shipped cases, where the tier's shared check run (mode "align",
+    # blocks of 4,096) does not reach: check's drawn batches, with prompt chunks,
+    # against the model's judge and vLLM's own, each sequence alone.
+    status, report, shown = engines.check_run(
+        tmp_path / "check.json", kernels_python, "vllm", *flags
+    )
+    outcomes = {row["property"]: row["outcome"] for row in report["properties"]}
+    assert status == 0, shown
+    assert outcomes == dict.fromkeys(engines.DRAWN_PROPERTIES, "passed")
