@@ -15,7 +15,7 @@ import json
 import subprocess
 import sys
 from enum import Enum
-from typing import Final, TypedDict, cast
+from typing import TYPE_CHECKING, Any, Final, TypedDict, cast
 
 import pytest
 
@@ -38,6 +38,11 @@ from tests.llamacpp.test_rollback import (
     WHOLE_WINDOW_LINK,
     WHOLE_WINDOW_ROUNDS,
 )
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from tests.installed import Installed
 
 pytestmark = pytest.mark.llamacpp
 
@@ -163,14 +168,77 @@ def test_both_snapshot_findings_are_live_in_the_prebuilt_release(
     assert differences[Way.SNAPSHOT] > 1e-3, f"fixed in {_RELEASE}? see {link}"
 
 
+def _check_report(
+    installed: Installed,
+    prebuilt: Prebuilt,
+    impl: str,
+    variant: Variant,
+    tmp_path: Path,
+    /,
+    *extra: str,
+) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    """The wheel's ``check`` over ``impl`` in ``variant``, and its report's property row."""
+    report = tmp_path / "report.json"
+    done = operation.check(
+        installed,
+        impl,
+        "--json",
+        str(report),
+        *extra,
+        environment={"SSM_GGML_CPU_VARIANT": _library(prebuilt, variant)},
+    )
+    assert report.is_file(), done.stdout[-4000:] + done.stderr[-2000:]
+    [row] = json.loads(report.read_text(encoding="utf-8"))["properties"]
+    return done, cast("dict[str, Any]", row)
+
+
+def test_the_adapter_declares_the_variants_bound_when_given_it_and_0_without(
+    llamacpp: Built, prebuilt: Prebuilt, variant: Variant
+) -> None:
+    # model_adapter.py's --bound, as the describe's float.hex model.bound.
+    bound = _BOUNDS[variant]
+    given = operation.describe(prebuilt["adapter"], llamacpp["model"], "--bound", repr(bound))
+    assert given["bound"] == bound.hex()
+    assert operation.describe(prebuilt["adapter"], llamacpp["model"])["bound"] == "0x0.0p+0"
+
+
 def test_the_wheels_check_passes_the_prebuilt_releases_checkpoint_rollback(
-    llamacpp: Built, prebuilt: Prebuilt
+    llamacpp: Built, prebuilt: Prebuilt, installed: Installed, variant: Variant, tmp_path: Path
 ) -> None:
     # The protocol's model operation over the prebuilt adapter, judged by the
-    # installed command's RB-REPLAY-14 property, as the sdist build is in
-    # test_model_operation.py; the baseline variant, whose bound is 0.
-    impl = operation.impl_cmd(prebuilt["adapter"], llamacpp["model"], "checkpoint")
-    variant = {"SSM_GGML_CPU_VARIANT": _library(prebuilt, Variant.BASELINE)}
-    done = operation.check(impl, environment=variant)
+    # installed wheel's RB-REPLAY-14 property, as the sdist build is in
+    # test_model_operation.py; each variant at the bound the adapter declares
+    # for it, which the report keeps beside the largest difference measured.
+    bound = _BOUNDS[variant]
+    impl = operation.impl_cmd(
+        prebuilt["adapter"], llamacpp["model"], "checkpoint", "--bound", repr(bound)
+    )
+    done, row = _check_report(installed, prebuilt, impl, variant, tmp_path)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     assert "PASS  RB-REPLAY-14" in done.stdout
+    assert row["outcome"] == "passed"
+    assert row["bound"] == bound
+    assert 0 <= row["distance"] <= bound
+
+
+def test_the_wheels_check_holds_the_prebuilt_releases_snapshot_rollback_as_a_linked_deviation(
+    llamacpp: Built, prebuilt: Prebuilt, installed: Installed, variant: Variant, tmp_path: Path
+) -> None:
+    # Both findings live in v0.5.0 (above): the snapshot way fails RB-REPLAY-14
+    # past either variant's bound, held with both links as the sdist's is.
+    deviations = tmp_path / "deviations.json"
+    reason = f"llama.cpp {_RELEASE}'s snapshot rollback: {DEVIATION_LINK} and {WHOLE_WINDOW_LINK}"
+    entry = {"clause": "RB-REPLAY-14", "reason": reason, "link": WHOLE_WINDOW_LINK}
+    deviations.write_text(json.dumps({"deviations": [entry]}), encoding="utf-8")
+    bound = _BOUNDS[variant]
+    impl = operation.impl_cmd(
+        prebuilt["adapter"], llamacpp["model"], "snapshot", "--bound", repr(bound)
+    )
+    done, row = _check_report(
+        installed, prebuilt, impl, variant, tmp_path, "--deviations", str(deviations)
+    )
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    assert "DEVIATION  RB-REPLAY-14" in done.stdout
+    # Failed past the bound the adapter declared for the variant.
+    assert row["outcome"] == "deviation"
+    assert f"within {bound:g} of a plain decode" in row["detail"]
