@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT OR Apache-2.0
-"""The kernels tier's own virtual environment: torch 2.13.0 (CPU), triton 3.9.0, numpy, the package.
+"""The kernels tier's own virtual environment: torch 2.13.0 (CPU), triton 3.9.0 and 3.8.0, numpy.
 
 ``python -m adapters.engines.environment`` (from the repository root) makes
 it the first time (under the cache folder, or ``$SSM_ROLLBACK_KERNELS_VENV``),
@@ -15,6 +15,20 @@ also holds the pure-Python packages the planners tier imports vLLM's
 configuration with, at the same pins (``tests/planners/requirements.txt``, less
 the engines, torch, triton and numpy, which are the venv's own), installed
 without resolving dependencies, so nothing pulls CUDA.
+
+Which Triton each engine runs. vLLM and FLA run the venv's own, triton
+3.9.0. SGLang runs the Triton its own pins bring: sglang 0.5.23 requires
+``torch==2.14.1`` (its wheel's ``METADATA``), whose wheel requires
+``triton~=3.8.0; platform_system == "Linux" and python_version < "3.15"``
+(``torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl``, ``METADATA``), and
+the package index holds one release of that range, 3.8.0. Triton 3.9.0
+removed block pointers from the language, and SGLang's extend (its FLA chunk
+rule) addresses every tile with one (``sglang/extend.py``). So the venv also
+holds triton 3.8.0, installed alone (``--no-deps --target``) in the folder
+:func:`sglang_triton` names, inside the venv; SGLang's adapter puts that
+folder first on its path before anything imports Triton
+(:func:`use_sglang_triton`). One venv, one torch: SGLang's kernels take
+torch only as tensors and their pointers, which torch 2.13.0 gives alike.
 
 ``torch==2.13.0`` is asked for exactly: on these machines that is a CPU build
 from the package index; plain ``torch`` would pull about 3 GB of CUDA
@@ -33,7 +47,16 @@ from typing import Final
 
 from . import wheels
 
-__all__ = ["REQUIREMENTS", "VENV_ENV", "KernelsVenvError", "main", "venv_path"]
+__all__ = [
+    "REQUIREMENTS",
+    "SGLANG_TRITON",
+    "VENV_ENV",
+    "KernelsVenvError",
+    "main",
+    "sglang_triton",
+    "use_sglang_triton",
+    "venv_path",
+]
 
 #: The environment variable that moves the venv.
 VENV_ENV: Final = "SSM_ROLLBACK_KERNELS_VENV"
@@ -46,6 +69,8 @@ REQUIREMENTS: Final = (
     "einops",
     "setuptools>=68",
 )
+#: SGLang's Triton (the module's docstring): the release its ``torch==2.14.1`` pin resolves to.
+SGLANG_TRITON: Final = "triton==3.8.0"
 _ROOT: Final = Path(__file__).resolve().parents[2]
 #: The pins vLLM's configuration code is imported with on a CPU (the planners tier's).
 _VLLM_IMPORTS: Final = _ROOT / "tests" / "planners" / "requirements.txt"
@@ -72,6 +97,33 @@ def venv_path() -> Path:
         if chosen
         else wheels.cache_root() / f"venv-py{sys.version_info[0]}{sys.version_info[1]}"
     )
+
+
+def sglang_triton(venv_home: Path | None = None, /) -> Path:
+    """The folder holding :data:`SGLANG_TRITON` in the venv ``venv_home`` (default: this one).
+
+    Inside the venv the default is the running interpreter's own venv
+    (``sys.prefix``), wherever the engine cache was moved to.
+    """
+    home = Path(sys.prefix) if venv_home is None else venv_home
+    return home / SGLANG_TRITON.replace("==", "-")
+
+
+def use_sglang_triton() -> None:
+    """Put SGLang's Triton first on this process's path; before anything imports Triton.
+
+    Raises:
+        KernelsVenvError: Triton is already imported, or the folder is missing.
+    """
+    folder = sglang_triton()
+    if "triton" in sys.modules:
+        raise KernelsVenvError(f"triton is already imported; SGLang's {SGLANG_TRITON} comes first")
+    if not (folder / "triton" / "__init__.py").exists():
+        raise KernelsVenvError(
+            f"no {SGLANG_TRITON} in {folder}: run python -m adapters.engines.environment"
+        )
+    if str(folder) not in sys.path:
+        sys.path.insert(0, str(folder))
 
 
 def _pip(python: Path, *arguments: str) -> None:
@@ -104,6 +156,21 @@ def prepare() -> Path:
     if not (imports.exists() and imports.read_text(encoding="utf-8") == pins):
         _pip(python, "install", "--no-deps", "--no-compile", *_vllm_imports())
         imports.write_text(pins, encoding="utf-8")
+    sglang = sglang_triton(home)
+    marker = sglang / "requirement.txt"
+    if not (marker.exists() and marker.read_text(encoding="utf-8") == SGLANG_TRITON + "\n"):
+        # Triton alone (its wheel has no dependencies SGLang's kernels need), beside the venv's.
+        _pip(
+            python,
+            "install",
+            "--no-deps",
+            "--no-compile",
+            "--upgrade",
+            "--target",
+            str(sglang),
+            SGLANG_TRITON,
+        )
+        marker.write_text(SGLANG_TRITON + "\n", encoding="utf-8")
     _pip(python, "install", "--no-deps", "--no-build-isolation", "--force-reinstall", str(_ROOT))
     # The wheels are fetched by the venv's pip, for the venv's Python.
     done = subprocess.run(

@@ -2,11 +2,20 @@
 """Every change this project makes to Triton's CPU interpreter, each with its reason.
 
 The engines' kernels run unchanged from their released wheels. On a machine
-without a CUDA device they run under ``TRITON_INTERPRET=1`` (Triton 3.9.0's
+without a CUDA device they run under ``TRITON_INTERPRET=1`` (Triton's
 interpreter, ``triton/runtime/interpreter.py``), which differs from a compiled
 kernel in the six ways below. :func:`apply` makes the six changes, once, before any kernel
 runs; nothing else in the adapters touches Triton. With ``--device cuda`` none
 of this is applied: the kernels compile and run natively (docs/engines.md).
+
+Two releases of Triton run here (``environment.py``): 3.9.0 for vLLM and FLA,
+3.8.0 for SGLang, the release its own pins bring. All six changes apply to
+both, alike: the interpreter code each one changes (the masked load and
+store, the autotuner's ``prune_configs``, the source rewriter, ``cast_impl``,
+``binary_op`` and ``create_dot``, ``GridExecutor``, ``_patch_lang``) is the
+same in the two releases but for arguments the changes pass on as they are
+(3.9.0's masked load takes one ``cache_policy`` where 3.8.0's takes a cache
+modifier and an eviction policy). Line numbers below are 3.9.0's.
 
 1. Masks. A mask built as ``scalar_i1 & block_i1`` comes out as an int64
    array, and the interpreter's masked load then fails with "mask has
@@ -65,9 +74,10 @@ of this is applied: the kernels compile and run natively (docs/engines.md).
    API", ``triton/language/core.py`` lines 2519-2538), and ``tl.load`` and
    ``tl.store`` no longer take ``boundary_check``. The interpreter refusing
    them is what a compiled kernel does, so there is no difference to
-   change; running them would mean another Triton. SGLang 0.5.23's FLA
-   chunk rule, the kernel of its extend, uses them
-   (``sglang/extend.py`` runs it both ways), as vLLM's did before 0.32.0.
+   change. SGLang 0.5.23's FLA chunk rule, the kernel of its extend, uses
+   them (as vLLM's did before 0.32.0), and runs on Triton 3.8.0, which
+   still has them and which SGLang's own pins bring: its adapter runs there
+   (``sglang/extend.py`` runs the rule under both releases).
 
 What stays out of reach on a CPU (docs/engines.md, "What the CPU run cannot
 show"): TF32 dots (``input_precision="tf32"`` runs as an IEEE float32 dot),

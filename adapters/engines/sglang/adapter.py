@@ -30,6 +30,14 @@ checkpoint with the engine's own fold kernel (``commit_gdn_replayssm_circular``
 on copies of the cursors with the fold flag set); the engine's ring and
 checkpoint are untouched, so its schedule of folds is its own.
 
+Which Triton. The adapter runs on Triton 3.8.0, the release SGLang 0.5.23's
+own pins bring (its ``torch==2.14.1`` requires ``triton~=3.8.0``), put first
+on the path by ``__main__.py`` (``adapters/engines/environment.py``); vLLM and
+FLA run on the venv's Triton 3.9.0, which removed the block pointers
+SGLang's extend (its FLA chunk rule, ``extend.py``) addresses its tiles with.
+``replay`` runs only the ReplaySSM kernels; ``replay_batch`` runs prompts
+through the extend (``batch.py``).
+
 The pipeline is ``sglang-bf16``: BF16 activations, conv state and ring
 records, FP32 checkpoint (SGLang's default ssm dtype). L is 16, SGLang's
 default ``linear_replayssm_cache_len``; K, the configured draft tokens, is the

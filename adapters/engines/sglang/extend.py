@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT OR Apache-2.0
-"""SGLang 0.5.23's extend under Triton 3.9.0: run, to show why the batch does not drive it.
+"""SGLang 0.5.23's extend chunk rule, run on SGLang's Triton (3.8.0) and on the venv's (3.9.0).
 
 SGLang runs a prompt, or a chunk of one, as an extend:
 ``GDNAttnBackend.forward_extend`` (``srt/layers/attention/linear/gdn_backend.py``
@@ -15,30 +15,28 @@ kkt-solve (``fla/chunk_fwd.py`` line 104 on), the state pass
 (``fla/chunk_delta_h.py`` line 148 on) and the output (``fla/chunk_o.py``
 line 82 on).
 
-Triton 3.9.0, the kernels venv's, removed block pointers from the language
-itself, not only from its interpreter: ``tl.make_block_ptr`` and
-``tl.advance`` raise ``NotImplementedError("Block pointers have been removed
-in favor of the tensor descriptor API")`` (``triton/language/core.py`` lines
-2519-2523 and 2531-2538), and ``tl.load`` and ``tl.store`` no longer take
-``boundary_check`` or ``padding_option`` (lines 2420 and 2480). Triton 3.8.0
-still has them, as a front-end emulation that turns a block pointer into a
-tensor of pointers and a mask (``core.py``, ``_block_ptr._materialize``);
-SGLang 0.5.23 pins ``torch==2.14.1``, which requires ``triton~=3.8.0``. So
-the interpreter here is not what stops SGLang's extend: a compiled Triton
-3.9.0 kernel refuses the same line with the same message. Making it run
-would mean putting a removed language feature back into Triton 3.9.0, for
-interpreted and compiled kernels alike, which is running another Triton, not
-an interpreter change (``interpreter_patches.py`` changes only where the
-interpreter differs from a compiled kernel).
+Triton 3.9.0, the venv's own (vLLM's and FLA's), removed block pointers
+from the language itself, not only from its interpreter:
+``tl.make_block_ptr`` and ``tl.advance`` raise
+``NotImplementedError("Block pointers have been removed in favor of the
+tensor descriptor API")`` (``triton/language/core.py`` lines 2519-2523 and
+2531-2538), and ``tl.load`` and ``tl.store`` no longer take
+``boundary_check`` or ``padding_option`` (lines 2420 and 2480); a compiled
+Triton 3.9.0 kernel refuses the same line with the same message. Triton
+3.8.0 still has them. SGLang 0.5.23 pins ``torch==2.14.1``, which requires
+``triton~=3.8.0``, so SGLang as it ships runs on 3.8.0, and so does its
+adapter here (``adapters/engines/environment.py``, "Which Triton each
+engine runs"): the batch runs its prompts through this extend (``batch.py``).
 
-:func:`main` shows it, with SGLang's own files from the wheel: SGLang's chunk
-rule called as ``TritonGDNKernel.extend`` calls it, under the interpreter;
-the rule past its l2norm (``chunk_gated_delta_rule_fwd``, ``chunk.py`` line
-36), which stops at its first kernel, the gate's cumulative sum; and, with
-``--compiled``, SGLang's l2norm kernel compiled by Triton 3.9.0 for a CUDA
-target (``sm_90``), which needs no GPU, since the front end refuses it before
-any code is made. One line each, the error as Triton gives it; the exit
-status is 1 while the extend cannot run, 0 the day it runs.
+:func:`main` runs SGLang's chunk rule from the wheel's files, first line the
+Triton it ran under: by default SGLang's Triton, where it is called as
+``TritonGDNKernel.extend`` calls it and past its l2norm
+(``chunk_gated_delta_rule_fwd``, ``chunk.py`` line 36), both under the
+interpreter, each ``ran`` (exit 0); with ``--venv-triton`` the same two under
+Triton 3.9.0, which stop at their first kernel with the error as Triton
+gives it (exit 1); with ``--compiled``, SGLang's l2norm kernel compiled by
+Triton 3.9.0 for a CUDA target (``sm_90``), which needs no GPU, since the
+front end refuses it before any code is made (exit 1).
 
 Stood in, each for its reason: ``sglang.srt.utils.common`` holds only
 ``torch_release`` (the one name ``fla/utils.py`` line 18 imports from the
@@ -58,6 +56,7 @@ import sys
 from typing import TYPE_CHECKING, Any, Final
 
 from .. import kernels
+from ..environment import KernelsVenvError, use_sglang_triton
 from .batch import unpacked
 
 if TYPE_CHECKING:
@@ -184,20 +183,36 @@ def _compiled() -> list[tuple[str, bool]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run SGLang's extend chunk rule; one line per run, 1 while any does not run."""
+    """Run SGLang's extend chunk rule; a line naming the Triton, one per run, 1 if any fails."""
     parser = argparse.ArgumentParser(
         prog="python -m adapters.engines.sglang.extend",
-        description="Run SGLang's extend chunk rule under this venv's Triton (module docstring).",
+        description="Run SGLang's extend chunk rule under a Triton (module docstring).",
+    )
+    parser.add_argument(
+        "--venv-triton",
+        action="store_true",
+        help="run it under the venv's own Triton (3.9.0), not SGLang's (3.8.0)",
     )
     parser.add_argument(
         "--compiled",
         action="store_true",
-        help="compile SGLang's l2norm kernel for a CUDA target (no GPU needed) instead",
+        help="compile SGLang's l2norm kernel for a CUDA target (no GPU needed) instead,"
+        " with the venv's own Triton",
     )
-    compiled = parser.parse_args(argv).compiled
+    arguments = parser.parse_args(argv)
+    compiled = arguments.compiled
+    if not (compiled or arguments.venv_triton):
+        try:
+            use_sglang_triton()
+        except KernelsVenvError as error:
+            sys.stderr.write(f"adapters.engines.sglang.extend: {error}\n")
+            return 1
     kernels.prepare(kernels.Device.CUDA if compiled else kernels.Device.CPU)
+    import triton  # noqa: PLC0415 - after the path is chosen
+
     outcomes = _compiled() if compiled else _interpreted()
-    sys.stdout.write("".join(line + "\n" for line, _ in outcomes))
+    lines = [f"Triton {triton.__version__}", *(line for line, _ in outcomes)]
+    sys.stdout.write("".join(line + "\n" for line in lines))
     return 0 if all(ran for _, ran in outcomes) else 1
 
 
