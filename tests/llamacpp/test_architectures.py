@@ -52,6 +52,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
 
+    from tests.installed import Installed
+
 pytestmark = pytest.mark.llamacpp
 
 
@@ -344,14 +346,42 @@ def test_the_model_operation_offers_both_ways_on_every_architecture(
 
 
 def test_check_passes_the_checkpoint_way_beyond_gated_deltanet(
-    llamacpp: Built, model_of: Callable[[Generated], str]
+    llamacpp: Built, model_of: Callable[[Generated], str], installed: Installed
 ) -> None:
-    # The installed check, RB-REPLAY-14, on the short-convolution model (Qwen3.5's
-    # GDN is test_model_operation.py's); the other nine would add about 25 s each.
+    # The installed wheel's check, RB-REPLAY-14, on the short-convolution model
+    # (Qwen3.5's GDN is test_model_operation.py's); the other nine would add
+    # about 25 s each.
     impl = operation.impl_cmd(llamacpp["adapter"], model_of(Generated.LFM2), "checkpoint")
-    result = operation.check(impl)
+    result = operation.check(installed, impl)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     assert "PASS  RB-REPLAY-14" in result.stdout
+
+
+@pytest.mark.parametrize("arch", [Generated.NEMOTRON_H, Generated.KIMI_K3], ids=lambda a: a.value)
+def test_check_holds_the_snapshot_way_as_a_linked_deviation_beyond_gated_deltanet(
+    llamacpp: Built,
+    model_of: Callable[[Generated], str],
+    installed: Installed,
+    tmp_path: Path,
+    arch: Generated,
+) -> None:
+    # Mamba-2 and KDA, beside LFM2's checkpoint way: both snapshot cases fail on each
+    # (CASES), so the installed wheel's check fails RB-REPLAY-14 the snapshot
+    # way, held as a deviation with both links; it turns red if one passes.
+    assert arch in CASES["whole_window"].fails_on
+    assert arch in CASES["beside_other_sequences"].fails_on
+    links = [CASES[case].link for case in ("beside_other_sequences", "whole_window")]
+    entry = {
+        "clause": "RB-REPLAY-14",
+        "reason": f"llama.cpp's snapshot rollback on {arch.value}: {' and '.join(links)}",
+        "link": CASES["whole_window"].link,
+    }
+    deviations = tmp_path / "deviations.json"
+    deviations.write_text(json.dumps({"deviations": [entry]}), encoding="utf-8")
+    impl = operation.impl_cmd(llamacpp["adapter"], model_of(arch), "snapshot")
+    result = operation.check(installed, impl, "--deviations", str(deviations))
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    assert "DEVIATION  RB-REPLAY-14" in result.stdout
 
 
 @pytest.fixture(scope="module")
