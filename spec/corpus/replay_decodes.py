@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Final, cast
 import numpy as np
 
 from .. import replay_rows as rows
+from ..harness.replay_wire import rerouted_entries
 from ..replay.batch import BatchEntry, batch_oracle
 from ..replay.cases import DrawnCase, make_case, make_layer
 from ..replay.designs.sglang import SglangGdnReplaySsm
@@ -35,7 +36,6 @@ from .replay_format import (
     hex_values,
     ordered,
     rebuild_entry,
-    rerouted_entries,
     row_json,
     state_json,
 )
@@ -698,7 +698,7 @@ def alone_cases(
     cases leave their prefill out of. Each case's request runs the batch, then
     each sequence alone; its ``alone`` pairs name the states that must be the
     same (RB-REPLAY-13), bit for bit but the ``rerouted`` ones
-    (:func:`.replay_format.rerouted_entries`), within the pipeline's bound.
+    (:func:`..harness.replay_wire.rerouted_entries`), within the pipeline's bound.
     """
     draw = drawer(rng)
     layer = make_layer(shape, draw)

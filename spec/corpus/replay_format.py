@@ -23,8 +23,6 @@ from ..replay.layer import GdnLayer, LayerState, Pipeline, as_module_holds
 from ..replay.paths import MinimalRow, SeedRow, replay_rows
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
-
     from ..replay.batch import BatchRuntimeFactory
     from ..replay.cases import DrawnCase
     from ..replay.layer import Array
@@ -62,7 +60,6 @@ __all__ = [
     "ordered",
     "rebuild_entry",
     "rebuild_from_case",
-    "rerouted_entries",
     "row_json",
     "state_json",
 ]
@@ -260,37 +257,6 @@ class AloneCase(_BatchSteps):
 
     alone: list[list[int]]
     rerouted: NotRequired[list[int]]
-
-
-def rerouted_entries(steps: Sequence[Sequence[Mapping[str, object]]], /) -> list[int]:
-    """The entries of a batch that an engine may run on another path than alone, by flat index.
-
-    ``steps`` are a ``replay_batch`` request's steps, each its entries (with
-    ``sequence``, and ``prefill`` and ``finish`` where they have them). A
-    sequence's entry is rerouted from the first one whose prompt rows are a
-    single row in a step with other entries, until it finishes: alone, one
-    entry a step, such a row is a decode, and in a batch vLLM 0.33.0 runs it
-    through its chunked rule where verifies are beside it (``gdn_attn.py``
-    lines 422-430) or a longer prompt chunk comes before it (``split_decodes_and_prefills``,
-    ``v1/attention/backends/utils.py`` lines 879-882), one BF16 rounding of h
-    away from the decode (docs/engines.md, "Prompts beside verifies"). Every
-    other entry must be the same bit for bit in a batch as alone (RB-REPLAY-13).
-    """
-    marked: set[str] = set()
-    out: list[int] = []
-    number = 0
-    for step in steps:
-        for entry in step:
-            sequence = str(entry["sequence"])
-            prefill = entry.get("prefill")
-            if len(step) > 1 and isinstance(prefill, list) and len(prefill) == 1:
-                marked.add(sequence)
-            if sequence in marked:
-                out.append(number)
-            if entry.get("finish"):
-                marked.discard(sequence)
-            number += 1
-    return out
 
 
 class RowBytesCase(TypedDict):

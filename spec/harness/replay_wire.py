@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Final, NotRequired, TypedDict
 from .protocol import bad_request, encode_value, required_field
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Mapping, Sequence
 
 __all__ = [
     "ENGINE_PIPELINES",
@@ -44,6 +44,7 @@ __all__ = [
     "decode_replay_batch",
     "encode_replay_states",
     "finite_hex",
+    "rerouted_entries",
 ]
 
 
@@ -365,6 +366,37 @@ def _rows(
             decoded_row["b"] = _floats(required_field(row, "b"), f"{at}.b", heads)
         decoded.append(decoded_row)
     return decoded
+
+
+def rerouted_entries(steps: Sequence[Sequence[Mapping[str, object]]], /) -> list[int]:
+    """The entries of a batch that an engine may run on another path than alone, by flat index.
+
+    ``steps`` are a ``replay_batch`` request's steps, each its entries (with
+    ``sequence``, and ``prefill`` and ``finish`` where they have them). A
+    sequence's entry is rerouted from the first one whose prompt rows are a
+    single row in a step with other entries, until it finishes: alone, one
+    entry a step, such a row is a decode, and in a batch vLLM 0.33.0 runs it
+    through its chunked rule where verifies are beside it (``gdn_attn.py``
+    lines 422-430) or a longer prompt chunk comes before it (``split_decodes_and_prefills``,
+    ``v1/attention/backends/utils.py`` lines 879-882), one BF16 rounding of h
+    away from the decode (docs/engines.md, "Prompts beside verifies"). Every
+    other entry must be the same bit for bit in a batch as alone (RB-REPLAY-13).
+    """
+    marked: set[str] = set()
+    out: list[int] = []
+    number = 0
+    for step in steps:
+        for entry in step:
+            sequence = str(entry["sequence"])
+            prefill = entry.get("prefill")
+            if len(step) > 1 and isinstance(prefill, list) and len(prefill) == 1:
+                marked.add(sequence)
+            if sequence in marked:
+                out.append(number)
+            if entry.get("finish"):
+                marked.discard(sequence)
+            number += 1
+    return out
 
 
 def _pipeline(request: Mapping[str, object], /) -> str:

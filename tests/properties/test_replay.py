@@ -30,7 +30,7 @@ from ssm_rollback_spec.corpus.replay_run import (
 )
 from ssm_rollback_spec.harness.failures import NonConformingReply, ReplayMismatch
 from ssm_rollback_spec.harness.pytest_plugin import record_distance
-from ssm_rollback_spec.harness.replay_wire import ENGINE_PIPELINES, BatchForm
+from ssm_rollback_spec.harness.replay_wire import ENGINE_PIPELINES, BatchForm, rerouted_entries
 from ssm_rollback_spec.tools.shipped import replay_corpus_directory
 
 from .conformance import exchange
@@ -604,9 +604,6 @@ def test_each_sequence_of_a_drawn_batch_is_what_the_same_adapter_gives_it_alone(
     source = "its own replay_batch of each sequence alone, with the same steps"
     bound = _corpus().alone_bound.get(str(request["pipeline"]), 0.0)
     steps = [cast("list[dict[str, object]]", step["batch"]) for step in batch.steps]
-    # replay_format imports numpy, which the wheel's check extra does not install.
-    from ssm_rollback_spec.corpus.replay_format import rerouted_entries  # noqa: PLC0415
-
     rerouted = frozenset(rerouted_entries(steps))
     _same(request, reply, expected, ["RB-REPLAY-13"], source, bound=bound, bounded=rerouted)
 

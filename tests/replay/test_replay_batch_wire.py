@@ -10,12 +10,16 @@ from typing import TYPE_CHECKING, Any, Final, cast
 import pytest
 
 from ssm_rollback_spec import rollback
-from ssm_rollback_spec.corpus.replay_format import rerouted_entries
 from ssm_rollback_spec.corpus.replay_run import BATCH_NOT_OFFERED, judge_replay, load_replay_cases
 from ssm_rollback_spec.harness import protocol
 from ssm_rollback_spec.harness.adapter import REPLAY_BATCH_NOT_OFFERED, respond
 from ssm_rollback_spec.harness.protocol import ErrorKind
-from ssm_rollback_spec.harness.replay_wire import BatchForm, batch_forms, decode_replay_batch
+from ssm_rollback_spec.harness.replay_wire import (
+    BatchForm,
+    batch_forms,
+    decode_replay_batch,
+    rerouted_entries,
+)
 from tests.properties.replay_reference import SMALL_DIMS, SMALL_REPLAY
 
 if TYPE_CHECKING:
