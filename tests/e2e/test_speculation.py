@@ -381,9 +381,12 @@ def test_released_0_32_0_draft_model_writes_into_the_targets_recurrent_state(
 ) -> None:
     # A deviation (docs/findings/vllm-draft-model-hybrid-kv-group.md): red once vLLM is fixed.
     found = _judge(fixed["reference"], fixed["draft-released"])
-    assert len(found) >= 3, found
     released, fixed_up = _tally(fixed["draft-released"]), _tally(fixed["draft"])
-    assert released["accepted"] < fixed_up["accepted"] / 4, (released, fixed_up)
+    # What the wrong tables do to the acceptance rate depends on the host's CPU path
+    # (1 of 267 accepted on an AVX-512 host, 101 of 219 on an AVX2 one, against about
+    # 100 of 230 with the fix): the finding is the changed output, on every host.
+    sys.stdout.write(f"draft model, released: {released}; with its own group: {fixed_up}\n")
+    assert len(found) >= 3, found
 
 
 def _prompt(kind: str, start: int, length: int, tokens: list[int]) -> tuple[int, ...]:
