@@ -357,7 +357,9 @@ def test_check_passes_the_checkpoint_way_beyond_gated_deltanet(
     assert "PASS  RB-REPLAY-14" in result.stdout
 
 
-@pytest.mark.parametrize("arch", [Generated.NEMOTRON_H, Generated.KIMI_K3], ids=lambda a: a.value)
+# Mamba-2 alone: a check held as a deviation shrinks for minutes, and every
+# architecture's snapshot cases are judged above through the tier's own machine.
+@pytest.mark.parametrize("arch", [Generated.NEMOTRON_H], ids=lambda a: a.value)
 def test_check_holds_the_snapshot_way_as_a_linked_deviation_beyond_gated_deltanet(
     llamacpp: Built,
     model_of: Callable[[Generated], str],
@@ -365,7 +367,7 @@ def test_check_holds_the_snapshot_way_as_a_linked_deviation_beyond_gated_deltane
     tmp_path: Path,
     arch: Generated,
 ) -> None:
-    # Mamba-2 and KDA, beside LFM2's checkpoint way: both snapshot cases fail on each
+    # Mamba-2, beside LFM2's checkpoint way: both snapshot cases fail on it
     # (CASES), so the installed wheel's check fails RB-REPLAY-14 the snapshot
     # way, held as a deviation with both links; it turns red if one passes.
     assert arch in CASES["whole_window"].fails_on
