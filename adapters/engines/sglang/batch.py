@@ -174,11 +174,6 @@ _FILES: Final = (
     "sglang/kernels/ops/mamba/mamba_state_scatter_triton.py",
     "sglang/kernels/ops/attention/linear/fused_sigmoid_gating_recurrent.py",
 )
-#: The wheel's files the extend reads, beside SGLang's FLA chunk rule (``extend.py``).
-_EXTEND_FILES: Final = (
-    "sglang/srt/layers/attention/linear/kernels/gdn_triton.py",
-    "sglang/kernels/ops/attention/linear/fused_gdn_gating.py",
-)
 
 
 class BatchPath(enum.Enum):
@@ -507,7 +502,7 @@ def _extend_engine(names: dict[str, object], conv: Any, /) -> _ExtendNames:
     from . import extend  # noqa: PLC0415 - extend imports this module
 
     chunk = extend.chunk_rule()
-    root = unpacked("extend", _EXTEND_FILES) / "sglang"
+    root = wheels.fetch(wheels.selected(WHEEL)) / "sglang"
     gating = load_file(
         "sglang.kernels.ops.attention.linear.fused_gdn_gating",
         root / "kernels/ops/attention/linear/fused_gdn_gating.py",

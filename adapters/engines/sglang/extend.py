@@ -55,17 +55,15 @@ import contextlib
 import sys
 from typing import TYPE_CHECKING, Any, Final
 
-from .. import kernels
+from .. import kernels, wheels
 from ..environment import KernelsVenvError, use_sglang_triton
-from .batch import unpacked
+from .load import WHEEL
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-__all__ = ["FLA", "chunk_rule", "main"]
+__all__ = ["chunk_rule", "main"]
 
-#: The wheel's folder of SGLang's FLA chunk rule, as the extend's Triton kernel imports it.
-FLA: Final = "sglang/kernels/ops/attention/fla/"
 #: The rows of the prompt run: SGLang's CHUNK_SIZE is 64, so a short prompt is one chunk.
 _ROWS: Final = 5
 #: The dims the rows are drawn with: SGLang's kernels take key heads of 32 or more.
@@ -79,7 +77,7 @@ def chunk_rule() -> Any:
     import torch  # noqa: PLC0415 - the kernels venv's
     from packaging import version  # noqa: PLC0415
 
-    root = unpacked("fla", (FLA,)) / "sglang"
+    root = wheels.fetch(wheels.selected(WHEEL)) / "sglang"
     kernels.package("sglang", root)
     for name in ("kernels", "kernels/ops", "kernels/ops/attention", "kernels/ops/attention/fla"):
         kernels.package("sglang." + name.replace("/", "."), root / name)

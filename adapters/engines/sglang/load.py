@@ -26,6 +26,10 @@ WHEEL: Final = wheels.Engine.pinned(
     (
         "sglang/kernels/ops/mamba/causal_conv1d_triton.py",
         "sglang/kernels/ops/attention/linear/gdn_replayssm_spec_decode.py",
+        # The extend's (batch.py, extend.py): its gates, its Triton kernel, SGLang's FLA chunk rule.
+        "sglang/kernels/ops/attention/linear/fused_gdn_gating.py",
+        "sglang/srt/layers/attention/linear/kernels/gdn_triton.py",
+        "sglang/kernels/ops/attention/fla/",
     ),
 )
 
