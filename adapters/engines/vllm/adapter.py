@@ -123,8 +123,8 @@ def replay(
 
 #: Why a batch that needs the prefill kernels of an older vLLM cannot run here.
 BLOCK_POINTERS: Final = (
-    "vLLM {}'s chunked prefill kernels use Triton block pointers, which Triton 3.9.0's "
-    'interpreter does not run (docs/engines.md, "Real bugs")'
+    "vLLM {}'s chunked prefill kernels use Triton block pointers, which Triton 3.9.0 "
+    'removed (docs/engines.md, "Real bugs")'
 )
 
 
