@@ -71,7 +71,11 @@ def test_llama_cpps_own_rollback_test_passes_on_the_tiers_model_only_within_its_
     assert said.count(_ROLLBACK_PASSED) == 2, said[-2000:]
     replays = [(float(most), float(nmse)) for most, nmse in _SPLIT_REPLAY_PASSED.findall(said)]
     alone = [(float(most), float(nmse)) for most, nmse in _SEQ_ONE_ALONE.findall(said)]
-    assert len(replays) == len(alone) == 2, said[-2000:]
+    # Its exit status 0 says both fills' seq-1-only checks passed (a failure returns 1);
+    # their log lines come through llama.cpp's logger thread, which lost the last one
+    # once on a loaded host (2026-12-06), so each must be there but the last.
+    assert len(replays) == 2, said[-2000:]
+    assert 1 <= len(alone) <= 2, said[-2000:]
     # Within its bound, past the tier's.
     assert all(nmse <= 1e-4 for _, nmse in replays + alone)
     assert min(most for most, _ in replays) > BOUND
