@@ -60,6 +60,8 @@ __all__ = [
 
 #: The environment variable that moves the venv.
 VENV_ENV: Final = "SSM_ROLLBACK_KERNELS_VENV"
+#: The file a venv this module filled holds its requirements in (in its ``sys.prefix``).
+_MARKER: Final = "requirements.txt"
 #: What the venv holds besides the package, exactly.
 REQUIREMENTS: Final = (
     "torch==2.13.0",
@@ -112,13 +114,19 @@ def sglang_triton(venv_home: Path | None = None, /) -> Path:
 def use_sglang_triton() -> None:
     """Put SGLang's Triton first on this process's path; before anything imports Triton.
 
+    Outside a venv this module made (no marker in ``sys.prefix``: the everyday
+    suite's Python, which only asks the adapter to describe itself and to
+    refuse), no kernel runs, and nothing is put on the path.
+
     Raises:
-        KernelsVenvError: Triton is already imported, or the folder is missing.
+        KernelsVenvError: Triton is already imported, or the kernels venv lacks the folder.
     """
     folder = sglang_triton()
     if "triton" in sys.modules:
         raise KernelsVenvError(f"triton is already imported; SGLang's {SGLANG_TRITON} comes first")
     if not (folder / "triton" / "__init__.py").exists():
+        if not (Path(sys.prefix) / _MARKER).exists():
+            return
         raise KernelsVenvError(
             f"no {SGLANG_TRITON} in {folder}: run python -m adapters.engines.environment"
         )
@@ -142,7 +150,7 @@ def prepare() -> Path:
     """The venv's Python, the venv made and filled if it is not, this clone's package installed."""
     home = venv_path()
     python = home / "bin" / "python"
-    marker = home / "requirements.txt"
+    marker = home / _MARKER
     wanted = "\n".join(REQUIREMENTS) + "\n"
     if not (python.exists() and marker.exists() and marker.read_text(encoding="utf-8") == wanted):
         venv.EnvBuilder(with_pip=True, clear=True).create(home)
