@@ -19,7 +19,7 @@ from tests.child import run_module
 from tests.once import once_per_run
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Mapping, Sequence
     from pathlib import Path
 
     import pytest
@@ -75,13 +75,21 @@ def vectors_run(
     its standard output; ``corpus`` are more arguments, such as ``--vectors``;
     ``environment`` is set for the adapter.
     """
+    adapter = command(python, engine, *flags, environment=environment)
+    arguments = ("vectors", "run", "--impl-cmd", adapter, *corpus, "--clause", clause)
+    return _reported(report, arguments, 1800)
+
+
+def _reported(
+    report: Path, arguments: Sequence[str], timeout: int, /
+) -> tuple[int, dict[str, Any], str]:
+    """The command line's run of ``arguments`` with ``--json report``: status, report, output."""
     # A first replay imports torch and interprets the kernels: seconds, not the default 10.
     finished = run_module(
         "ssm_rollback_spec.tools.cli",
-        *("vectors", "run", "--impl-cmd", command(python, engine, *flags, environment=environment)),
-        *corpus,
-        *("--clause", clause, "--impl-timeout", "900", "--json", str(report)),
-        timeout=1800,
+        *arguments,
+        *("--impl-timeout", "900", "--json", str(report)),
+        timeout=timeout,
     )
     assert "Traceback" not in finished.stdout + finished.stderr, finished.stderr
     assert report.exists(), finished.stderr
@@ -112,16 +120,9 @@ def check_run(
     Returns its exit status, its ``--json`` report (written to ``report``) and
     its standard output; ``environment`` is set for the adapter.
     """
-    finished = run_module(
-        "ssm_rollback_spec.tools.cli",
-        *("check", "--impl-cmd", command(python, engine, *flags, environment=environment)),
-        *("--profile", "interpreter", "-k", select, "--clause", "RB-REPLAY"),
-        *("--impl-timeout", "900", "--json", str(report)),
-        timeout=3600,
-    )
-    assert "Traceback" not in finished.stdout + finished.stderr, finished.stderr
-    assert report.exists(), finished.stderr
-    return finished.returncode, json.loads(report.read_text(encoding="utf-8")), finished.stdout
+    adapter = command(python, engine, *flags, environment=environment)
+    arguments = ("check", "--impl-cmd", adapter, "--profile", "interpreter", "-k", select)
+    return _reported(report, (*arguments, "--clause", "RB-REPLAY"), 3600)
 
 
 def control_run(
