@@ -19,7 +19,7 @@ import os
 from typing import TYPE_CHECKING, Final
 
 import pytest
-from hypothesis import HealthCheck, Phase, Verbosity, settings
+from hypothesis import HealthCheck, Phase, Verbosity, is_hypothesis_test, settings
 
 from .clauses import CLAUSES, UnknownClauseError, select_clauses
 from .driver import Implementation, InProcessDriver
@@ -94,10 +94,13 @@ settings.register_profile(
     **_COMMON,  # type: ignore[arg-type]
 )
 # For an adapter whose replay runs on a slow interpreter (the engines' Triton
-# kernels on a CPU, docs/engines.md): few examples, reproducible.
+# kernels on a CPU, docs/engines.md) or that loads a model: few examples,
+# reproducible, and a failure reported as first found. Shrinking one through
+# such an adapter takes Hypothesis's whole five minutes; ci shrinks it.
 settings.register_profile(
     "interpreter",
     max_examples=6,
+    phases=(Phase.explicit, Phase.reuse, Phase.generate, Phase.target),
     derandomize=True,
     print_blob=True,
     database=None,
@@ -175,6 +178,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="ID",
         help="run only the properties citing this clause; a family such as RB-SIZE "
         "selects all of it (repeatable)",
+    )
+    group.addoption(
+        "--unshrunk",
+        action="append",
+        default=[],
+        metavar="CLAUSE|PROPERTY",
+        help="report the properties citing this clause, or this property (its node ID), "
+        "at their first failing example, not shrunk: check passes each deviation it is "
+        "given, whose failure is known (repeatable)",
     )
 
 
@@ -304,16 +316,55 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept
+    unshrunk = set(config.getoption("--unshrunk"))
+    for item in kept:
+        if unshrunk & {item.nodeid, *item.extra_keyword_matches}:
+            _leave_unshrunk(item)
+
+
+#: Set on an item that ``--unshrunk`` names, for :func:`pytest_runtest_call`.
+_UNSHRUNK_KEY: Final = pytest.StashKey[bool]()
+#: The ``@given`` functions already given settings with no shrink phase, by ``id``.
+_unshrunk_tests: set[int] = set()
+#: The profiles :func:`pytest_runtest_call` loads around an unshrunk property, and after it.
+_PROFILE_UNSHRUNK: Final = "ssm-rollback-spec-unshrunk"
+_PROFILE_AROUND: Final = "ssm-rollback-spec-around-unshrunk"
+
+
+def _no_shrinking(base: settings, /) -> settings:
+    return settings(base, phases=tuple(phase for phase in base.phases if phase is not Phase.shrink))
+
+
+def _leave_unshrunk(item: pytest.Item, /) -> None:
+    """Mark ``item`` so that its examples are not shrunk.
+
+    A ``@given`` property takes settings with no shrink phase, once per
+    function (its parametrized items share it); a property that builds its
+    settings as it runs (the model's state machine) reads the profile that
+    :func:`pytest_runtest_call` loads around it.
+    """
+    item.stash[_UNSHRUNK_KEY] = True
+    test = getattr(item, "obj", None)
+    if is_hypothesis_test(test) and id(test) not in _unshrunk_tests:
+        _unshrunk_tests.add(id(test))
+        _no_shrinking(settings())(test)
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
-    """Know which test runs, for :func:`record_distance`."""
+    """Know which test runs, for :func:`record_distance`; leave an ``--unshrunk`` one unshrunk."""
     _running.append(item)
+    unshrunk = item.stash.get(_UNSHRUNK_KEY, False)
+    if unshrunk:
+        settings.register_profile(_PROFILE_AROUND, settings())
+        settings.register_profile(_PROFILE_UNSHRUNK, _no_shrinking(settings()))
+        settings.load_profile(_PROFILE_UNSHRUNK)
     try:
         yield
     finally:
         _running.pop()
+        if unshrunk:
+            settings.load_profile(_PROFILE_AROUND)
 
 
 def record_distance(distance: float, bound: float, /) -> None:

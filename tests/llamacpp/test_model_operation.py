@@ -89,33 +89,38 @@ def test_check_holds_llama_cpp_snapshot_rollback_as_a_linked_deviation(
 
 
 @pytest.mark.parametrize(
-    ("way", "fault", "profile"),
-    # Each fault once, on the checkpoint way: a failing check shrinks for minutes,
-    # and the round scripts below run every fault both ways through the same operation.
+    ("fault", "profile"),
+    # Each fault once, on the checkpoint way: the round scripts below run every
+    # fault both ways through the same operation.
     [
-        (Way.CHECKPOINT, Fault.AHEAD, "interpreter"),
-        # The interpreter profile's 4 examples never checkpoint two sequences
-        # at one position with other states, which other-seq needs; ci's 25 do.
-        (Way.CHECKPOINT, Fault.OTHER_SEQ, "ci"),
+        # A failure, reported as found (the interpreter profile shrinks nothing).
+        (Fault.AHEAD, "interpreter"),
+        # The interpreter profile's 4 examples never checkpoint two sequences at
+        # one position with other states, which other-seq needs; ci's 25 do. ci
+        # shrinks a failure for Hypothesis's five minutes, so this one is listed
+        # as a deviation, which check reports where the property fails and
+        # leaves unshrunk (and fails the run where it passes).
+        (Fault.OTHER_SEQ, "ci"),
     ],
     ids=lambda value: value.value if isinstance(value, Enum) else value,
 )
 def test_check_fails_each_wrong_runtime_of_the_self_test(
-    llamacpp: Built, installed: Installed, tmp_path: Path, way: Way, fault: Fault, profile: str
+    llamacpp: Built, installed: Installed, tmp_path: Path, fault: Fault, profile: str
 ) -> None:
     # rollback.cpp's FAULT, through model_adapter.py's --fault: the same
     # property, model and bound that pass llama.cpp's own checkpoint way, on
-    # Qwen3.5 (a failing check shrinks for minutes; Qwen3-Next's faults are
-    # the round scripts' below).
+    # Qwen3.5 (Qwen3-Next's faults are the round scripts' below).
     impl = operation.impl_cmd(
-        llamacpp["adapter"], llamacpp["model"], way.value, "--fault", fault.value
+        llamacpp["adapter"], llamacpp["model"], Way.CHECKPOINT.value, "--fault", fault.value
     )
     report = tmp_path / "report.json"
-    result = operation.check(installed, impl, "--profile", profile, "--json", str(report))
-    assert result.returncode == 1, result.stdout[-4000:] + result.stderr[-2000:]
+    listed = profile == "ci"
+    options = ("--deviations", str(_deviations(tmp_path))) if listed else ()
+    result = operation.check(installed, impl, "--profile", profile, *options, "--json", str(report))
+    assert result.returncode == (0 if listed else 1), result.stdout[-4000:] + result.stderr[-2000:]
     outcomes = {row["property"]: row["outcome"] for row in _json(report)["properties"]}
-    assert outcomes == {_PROPERTY: "failed"}
-    assert "FAIL  RB-REPLAY-14" in result.stdout
+    assert outcomes == {_PROPERTY: "deviation" if listed else "failed"}
+    assert ("DEVIATION  RB-REPLAY-14" if listed else "FAIL  RB-REPLAY-14") in result.stdout
     # Judged by a kept token's logits against the same adapter's plain decode.
     assert "a plain decode of" in result.stdout
 
