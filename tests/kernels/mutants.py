@@ -493,11 +493,12 @@ def _bytecode(source: Path, /) -> tuple[Path, ...]:
 
 
 class MutatedCache:
-    """A cache folder whose unpacked releases are the cached ones, hard-linked, but for one file.
+    """A cache folder whose unpacked releases are the cached ones, hard-linked, but for some files.
 
-    One is kept for a test process, in one folder, and takes one mutant after
-    another: the file the last mutant changed is linked back to the release's,
-    and the next one's is written anew. The folder stays where it is, so the
+    One is kept for a test process, in one folder, and takes one mutant (or
+    one path's equivalent mutants together) after another: the files the
+    last changed are linked back to the release's, and the next ones' are
+    written anew. The folder stays where it is, so the
     bytecode its adapters' children cache for the releases' files (by their
     paths) is read again by the next mutant's, and no mutant compiles vLLM's
     modules anew: about 8 seconds of each run. The bytecode of the files that
@@ -508,44 +509,48 @@ class MutatedCache:
         """``unpacked`` is the engine cache's ``unpacked/`` folder; ``folder`` the cache made."""
         self._unpacked = unpacked
         self._folder = folder
-        self._changed: Path | None = None
+        self._changed: list[Path] = []
 
-    def apply(self, mutant: Mutant, /) -> Path:
-        """The cache folder, with ``mutant``'s change and no other (``$SSM_ROLLBACK_ENGINE_CACHE``).
+    def apply(self, *mutants: Mutant) -> Path:
+        """The cache folder, with ``mutants``' changes, no other (``$SSM_ROLLBACK_ENGINE_CACHE``).
 
-        Every folder of the mutant's release (its kernels, and SGLang's
+        Every folder of the mutants' releases (their kernels, and SGLang's
         bookkeeping files beside them) is linked the first time it is asked
-        for; the wheel's own cache is left as it is.
+        for; the wheel's own cache is left as it is. Mutants of one file are
+        made in turn, each on the text the ones before it left.
 
         Raises:
-            MutantError: the mutant's text is not in its file exactly once.
+            MutantError: a mutant's text is not in its file exactly once.
         """
+        wanted = {name for m in mutants for name in (m.release, f"{m.release}-bookkeeping")}
         for folder in sorted(self._unpacked.iterdir()):
             copy = self._folder / "unpacked" / folder.name
-            wanted = {mutant.release, f"{mutant.release}-bookkeeping"}
             if folder.is_dir() and folder.name in wanted and not copy.exists():
                 shutil.copytree(folder, copy, copy_function=os.link)
-        original = self._unpacked / mutant.path
-        text = original.read_text(encoding="utf-8")
-        found = text.count(mutant.old)
-        if found != 1:
-            raise MutantError(f"{mutant.path}: {mutant.old!r} occurs {found} times, not once")
+        texts: dict[str, str] = {}
+        for mutant in mutants:
+            if mutant.path not in texts:
+                texts[mutant.path] = (self._unpacked / mutant.path).read_text(encoding="utf-8")
+            found = texts[mutant.path].count(mutant.old)
+            if found != 1:
+                raise MutantError(f"{mutant.path}: {mutant.old!r} occurs {found} times, not once")
+            texts[mutant.path] = texts[mutant.path].replace(mutant.old, mutant.new)
         self._restore()
-        target = self._folder / "unpacked" / mutant.path
-        target.unlink()
-        target.write_text(text.replace(mutant.old, mutant.new), encoding="utf-8")
-        self._changed = target
-        self._forget(target)
+        for path, text in texts.items():
+            target = self._folder / "unpacked" / path
+            target.unlink()
+            target.write_text(text, encoding="utf-8")
+            self._changed.append(target)
+            self._forget(target)
         return self._folder
 
     def _restore(self) -> None:
-        if self._changed is None:
-            return
-        relative = self._changed.relative_to(self._folder / "unpacked")
-        self._changed.unlink()
-        os.link(self._unpacked / relative, self._changed)
-        self._forget(self._changed)
-        self._changed = None
+        for changed in self._changed:
+            relative = changed.relative_to(self._folder / "unpacked")
+            changed.unlink()
+            os.link(self._unpacked / relative, changed)
+            self._forget(changed)
+        self._changed = []
 
     @staticmethod
     def _forget(source: Path, /) -> None:

@@ -8,7 +8,8 @@ engine's pipeline (``vllm-bf16``, ``sglang-bf16``): the model's judge
 (RB-REPLAY-12) and the engine's own, each sequence alone (RB-REPLAY-13). A mutant that changes
 what an engine computes must fail a case; an equivalent one, argued in its
 row, must pass every case, and ``check``'s drawn batches under both judges
-beyond them, or its argument is wrong. The score is in docs/mutation.md,
+beyond them (run once for each path's such mutants, made together), or its
+argument is wrong. The score is in docs/mutation.md,
 whose table the last test holds to the mutants here.
 """
 
@@ -79,19 +80,10 @@ def test_each_mutant_of_an_engines_bookkeeping_fails_a_batch_or_is_argued_equiva
 ) -> None:
     root = mutated.apply(mutant)
     if mutant.equivalent or mutant.unreached:
+        # Every shipped case of both judges; check's drawn batches are run
+        # over each path's such mutants together (below).
         status, failed = _run(mutant, root, tmp_path, kernels_python, mutant.clauses)
         assert (status, failed) == (0, set()), f"argued {mutant.verdict}, yet it fails {failed}"
-        # Beyond the shipped cases: check's drawn batches, under both judges,
-        # with prompt chunks where the adapter offers them.
-        status, report, shown = check_run(
-            tmp_path / "check.json",
-            kernels_python,
-            mutant.engine,
-            *mutant.flags,
-            environment={wheels.CACHE_ENV: str(root)},
-        )
-        outcomes = {row["property"]: row["outcome"] for row in report["properties"]}
-        assert (status, outcomes) == (0, dict.fromkeys(DRAWN_PROPERTIES, "passed")), shown
         return
     # One failing case catches it: each judge runs alone, the model's first,
     # and the engine's own (the dearer, each sequence again alone) only where
@@ -102,6 +94,60 @@ def test_each_mutant_of_an_engines_bookkeeping_fails_a_batch_or_is_argued_equiva
             break
     assert status == 1
     assert failed, f"the mutant passed every batch of {mutant.engine}"
+
+
+def _uncaught_by_path() -> dict[str, tuple[Mutant, ...]]:
+    """The equivalent and not-reached mutants, by the adapter and flags they run under."""
+    paths: dict[str, list[Mutant]] = {}
+    for mutant in MUTANTS:
+        if mutant.equivalent or mutant.unreached:
+            paths.setdefault(" ".join((mutant.engine, *mutant.flags)), []).append(mutant)
+    return {path: tuple(mutants) for path, mutants in paths.items()}
+
+
+#: The mutants argued equivalent or not reached, by ``engine flags...``.
+_UNCAUGHT: Final = _uncaught_by_path()
+
+
+@pytest.mark.parametrize("path", list(_UNCAUGHT))
+def test_a_paths_equivalent_mutants_together_pass_checks_drawn_batches(
+    path: str, mutated: MutatedCache, tmp_path: Path, kernels_python: str
+) -> None:
+    # Beyond the shipped cases, which each such mutant passes alone (above):
+    # check's drawn batches under both judges, with prompt chunks where the
+    # adapter offers them, over every one of the path's changes at once. No
+    # mutant's argument rests on a line another changes (docs/mutation.md), so
+    # each holds with the others made, and together they must pass as each
+    # would alone; one drawn run a path, not one a mutant, saves six of ten.
+    together = _UNCAUGHT[path]
+    root = mutated.apply(*together)
+    status, report, shown = check_run(
+        tmp_path / "check.json",
+        kernels_python,
+        together[0].engine,
+        *together[0].flags,
+        environment={wheels.CACHE_ENV: str(root)},
+    )
+    outcomes = {row["property"]: row["outcome"] for row in report["properties"]}
+    names = [mutant.name for mutant in together]
+    assert (status, outcomes) == (0, dict.fromkeys(DRAWN_PROPERTIES, "passed")), (names, shown)
+
+
+def test_a_paths_mutants_of_one_file_are_made_each_on_the_last_ones_text(
+    unpacked: Path, tmp_path: Path
+) -> None:
+    together = next(
+        mutants
+        for mutants in _UNCAUGHT.values()
+        if len({mutant.path for mutant in mutants}) < len(mutants)
+    )
+    root = MutatedCache(unpacked, tmp_path).apply(*together)
+    for path in {mutant.path for mutant in together}:
+        want = (unpacked / path).read_text(encoding="utf-8")
+        for mutant in together:
+            if mutant.path == path:
+                want = want.replace(mutant.old, mutant.new)
+        assert (root / "unpacked" / path).read_text(encoding="utf-8") == want
 
 
 def test_a_mutant_whose_text_the_release_lacks_is_refused(unpacked: Path, tmp_path: Path) -> None:
