@@ -11,7 +11,8 @@ installed, and runs ``bash -x .ci/run`` in the clone with that venv's
 ``python`` first on ``PATH``. With ``--cold``, ``HOME`` is an empty folder
 under ``--work``, so pip's download cache and every cache of the project's
 (``~/.cache/ssm-rollback-spec/``: the planners', kernels' and e2e venvs, the
-engine wheels, llama.cpp's build) start empty; without it, ``HOME`` is yours
+engine wheels, llama.cpp's build) start empty, while ``RUSTUP_HOME`` and
+``CARGO_HOME`` keep naming the machine's Rust toolchain; without it, ``HOME`` is yours
 and the caches are as they are. Each command of the trace is stamped as it
 is printed, and the script prints one Markdown table: every command that
 took a second or more, its seconds, and the whole, with the load average
@@ -51,6 +52,10 @@ def _prepare(work: Path, rev: str, /, *, cold: bool) -> dict[str, str]:
     env = {**os.environ, "PATH": f"{work / 'venv' / 'bin'}{os.pathsep}{os.environ['PATH']}"}
     env.pop("VIRTUAL_ENV", None)
     if cold:
+        # The toolchains are the machine's, not caches: rustup finds them by HOME.
+        home = Path.home()
+        env.setdefault("RUSTUP_HOME", str(home / ".rustup"))
+        env.setdefault("CARGO_HOME", str(home / ".cargo"))
         (work / "home").mkdir()
         env["HOME"] = str(work / "home")
     return env

@@ -45,7 +45,6 @@ from .shipped import corpus_directory, suite_directory
 
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import Sequence
 
     from ..harness.check_report import PropertyResult, SuiteReport
 
@@ -88,8 +87,7 @@ def add_arguments(check: argparse.ArgumentParser, /) -> None:
         choices=_PROFILES,
         default="ci",
         help="Hypothesis profile (default ci: derandomized, reproducible; "
-        "crosshair: symbolic, advisory; interpreter: 6 examples, a failure not shrunk, "
-        "for a slow adapter)",
+        "crosshair: symbolic, advisory; interpreter: 6 examples, unshrunk, slow adapters)",
     )
     check.add_argument(
         "--race-budget",
@@ -160,11 +158,7 @@ def _require_test_stack(profile: str, /) -> None:
 
 
 def _pytest_command(
-    arguments: argparse.Namespace,
-    argv: list[str] | None,
-    scratch: Path,
-    unshrunk: Sequence[str],
-    /,
+    arguments: argparse.Namespace, argv: list[str] | None, scratch: Path, known: list[str], /
 ) -> list[str]:
     suite = suite_directory()
     if not suite.is_dir():
@@ -194,9 +188,7 @@ def _pytest_command(
     ]
     command += ["--require-race"] if arguments.require_race else []
     command += [f"--clause={clause}" for clause in arguments.clause]
-    # A listed deviation's failure is known: its first failing example says
-    # enough, and shrinking it through a slow adapter takes minutes a run.
-    command += [f"--unshrunk={name}" for name in unshrunk]
+    command += [f"--unshrunk={name}" for name in known]
     command += ["-k", arguments.keyword] if arguments.keyword is not None else []
     # The adapter's argv as the preflight split it, one argument an option.
     command += [f"--impl-argv={argument}" for argument in argv or ()]
@@ -222,10 +214,10 @@ def _before_the_run(arguments: argparse.Namespace, /) -> tuple[dict[str, object]
 
 
 def _run_suite(
-    arguments: argparse.Namespace, argv: list[str] | None, unshrunk: Sequence[str], /
+    arguments: argparse.Namespace, argv: list[str] | None, known: list[str], /
 ) -> SuiteReport:
     with tempfile.TemporaryDirectory() as scratch:
-        command = _pytest_command(arguments, argv, Path(scratch), unshrunk)
+        command = _pytest_command(arguments, argv, Path(scratch), known)
         env = {**os.environ, "HYPOTHESIS_PROFILE": arguments.profile}
         # Hypothesis keeps its examples and patches in .hypothesis/ of the
         # folder it runs in: nothing goes into the user's folder unless they
@@ -362,6 +354,7 @@ def _check(arguments: argparse.Namespace, /) -> int:
         "spec_version": SPEC_VERSION,
         "describe": described,
     }
+    # A listed deviation's failure is known: shrinking it can take minutes a run.
     known = [entry.name for entry in deviations.entries if entry.target is not Target.CASE]
     report = _run_suite(arguments, argv, known)
     results = report["results"]

@@ -116,10 +116,10 @@ class _FakeItem:
 
 
 class _FakeConfig:
-    """A configuration with no ``--clause`` selection."""
+    """A configuration with no ``--clause`` selection and no ``--unshrunk`` property."""
 
     def getoption(self, name: str) -> list[str]:
-        assert name == "--clause"
+        assert name in {"--clause", "--unshrunk"}
         return []
 
 

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT OR Apache-2.0
-"""``--unshrunk``: a property check knows to fail is reported at its first failing example.
+"""The suite's plugin: ``--unshrunk``, a property known to fail reported at its first failure.
 
 ``check`` passes each clause and property its ``--deviations`` list names:
 a known failure's shrinking through an adapter that loads a model, or runs
