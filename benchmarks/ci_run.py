@@ -96,9 +96,13 @@ def main() -> None:
     parser.add_argument("--rev", default="HEAD", help="what to clone (default HEAD)")
     arguments = parser.parse_args()
     work = arguments.work or Path(tempfile.mkdtemp(prefix="ci-run-"))
-    if any(work.iterdir()):
-        sys.exit(f"ci_run.py: --work {work} is not empty")
-    env = _prepare(work, arguments.rev, cold=arguments.cold)
+    if work.exists() and (not work.is_dir() or any(work.iterdir())):
+        sys.exit(f"ci_run.py: --work {work} is not an empty folder")
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        env = _prepare(work, arguments.rev, cold=arguments.cold)
+    except subprocess.CalledProcessError as error:
+        sys.exit(f"ci_run.py: {' '.join(map(str, error.cmd))} failed (exit {error.returncode})")
     before = _load()
     start = time.perf_counter()
     status, timed = _run(work, env)
