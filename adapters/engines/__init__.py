@@ -15,6 +15,10 @@ One module (or one small package) per engine, on a shared base:
   with stand-ins (``interpreter_patches.py`` on the CPU);
 - ``environment.py``: the kernels tier's venv
   (``python -m adapters.engines.environment``);
+- ``kernel_memo.py``: each interpreted launch remembered by what it reads,
+  where ``SSM_ROLLBACK_KERNEL_MEMO`` names a folder (the tiers set it);
+- ``forkserver.py``: adapters started as forks of a process that has
+  imported torch (the tiers run them so);
 - ``registry.py``: the table of engines, one row (an ``ADAPTER``) each.
 
 The engines: ``vllm/`` and ``sglang/`` (each ``load.py``, ``adapter.py``,

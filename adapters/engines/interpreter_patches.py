@@ -214,6 +214,8 @@ def _patch_grid(interp: Any) -> None:
                         args[name] = interp._implicit_cvt(value)  # noqa: SLF001
                 return size
 
+            # The grid as the kernel gave it, for kernel_memo.py's key.
+            grid.computed = computed
         init(self, fn, arg_names, grid, *rest)
 
     interp.GridExecutor.__init__ = with_grid

@@ -9,8 +9,9 @@ stand-in modules made here (:func:`stub`, :func:`package`), the fewest that
 let the kernel modules import, and says which.
 
 ``--device cpu`` (the default) runs under ``TRITON_INTERPRET=1`` with
-:mod:`interpreter_patches` applied; ``--device cuda`` runs the same kernels
-compiled, on the GPU, with no patch.
+:mod:`interpreter_patches` applied, and each launch remembered where
+``SSM_ROLLBACK_KERNEL_MEMO`` names a folder (:mod:`kernel_memo`);
+``--device cuda`` runs the same kernels compiled, on the GPU, with no patch.
 """
 
 from __future__ import annotations
@@ -22,10 +23,10 @@ import importlib.util
 import os
 import sys
 import types
-from typing import TYPE_CHECKING, Any, Final
+from pathlib import Path
+from typing import Any, Final
 
-if TYPE_CHECKING:
-    from pathlib import Path
+from . import kernel_memo
 
 __all__ = [
     "Device",
@@ -59,6 +60,11 @@ def prepare(device: Device, /) -> None:
         from . import interpreter_patches  # noqa: PLC0415 - only after TRITON_INTERPRET is set
 
         interpreter_patches.apply()
+        memo = os.environ.get(kernel_memo.MEMO_VARIABLE)
+        if memo:
+            from triton.runtime import interpreter  # noqa: PLC0415 - the kernels venv's
+
+            kernel_memo.install(interpreter, Path(memo))
     else:
         os.environ.pop("TRITON_INTERPRET", None)
     _PREPARED.append(device)

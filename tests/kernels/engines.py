@@ -4,8 +4,9 @@
 The tier's per-engine checks run over every row of ``adapters/engines/registry.py``,
 so a new engine registered there is checked with no test edited. Each adapter
 runs as ``python -m adapters.engines.NAME`` from the repository root, in the
-kernels venv. A run that several tests judge, such as an engine's control
-build over the replay corpus, is made once a run and read by each.
+kernels venv, through the tier's fork server (``adapters/engines/forkserver.py``).
+A run that several tests judge, such as an engine's control build over the
+replay corpus, is made once a run and read by each.
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ __all__ = [
 
 #: The module every engine adapter is run as, by the registry's name.
 _MODULE: Final = "adapters.engines.{}"
+#: What runs an adapter through the fork server: ``python -m`` this, then the module.
+_FORKED: Final = ("adapters.engines.forkserver", "run")
 #: The flags of an adapter's control build, one off in the accepted count.
 _CONTROL: Final = ("--control", "off-by-one")
 
@@ -49,7 +52,10 @@ def argv(
     ``environment`` is set for the adapter alone (``env NAME=VALUE ...``).
     """
     settings = [f"{name}={value}" for name, value in (environment or {}).items()]
-    return [*(["env", *settings] if settings else []), python, "-m", _MODULE.format(engine), *flags]
+    # Through the tier's fork server (tests/kernels/conftest.py), which runs
+    # the adapter as a fork, or as a process of its own where none answers.
+    module = [python, "-m", *_FORKED, _MODULE.format(engine)]
+    return [*(["env", *settings] if settings else []), *module, *flags]
 
 
 def command(

@@ -1,0 +1,73 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
+"""The kernel memo the tier runs under (adapters/engines/kernel_memo.py).
+
+A launch met again is read from the memo instead of run. These tests hold
+that to what matters: a run through the memo, cold or warm, judges every
+case as a run without it does, to the last bit of each distance; and a warm
+run does read the memo, so that a wrong entry shows in its report.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from adapters.engines.kernel_memo import MEMO_VARIABLE
+from tests.kernels.engines import vectors_run
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+pytestmark = pytest.mark.kernels
+
+#: vLLM's own builder and layer in cache mode "none", judged against themselves
+#: (RB-REPLAY-13): prompt chunks beside verifies, whose prefill conv gets a
+#: tensor from its grid, and every sequence again alone.
+_FLAGS = ("--cache-mode", "none")
+_CLAUSE = "RB-REPLAY-13"
+
+
+def _judged(report: dict[str, Any], /) -> dict[str, tuple[str, object]]:
+    return {
+        case["id"]: (case["outcome"], case.get("distance"))
+        for case in report["cases"]
+        if case["outcome"] != "skipped"
+    }
+
+
+def _run(folder: Path, python: str, memo: str, /) -> tuple[int, dict[str, tuple[str, object]]]:
+    status, report, _ = vectors_run(
+        folder / "report.json",
+        python,
+        "vllm",
+        *_FLAGS,
+        clause=_CLAUSE,
+        environment={MEMO_VARIABLE: memo},
+    )
+    return status, _judged(report)
+
+
+def test_a_run_through_the_memo_judges_each_case_as_a_run_without_it(
+    tmp_path: Path, kernels_python: str
+) -> None:
+    memo = tmp_path / "memo"
+    unremembered = _run(tmp_path, kernels_python, "")
+    cold = _run(tmp_path, kernels_python, str(memo))
+    stored = sorted(path.relative_to(memo) for path in memo.rglob("*") if path.is_file())
+    warm = _run(tmp_path, kernels_python, str(memo))
+    assert unremembered[0] == 0
+    assert len(unremembered[1]) == 3
+    assert cold == unremembered
+    assert warm == unremembered
+    assert stored
+    # The warm run met no launch the cold one had not stored.
+    assert sorted(path.relative_to(memo) for path in memo.rglob("*") if path.is_file()) == stored
+    # And it read them: with every entry emptied, a launch met again writes
+    # nothing, and the batches' states are left as torch handed them out.
+    for entry in stored:
+        (memo / entry).write_bytes(b"")
+    status, emptied = _run(tmp_path, kernels_python, str(memo))
+    assert status == 1
+    assert emptied.keys() == unremembered[1].keys()
+    assert "passed" not in {outcome for outcome, _ in emptied.values()}, emptied
