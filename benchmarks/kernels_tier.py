@@ -15,7 +15,9 @@ reinstalled), then ``python -m pytest -m kernels -n auto tests/kernels`` on
 that venv and cache, as ``.ci/run`` runs it (the older releases the real-bugs
 tests drive are downloaded by those tests, into the same empty cache), then
 its engine mutants, ``python -m pytest -m engine_mutants -n auto
-tests/kernels``, the step after it. Prints one Markdown table; BENCHMARKS.md
+tests/kernels``, the step after it, both with the tier's kernel memo
+(``adapters/engines/kernel_memo.py``) in ``--work``, so that it starts empty
+as in a clean clone. Prints one Markdown table; BENCHMARKS.md
 ("The kernels tier") keeps a run of it.
 """
 
@@ -30,6 +32,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Final
+
+from adapters.engines.kernel_memo import MEMO_VARIABLE
 
 ROOT: Final = Path(__file__).resolve().parents[1]
 
@@ -59,6 +63,8 @@ def main() -> int:
         **os.environ,
         "SSM_ROLLBACK_ENGINE_CACHE": str(cache),
         "SSM_ROLLBACK_KERNELS_VENV": str(venv),
+        # The tier's kernel memo, empty: a clean clone's first run starts without one.
+        MEMO_VARIABLE: str(work / "kernel-memo"),
     }
     download, _ = _timed([sys.executable, "-m", "adapters.engines.wheels"], env)
     wheels_mb = _megabytes(cache / "wheels")

