@@ -33,8 +33,6 @@ import time
 from pathlib import Path
 from typing import Final
 
-from adapters.engines.kernel_memo import MEMO_VARIABLE
-
 ROOT: Final = Path(__file__).resolve().parents[1]
 
 
@@ -63,8 +61,10 @@ def main() -> int:
         **os.environ,
         "SSM_ROLLBACK_ENGINE_CACHE": str(cache),
         "SSM_ROLLBACK_KERNELS_VENV": str(venv),
-        # The tier's kernel memo, empty: a clean clone's first run starts without one.
-        MEMO_VARIABLE: str(work / "kernel-memo"),
+        # The tier's kernel memo (adapters/engines/kernel_memo.py's MEMO_VARIABLE;
+        # this script runs as a file, outside the package), empty: a clean
+        # clone's first run starts without one.
+        "SSM_ROLLBACK_KERNEL_MEMO": str(work / "kernel-memo"),
     }
     download, _ = _timed([sys.executable, "-m", "adapters.engines.wheels"], env)
     wheels_mb = _megabytes(cache / "wheels")

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from adapters.engines.kernel_memo import MEMO_VARIABLE
+from tests.child import ROOT
 from tests.kernels.engines import vectors_run
 
 if TYPE_CHECKING:
@@ -71,3 +72,9 @@ def test_a_run_through_the_memo_judges_each_case_as_a_run_without_it(
     assert status == 1
     assert emptied.keys() == unremembered[1].keys()
     assert "passed" not in {outcome for outcome, _ in emptied.values()}, emptied
+
+
+def test_the_kernels_benchmark_starts_the_tier_with_an_empty_memo_by_its_variables_name() -> None:
+    # benchmarks/kernels_tier.py runs as a file and cannot import the name.
+    script = (ROOT / "benchmarks" / "kernels_tier.py").read_text(encoding="utf-8")
+    assert f'"{MEMO_VARIABLE}": str(work / "kernel-memo")' in script
