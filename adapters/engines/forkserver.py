@@ -96,7 +96,6 @@ def _fork(request: _Request, streams: list[int], listener: socket.socket, /) -> 
     status = 1
     try:
         listener.close()
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
         for target, stream in enumerate(streams):
             os.dup2(stream, target)
         # Nothing of the server's stays open in the fork: its socket, its

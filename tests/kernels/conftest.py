@@ -14,29 +14,24 @@ its mutants start one for every run.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
-import time
-from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 
 import pytest
 
 from adapters.engines.forkserver import SOCKET_VARIABLE
 from adapters.engines.kernel_memo import MEMO_VARIABLE
 from tests.child import ROOT
+from tests.kernels.engines import fork_server
 from tests.once import once_per_run
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
+    from pathlib import Path
 
 #: The tier's kernel memo; set to empty beforehand, no launch is remembered.
 os.environ.setdefault(MEMO_VARIABLE, str(ROOT / ".pytest_cache" / "kernel-memo"))
-#: How long the fork server may take to import what it preloads; an adapter
-#: started before it listens runs as a process of its own.
-_SERVER_START_SECONDS: Final = 120
 
 
 @pytest.fixture(scope="session")
@@ -52,23 +47,12 @@ def kernels_python(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     python = (once_per_run(tmp_path_factory, "kernels-venv", _prepare) / "python").read_text(
         encoding="utf-8"
     )
-    # A Unix socket's path has at most 107 bytes: a short folder of its own.
-    folder = Path(tempfile.mkdtemp(prefix="ssm-forks-"))
-    path = folder / "socket"
-    server = subprocess.Popen(
-        [python, "-m", "adapters.engines.forkserver", "serve", str(path)], cwd=ROOT
-    )
-    os.environ[SOCKET_VARIABLE] = str(path)
-    try:
-        deadline = time.monotonic() + _SERVER_START_SECONDS
-        while not path.exists() and server.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.1)
-        yield python
-    finally:
-        os.environ.pop(SOCKET_VARIABLE, None)
-        server.kill()
-        server.wait()
-        shutil.rmtree(folder, ignore_errors=True)
+    with fork_server(python) as (_, socket):
+        os.environ[SOCKET_VARIABLE] = socket
+        try:
+            yield python
+        finally:
+            os.environ.pop(SOCKET_VARIABLE, None)
 
 
 def _prepare(folder: Path, /) -> None:

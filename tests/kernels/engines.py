@@ -11,17 +11,22 @@ replay corpus, is made once a run and read by each.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shlex
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from adapters.engines.registry import ENGINES
-from tests.child import run_module
+from tests.child import ROOT, run_module
 from tests.once import once_per_run
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
-    from pathlib import Path
+    from collections.abc import Iterator, Mapping, Sequence
 
     import pytest
 
@@ -33,6 +38,7 @@ __all__ = [
     "check_run",
     "command",
     "control_run",
+    "fork_server",
     "vectors_run",
 ]
 
@@ -152,3 +158,32 @@ def control_run(
         json.loads((folder / "report.json").read_text(encoding="utf-8")),
         (folder / "stdout").read_text(encoding="utf-8"),
     )
+
+
+#: How long a fork server may take to import what it preloads.
+_SERVER_START_SECONDS: Final = 120
+
+
+@contextlib.contextmanager
+def fork_server(python: str, /) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+    """``python``'s fork server (adapters/engines/forkserver.py) and its socket, once it listens.
+
+    Killed, and its socket's folder removed, on leaving.
+    """
+    # A Unix socket's path has at most 107 bytes: a short folder of its own.
+    folder = Path(tempfile.mkdtemp(prefix="ssm-forks-"))
+    path = folder / "socket"
+    server = subprocess.Popen(
+        [python, "-m", "adapters.engines.forkserver", "serve", str(path)], cwd=ROOT
+    )
+    try:
+        deadline = time.monotonic() + _SERVER_START_SECONDS
+        while not path.exists():
+            assert server.poll() is None, "the fork server exited before it listened"
+            assert time.monotonic() < deadline, "the fork server did not listen in time"
+            time.sleep(0.1)
+        yield server, str(path)
+    finally:
+        server.kill()
+        server.wait()
+        shutil.rmtree(folder, ignore_errors=True)

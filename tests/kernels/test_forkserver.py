@@ -12,7 +12,6 @@ import contextlib
 import json
 import os
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
@@ -21,6 +20,7 @@ import pytest
 
 from adapters.engines.forkserver import SOCKET_VARIABLE
 from tests.child import ROOT
+from tests.kernels.engines import fork_server
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -35,21 +35,8 @@ _MALFORMED: Final = ("adapters.engines.vllm", "--version", "latest")
 @pytest.fixture(scope="module")
 def server(kernels_python: str) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
     """A fork server of this module's own, and its socket's path, once it listens."""
-    folder = Path(tempfile.mkdtemp(prefix="ssm-forks-"))
-    path = folder / "socket"
-    process = subprocess.Popen(
-        [kernels_python, "-m", "adapters.engines.forkserver", "serve", str(path)], cwd=ROOT
-    )
-    try:
-        while not path.exists():
-            assert process.poll() is None, "the fork server exited before it listened"
-            time.sleep(0.1)
-        yield process, str(path)
-    finally:
-        process.kill()
-        process.wait()
-        path.unlink(missing_ok=True)
-        folder.rmdir()
+    with fork_server(kernels_python) as started:
+        yield started
 
 
 def _forks(server: subprocess.Popen[bytes], /) -> set[int]:
