@@ -24,7 +24,7 @@ from ssm_rollback_spec.harness.protocol import (
     decode_reply,
 )
 from ssm_rollback_spec.harness.python_impl import fresh_module
-from tests.properties.strategies import mode_texts, usizes
+from tests.properties.strategies import mode_texts, texts, usizes
 
 if TYPE_CHECKING:
     from ssm_rollback_spec.rollback import SsmRollbackMode
@@ -118,7 +118,7 @@ def test_a_malformed_reply_says_exactly_what_was_wrong(line: str, message: str) 
     assert str(raised.value) == message
 
 
-@given(value=st.one_of(st.none(), st.integers(), st.text(), st.lists(st.integers())))
+@given(value=st.one_of(st.none(), st.integers(), texts(), st.lists(st.integers())))
 def test_every_ok_reply_decodes_to_itself(value: object) -> None:
     assert decode_reply(json.dumps({"ok": value})) == {"ok": value}
 
@@ -137,7 +137,7 @@ def test_the_judge_compares_json_values_by_type_as_well_as_value(value: object) 
         assert protocol.reply_matches({"ok": value}, {"ok": other}) is same
 
 
-@given(text=mode_texts, wrong=st.text(max_size=30))
+@given(text=mode_texts, wrong=texts(max_size=30))
 def test_the_judge_demands_the_exact_parse_error_text(text: str, wrong: str) -> None:
     expected = model.parse(text)
     if not isinstance(expected, model.Rejected) or wrong == expected.message:

@@ -22,6 +22,12 @@ DOCUMENTS: Final = (
     "docs/sizing.md",
 )
 
+# README.md's and docs/ci.md's commands run `check` whole seven times between
+# them, the dearest test of the everyday suite, which must end within three
+# minutes: these two pages are run with the CI gate's long runs (the `slow`
+# marker), the other pages in the everyday suite.
+_LONG: Final = frozenset({"README.md", "docs/ci.md"})
+
 
 def _text(document: str, /) -> str:
     return (ROOT / document).read_text(encoding="utf-8")
@@ -34,7 +40,13 @@ def runner(
     return Runner(installed, tmp_path_factory.mktemp("documents"), rust_adapter, RUST_CRATE)
 
 
-@pytest.mark.parametrize("document", DOCUMENTS)
+@pytest.mark.parametrize(
+    "document",
+    [
+        pytest.param(document, marks=(pytest.mark.slow,) if document in _LONG else ())
+        for document in DOCUMENTS
+    ],
+)
 def test_every_command_a_document_shows_works_as_pasted(runner: Runner, document: str) -> None:
     found = jobs(document, _text(document))
     assert found, f"{document} shows no command"

@@ -39,6 +39,18 @@ def scaled(examples: int, /) -> settings:
     return settings(max_examples=max(examples, round(examples * factor)))
 
 
+#: Every character UTF-8 encodes: all but the surrogates, as ``st.text()``
+#: draws by default. Named by category because Hypothesis finds a codec's
+#: characters by encoding each code point, a second and a half in every
+#: process (every ``check``), where a category is read from its table.
+TEXT_CHARACTERS: Final = st.characters(exclude_categories=["Cs"])
+
+
+def texts(*, max_size: int | None = None) -> st.SearchStrategy[str]:
+    """Any text UTF-8 can carry, at most ``max_size`` characters long."""
+    return st.text(TEXT_CHARACTERS, max_size=max_size)
+
+
 #: Any usize, biased towards zero, powers of two and the top of the range.
 usizes: Final = st.one_of(
     st.sampled_from(_BOUNDARY_NUMBERS),
@@ -157,7 +169,7 @@ mode_texts: Final = st.one_of(
     st.sampled_from(MODE_NAMES),
     near_miss_texts(),
     st.just(""),
-    st.text(max_size=20),
+    texts(max_size=20),
     st.text(st.sampled_from("snapshotreplay '\"\\ SNAPSHOTREPLAY"), max_size=12),
 )
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from ssm_rollback_spec.rollback import SsmRollbackMode
 
 from .conformance import parsed
-from .strategies import USIZE_MAX
+from .strategies import USIZE_MAX, texts
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -27,7 +27,7 @@ RING: Final = (
 not_ints: Final = st.one_of(
     st.booleans(),
     st.floats(allow_nan=False),
-    st.text(max_size=3),
+    texts(max_size=3),
     st.none(),
     st.just(1.0),
     st.just(b"1"),
@@ -163,7 +163,7 @@ class _LyingNumber(int):
 
 
 @pytest.mark.clause("RB-PARSE-1", "RB-PARSE-2")
-@given(text=st.text(max_size=12))
+@given(text=texts(max_size=12))
 @example(text="garbage")
 @example(text="replay")
 def test_a_str_subclass_is_judged_by_the_text_it_holds(

@@ -25,6 +25,7 @@ from ssm_rollback_spec.harness.protocol import (
 )
 
 from .conformance import exchange
+from .strategies import texts
 
 if TYPE_CHECKING:
     from ssm_rollback_spec.harness.driver import Implementation
@@ -58,7 +59,7 @@ def test_describe_names_the_implementation_and_a_64_bit_usize(impl: Implementati
 
 
 @pytest.mark.clause("RB-PROTO-4")
-@given(op=st.one_of(st.text(max_size=12), st.sampled_from(["Parse", "set", "get", "ring-bytes"])))
+@given(op=st.one_of(texts(max_size=12), st.sampled_from(["Parse", "set", "get", "ring-bytes"])))
 @example(op="rewind")
 @example(op="")
 def test_an_unknown_op_is_refused_as_unknown_op(impl: Implementation, op: str) -> None:
@@ -171,7 +172,7 @@ def test_unknown_fields_are_ignored(impl: Implementation, extra: dict[str, objec
 
 
 @pytest.mark.clause("RB-PROTO-3", "RB-PUB-2")
-@given(mode=st.one_of(st.text(max_size=8), st.integers(), st.none()))
+@given(mode=st.one_of(texts(max_size=8), st.integers(), st.none()))
 @example(mode="junk")
 @example(mode="replay")
 def test_a_get_event_ignores_a_mode_field(impl: Implementation, mode: object) -> None:

@@ -87,6 +87,7 @@ def _assert_committed(setting: dict[str, str], generation: _Generation, /) -> No
 _X86: Final = platform.machine() in {"x86_64", "AMD64"}
 
 
+@pytest.mark.slow
 @pytest.mark.clause("RB-REPLAY-1")
 def test_the_newest_and_oldest_simd_levels_and_two_blas_kernels_give_the_committed_vectors() -> (
     None
@@ -114,7 +115,7 @@ def test_every_simd_level_between_generates_the_committed_vectors_byte_for_byte(
     # This project's x86-64 machines have x86-64-v3 (AVX2) at least; one with
     # AVX-512 has levels between it and the baseline.
     assert len(levels) >= 1 or not _X86
-    # Each newest level turned off in turn; the oldest alone is the everyday test's.
+    # Each newest level turned off in turn; the oldest alone is the test above's.
     for i in range(1, len(levels)):
         setting = {"NPY_DISABLE_CPU_FEATURES": " ".join(levels[i:])}
         _assert_committed(setting, _generate(setting))

@@ -4,13 +4,12 @@
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, cast
 
 import pytest
 
 from ssm_rollback_spec import rollback
-from ssm_rollback_spec.corpus.replay_run import BATCH_NOT_OFFERED, judge_replay, load_replay_cases
+from ssm_rollback_spec.corpus.replay_run import BATCH_NOT_OFFERED, judge_replay
 from ssm_rollback_spec.harness import protocol
 from ssm_rollback_spec.harness.adapter import REPLAY_BATCH_NOT_OFFERED, respond
 from ssm_rollback_spec.harness.protocol import ErrorKind
@@ -21,13 +20,13 @@ from ssm_rollback_spec.harness.replay_wire import (
     rerouted_entries,
 )
 from tests.properties.replay_reference import SMALL_DIMS, SMALL_REPLAY
+from tests.replay.shipped import shipped_replay_cases
 
 if TYPE_CHECKING:
     from ssm_rollback_spec.corpus.replay_run import ReplayCase
 
-REPLAY: Final = Path(__file__).resolve().parents[2] / "vectors" / "replay"
 BATCHES: Final = [
-    c for c in load_replay_cases(REPLAY) if c.request["op"] == "replay_batch" and c.refused is None
+    c for c in shipped_replay_cases() if c.request["op"] == "replay_batch" and c.refused is None
 ]
 
 _ZERO: Final = "0x0p+0"

@@ -21,10 +21,11 @@ from ssm_rollback_spec.harness.protocol import ErrorKind
 from ssm_rollback_spec.harness.replay_wire import ENGINE_PIPELINES, ReplayLayout, decode_replay
 from ssm_rollback_spec.tools.check import REPLAY_PROPERTY_CLAUSES
 from tests.child import run_module
+from tests.replay.shipped import shipped_replay_cases
 
 REPLAY: Final = Path(__file__).resolve().parents[2] / "vectors" / "replay"
 # The refusals (refusals.json) are judged by their reply, not by states.
-CASES: Final = [case for case in load_replay_cases(REPLAY) if case.refused is None]
+CASES: Final = [case for case in shipped_replay_cases() if case.refused is None]
 
 
 def _case(prefix: str, pipeline: str, /) -> ReplayCase:

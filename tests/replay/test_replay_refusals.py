@@ -20,22 +20,21 @@ from ssm_rollback_spec.corpus.replay_run import (
     FORM_LISTED,
     ReplayOffer,
     judge_replay,
-    load_replay_cases,
     not_offered,
 )
 from ssm_rollback_spec.harness import protocol
 from ssm_rollback_spec.harness.protocol import ErrorKind
 from ssm_rollback_spec.harness.replay_wire import decode_replay, decode_replay_batch
-from ssm_rollback_spec.tools.shipped import replay_corpus_directory
 from tests.child import run_module
 from tests.properties.replay_reference import SMALL_REPLAY
+from tests.replay.shipped import shipped_replay_cases
 
 if TYPE_CHECKING:
     from pathlib import Path
 
     from ssm_rollback_spec.corpus.replay_run import ReplayCase
 
-_EVERY: Final = load_replay_cases(replay_corpus_directory())
+_EVERY: Final = shipped_replay_cases()
 REFUSALS: Final = [case for case in _EVERY if case.refused is not None]
 _BATCH_ADAPTER: Final = f"{sys.executable} -m tests.fakes.replay_batch_adapter"
 _WIDE: Final = "replay-batch-028-float64-a-pool-of-4096-slots-with-long-names"

@@ -40,6 +40,7 @@ from ssm_rollback_spec.tools.cli import main
 from tests.child import ROOT
 from tests.fakes import FAKES
 from tests.fakes.broken_adapter import HOLDERS_ENV
+from tests.properties.strategies import texts
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -189,9 +190,9 @@ def _request_lines(draw: st.DrawFn) -> bytes:
                 st.booleans(),
                 st.integers(-(2**70), 2**70),
                 st.floats(),
-                st.text(max_size=10),
+                texts(max_size=10),
             ),
-            lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner),
+            lambda inner: st.lists(inner, max_size=3) | st.dictionaries(texts(), inner),
             max_leaves=8,
         ).map(lambda value: json.dumps({"op": "parse", "text": value}).encode()),
         st.builds(
