@@ -323,3 +323,20 @@ def test_every_count_the_replay_pages_state_is_the_code_s() -> None:
     field = protocol[protocol.index("- `pipeline`: ") : protocol.index("- `layout`: ")]
     named = set(re.findall(r'`"([a-z0-9-]+)"`', field))
     assert named == {p.value for p in Pipeline} | {"bf16-rows-fp32-state"}
+
+
+def test_the_long_pages_run_check_whole_seven_times_as_the_readme_says() -> None:
+    # README.md and CONTRIBUTING.md give this count as why the two pages run
+    # with the long runs.
+    whole = [
+        command.text
+        for document in sorted(_LONG)
+        for job in jobs(document, _text(document))
+        for command in job.commands
+        if command.untested is None
+        and re.search(r"\bssm-rollback-spec check\b", command.text)
+        and "--clause" not in command.text
+    ]
+    assert len(whole) == 7, whole
+    for document in ("README.md", "CONTRIBUTING.md"):
+        assert "`check` whole seven times" in " ".join(_text(document).split()), document
