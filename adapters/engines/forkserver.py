@@ -2,7 +2,8 @@
 """Engine adapters started as forks of one process that has imported torch already.
 
 Each adapter the kernels tier starts spends seconds importing torch, numpy,
-transformers and pydantic before it reads its first request, and the tier
+transformers and pydantic (and, for vLLM's configuration, the rest of
+:data:`PRELOADED`) before it reads its first request, and the tier
 and its engine mutants start one for every run of theirs. ``python -m
 adapters.engines.forkserver serve SOCKET`` imports those once, in the kernels
 venv, and listens on a Unix socket; ``python -m adapters.engines.forkserver
@@ -15,7 +16,8 @@ Only modules that no engine conditions on anything it sets first are
 imported ahead (:data:`PRELOADED`): not Triton, whose release differs by
 engine (SGLang's adapter puts triton 3.8.0 first on its path), nor torch's
 compiler, whose configuration vLLM's ``env_override`` sets through the
-environment before importing it. Everything an adapter imports of its
+environment before importing it; the server refuses to start where a
+preloaded module brings either. Everything an adapter imports of its
 engine, it imports in its fork, from the files its environment names, as a
 fresh process would.
 
@@ -45,8 +47,24 @@ __all__ = ["PRELOADED", "SOCKET_VARIABLE", "main"]
 
 #: The environment variable naming the server's socket, for ``run``.
 SOCKET_VARIABLE: Final = "SSM_ROLLBACK_FORKSERVER"
-#: What the server imports before it forks (see the module's docstring).
-PRELOADED: Final = ("torch", "numpy", "transformers", "pydantic")
+#: What the server imports before it forks (see the module's docstring). vLLM's
+#: configuration imports the last six through its OpenAI-compatible types and
+#: torch's symbolic shapes: about two seconds of each vLLM adapter's start.
+PRELOADED: Final = (
+    "torch",
+    "numpy",
+    "transformers",
+    "pydantic",
+    "openai",
+    "sympy",
+    "networkx",
+    "requests",
+    "aiohttp",
+    "jinja2",
+)
+#: What no preloaded module may bring with it: Triton, and torch's compiler,
+#: whose configuration vLLM sets through the environment before importing it.
+_NOT_AHEAD: Final = ("triton", "torch._dynamo", "torch._inductor")
 #: The largest request ``run`` sends: its arguments, folder and environment.
 _REQUEST_BYTES: Final = 1 << 20
 _STATUS: Final = struct.Struct("<i")
@@ -126,6 +144,14 @@ def _serve(path: str, /) -> int:
     """Import :data:`PRELOADED`, then fork for each ``run`` until terminated."""
     for module in PRELOADED:
         importlib.import_module(module)
+    ahead = sorted(
+        name
+        for name in sys.modules
+        if any(name == banned or name.startswith(f"{banned}.") for banned in _NOT_AHEAD)
+    )
+    if ahead:
+        sys.stderr.write(f"the fork server would import {ahead[0]} ahead of the engines\n")
+        return 1
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     listener.bind(path)
     listener.listen()

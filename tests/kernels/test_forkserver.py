@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Final
 
 import pytest
 
-from adapters.engines.forkserver import SOCKET_VARIABLE
+from adapters.engines.forkserver import PRELOADED, SOCKET_VARIABLE
 from tests.child import ROOT
 from tests.kernels.engines import fork_server
 
@@ -28,6 +28,11 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.kernels
 
 _DESCRIBE: Final = '{"op":"describe"}\n'
+#: The server started with Triton imported ahead of it.
+_TRITON_FIRST: Final = (
+    "import sys, triton; from adapters.engines import forkserver; "
+    "sys.exit(forkserver.main(['serve', sys.argv[1]]))"
+)
 #: vLLM's adapter, refusing a release number it cannot read: one line, status 2.
 _MALFORMED: Final = ("adapters.engines.vllm", "--version", "latest")
 
@@ -128,3 +133,36 @@ def test_run_where_no_server_answers_is_the_adapter_run_alone(kernels_python: st
     forked = _run(kernels_python, nowhere, *_MALFORMED, forked=True)
     assert alone.returncode == 2
     assert _seen(forked) == _seen(alone)
+
+
+def test_the_server_refuses_to_start_with_triton_imported_ahead_of_the_engines(
+    kernels_python: str, tmp_path: Path
+) -> None:
+    # Each engine imports its own Triton and sets torch's compiler up first:
+    # a preloaded module that brought either would decide it for them.
+    started = subprocess.run(
+        [
+            kernels_python,
+            "-c",
+            _TRITON_FIRST,
+            str(tmp_path / "socket"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert (started.returncode, started.stderr) == (
+        1,
+        "the fork server would import triton ahead of the engines\n",
+    )
+    assert not (tmp_path / "socket").exists()
+
+
+def test_the_engines_page_names_every_module_the_server_imports_ahead() -> None:
+    page = " ".join((ROOT / "docs" / "engines.md").read_text(encoding="utf-8").split())
+    assert "which imports those ten once" in page
+    assert len(PRELOADED) == 10
+    shown = page[page.index("**Adapters started as forks") : page.index("those ten once")]
+    assert [name for name in PRELOADED if name not in shown] == []
