@@ -49,7 +49,8 @@ __all__ = ["PRELOADED", "SOCKET_VARIABLE", "main"]
 SOCKET_VARIABLE: Final = "SSM_ROLLBACK_FORKSERVER"
 #: What the server imports before it forks (see the module's docstring). vLLM's
 #: configuration imports the last six through its OpenAI-compatible types and
-#: torch's symbolic shapes: about two seconds of each vLLM adapter's start.
+#: torch's symbolic shapes: 1.9 s of each vLLM adapter's start, measured on a
+#: loaded host (BENCHMARKS.md, "The kernels tier").
 PRELOADED: Final = (
     "torch",
     "numpy",
@@ -144,13 +145,16 @@ def _serve(path: str, /) -> int:
     """Import :data:`PRELOADED`, then fork for each ``run`` until terminated."""
     for module in PRELOADED:
         importlib.import_module(module)
-    ahead = sorted(
-        name
-        for name in sys.modules
-        if any(name == banned or name.startswith(f"{banned}.") for banned in _NOT_AHEAD)
+    ahead = min(
+        (
+            name
+            for name in sys.modules
+            if any(name == banned or name.startswith(f"{banned}.") for banned in _NOT_AHEAD)
+        ),
+        default=None,
     )
-    if ahead:
-        sys.stderr.write(f"the fork server would import {ahead[0]} ahead of the engines\n")
+    if ahead is not None:
+        sys.stderr.write(f"the fork server would import {ahead} ahead of the engines\n")
         return 1
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     listener.bind(path)

@@ -20,8 +20,6 @@ from typing import Any, Final, TypedDict
 import pytest
 
 from ssm_rollback_spec.corpus.replay_run import (
-    ReplayCase,
-    load_replay_cases,
     replay_offer,
     split_offered,
 )
@@ -32,8 +30,8 @@ from ssm_rollback_spec.harness.replay_wire import (
     decode_replay,
     decode_replay_batch,
 )
-from ssm_rollback_spec.tools.shipped import replay_corpus_directory
 from tests.properties.replay_reference import SMALL_DIMS, SMALL_REPLAY
+from tests.replay.shipped import shipped_replay_cases
 
 _FIXTURE: Final = Path(__file__).parent / "fixtures" / "protocol_2_before_the_rename.json"
 
@@ -66,11 +64,6 @@ class _Recorded(TypedDict):
 def _recorded() -> _Recorded:
     recorded: _Recorded = json.loads(_FIXTURE.read_text(encoding="utf-8"))
     return recorded
-
-
-@functools.cache
-def _corpus() -> tuple[ReplayCase, ...]:
-    return tuple(load_replay_cases(replay_corpus_directory()))
 
 
 def _renamed(request: dict[str, Any], /) -> dict[str, Any]:
@@ -124,7 +117,9 @@ def test_a_request_of_the_previous_revision_expects_what_the_corpus_expects_now(
     recorded: _Request,
 ) -> None:
     # So a reply that passes today's case passes the previous revision's.
-    [now] = [case for case in _corpus() if case.request == _renamed(recorded["request"])]
+    [now] = [
+        case for case in shipped_replay_cases() if case.request == _renamed(recorded["request"])
+    ]
     assert (now.expected, now.tolerance) == (recorded["expected"], recorded["tolerance"])
 
 
@@ -136,8 +131,8 @@ def test_a_describe_of_the_previous_revision_listing_an_old_name_is_sent_that_na
     current = copy.deepcopy(_describe("adapters/rust/src/main.rs"))
     current["ok"]["replay"]["pipelines"] = ["float64", "transformers-bf16"]  # type: ignore[index]
     now = replay_offer(current)
-    sent_old, skipped_old = split_offered(_corpus(), old)
-    sent_now, skipped_now = split_offered(_corpus(), now)
+    sent_old, skipped_old = split_offered(shipped_replay_cases(), old)
+    sent_now, skipped_now = split_offered(shipped_replay_cases(), now)
     assert [case.case_id for case in sent_old] == [case.case_id for case in sent_now]
     assert skipped_old == skipped_now
     # A refusal may name a pipeline no protocol had (refusals.json): it is sent as it is.
@@ -157,7 +152,7 @@ def test_a_describe_of_the_previous_revision_with_no_old_name_offers_the_same(
     offer = replay_offer(_describe(adapter))
     assert offer is not None
     assert offer.old_names == frozenset()
-    sent, _ = split_offered(_corpus(), offer)
+    sent, _ = split_offered(shipped_replay_cases(), offer)
     assert sent
     assert all(case.request["pipeline"] in offer.pipelines for case in sent)
 

@@ -271,18 +271,15 @@ def _replay_counts() -> list[str]:
     import json  # noqa: PLC0415
     import re  # noqa: PLC0415
 
-    from ssm_rollback_spec.corpus.replay_run import (  # noqa: PLC0415
-        load_replay_cases,
-        replay_offer,
-        split_offered,
-    )
+    from ssm_rollback_spec.corpus.replay_run import replay_offer, split_offered  # noqa: PLC0415
     from ssm_rollback_spec.harness.replay_wire import ENGINE_PIPELINES  # noqa: PLC0415
     from ssm_rollback_spec.replay.layer import Pipeline  # noqa: PLC0415
     from ssm_rollback_spec.tools.shipped import replay_corpus_directory  # noqa: PLC0415
+    from tests.replay.shipped import shipped_replay_cases  # noqa: PLC0415
 
     manifest = json.loads((replay_corpus_directory() / "manifest.json").read_text("utf-8"))
     files = {entry["path"]: entry["cases"] for entry in manifest["files"]}
-    cases = load_replay_cases(replay_corpus_directory())
+    cases = shipped_replay_cases()
     # The refusals (refusals.json) are counted apart: their IDs name the rule, not the kind.
     singles = [case for case in cases if case.request["op"] == "replay" and case.refused is None]
     engine = [case for case in singles if case.pipeline in ENGINE_PIPELINES]
