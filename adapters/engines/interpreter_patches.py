@@ -5,14 +5,16 @@ The engines' kernels run unchanged from their released wheels. On a machine
 without a CUDA device they run under ``TRITON_INTERPRET=1`` (Triton's
 interpreter, ``triton/runtime/interpreter.py``), which differs from a compiled
 kernel in the six ways below. :func:`apply` makes the six changes, once, before any kernel
-runs; nothing else in the adapters touches Triton. With ``--device cuda`` none
+runs, and a seventh that changes only how long the interpreter takes; nothing
+else in the adapters touches Triton. With ``--device cuda`` none
 of this is applied: the kernels compile and run natively (docs/engines.md).
 
 Two releases of Triton run here (``environment.py``): 3.9.0 for vLLM and FLA,
-3.8.0 for SGLang, the release its own pins bring. All six changes apply to
+3.8.0 for SGLang, the release its own pins bring. All seven changes apply to
 both, alike: the interpreter code each one changes (the masked load and
 store, the autotuner's ``prune_configs``, the source rewriter, ``cast_impl``,
-``binary_op`` and ``create_dot``, ``GridExecutor``, ``_patch_lang``) is the
+``binary_op`` and ``create_dot``, ``GridExecutor``, ``_patch_lang``,
+``InterpretedFunction.__call__``) is the
 same in the two releases but for arguments the changes pass on as they are
 (3.9.0's masked load takes one ``cache_policy`` where 3.8.0's takes a cache
 modifier and an eviction policy). Line numbers below are 3.9.0's.
@@ -63,12 +65,26 @@ modifier and an eviction policy). Line numbers below are 3.9.0's.
    to add @triton.jit ?"). A compiled kernel resolves both names to the same
    function. The change: while a kernel runs, such a name in its module is
    the interpreter's function too.
-7. Not here: vLLM swaps its Triton conv for a torch CPU path when
+7. A device function's call, swapped once a kernel. The interpreter swaps
+   the language's functions when a kernel starts and swaps them back when
+   it ends, and it swaps them again, never back, at every call of a
+   ``@triton.jit`` function from a kernel (``InterpretedFunction.__call__``):
+   a search of every member of ``tl``, ``tl.core``, ``tl.math`` and
+   ``tl.tensor`` each time, which found nothing left to swap once the
+   kernel's own swap or an earlier call's had covered the modules this
+   function sees. SGLang's kernels call ``tl.sum`` and their own helpers
+   thousands of times a batch, and the search took a quarter of its
+   adapter's time. The change: while a kernel runs, a device function whose
+   modules (``tl``, ``tl.core``) were swapped since the kernel started is
+   called without the search; what the search would have done to them is
+   already done, and nothing swaps back until the kernel ends. It changes
+   no value a kernel computes.
+8. Not here: vLLM swaps its Triton conv for a torch CPU path when
    ``current_platform.is_cpu()`` is true (``causal_conv1d.py`` lines
    1131-1138). That is a stub's answer, not an interpreter change: the
    adapters' stand-in for ``vllm.platforms`` says it is not a CPU
    (``kernels.py``).
-8. Not here either: block pointers. Triton 3.9.0 removed ``tl.make_block_ptr``
+9. Not here either: block pointers. Triton 3.9.0 removed ``tl.make_block_ptr``
    and ``tl.advance`` from the language, for compiled kernels as well
    ("Block pointers have been removed in favor of the tensor descriptor
    API", ``triton/language/core.py`` lines 2519-2538), and ``tl.load`` and
@@ -103,6 +119,7 @@ PATCHES: Final = (
     "BF16 arithmetic, casts and dots correctly rounded",
     "tensors a grid puts in the arguments turned into pointers",
     "language functions under a module's own names swapped too",
+    "a device function's call swaps the language once a kernel, not at every call",
 )
 
 _applied: list[bool] = []
@@ -226,6 +243,16 @@ def _patch_aliases(interp: Any) -> None:
 
     tl = interp.tl
     patch_lang = interp._patch_lang  # noqa: SLF001
+    device_call = interp.InterpretedFunction.__call__
+    #: The language modules swapped since the running kernel started (one at most runs).
+    running: list[set[int]] = []
+    #: The device functions being called, innermost last.
+    called: list[Any] = []
+
+    def languages(fn: Any, /) -> frozenset[int]:
+        return frozenset(
+            id(value) for value in fn.__globals__.values() if value is tl or value is tl.core
+        )
 
     def with_aliases(fn: Any) -> Any:
         # A builtin keeps its own name (``exp``) whatever name a module gives it;
@@ -237,13 +264,37 @@ def _patch_aliases(interp: Any) -> None:
             for package in (tl.math, tl)
             if getattr(package, getattr(value, "__name__", ""), None) is not None
         }
-        scope = patch_lang(fn)
+        if called and called[-1] is fn and running and languages(fn) <= running[-1]:
+            # 7: a module swapped once stays swapped until the kernel ends, so the
+            # device function's own swap would find nothing left to change.
+            scope = interp._LangPatchScope()  # noqa: SLF001
+        else:
+            scope = patch_lang(fn)
+            if called and running:
+                running[-1] |= languages(fn)
+            elif not called:
+                running.append(set(languages(fn)))
+                restore = scope.restore
+
+                def restore_and_stop() -> None:
+                    running.pop()
+                    restore()
+
+                scope.restore = restore_and_stop
         module = sys.modules[fn.__module__]
         for name, package in aliases.items():
             scope.set_attr(module, name, getattr(package, fn.__globals__[name].__name__))
         return scope
 
+    def calling(self: Any, *args: Any, **kwargs: Any) -> Any:
+        called.append(self.fn)
+        try:
+            return device_call(self, *args, **kwargs)
+        finally:
+            called.pop()
+
     interp._patch_lang = with_aliases  # noqa: SLF001
+    interp.InterpretedFunction.__call__ = calling
 
 
 def apply() -> None:

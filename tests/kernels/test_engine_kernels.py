@@ -181,6 +181,60 @@ def test_the_interpreter_needs_and_gets_its_bf16_change(kernels_python: str) -> 
     assert finished.stdout.split() == ["False", "True"]
 
 
+# Run in the kernels venv, patched: a kernel that calls a helper of its own
+# module and tl.sum (triton.language.standard, which sees tl.core as well as
+# tl) four times each. Prints whether it summed right, how many times the
+# interpreter swapped the language, and whether tl.load is Triton's own again.
+_SWAP_PROBE: Final = """
+import os, sys
+os.environ["TRITON_INTERPRET"] = "1"
+sys.path.insert(0, sys.argv[1])
+import torch, triton, triton.language as tl
+from triton.runtime import interpreter
+swaps = []
+patch_lang = interpreter._patch_lang
+def counted(fn):
+    swaps.append(fn.__name__)
+    return patch_lang(fn)
+interpreter._patch_lang = counted
+from adapters.engines import interpreter_patches
+interpreter_patches.apply()
+@triton.jit
+def twice(x):
+    return x + x
+@triton.jit
+def sums(x, out, n: tl.constexpr):
+    i = tl.arange(0, n)
+    a = tl.load(x + i)
+    total = tl.zeros([n], dtype=tl.float32)
+    for _ in range(4):
+        total += tl.sum(twice(a)) + a
+    tl.store(out + i, total)
+x = torch.arange(8, dtype=torch.float32)
+out = torch.empty_like(x)
+sums[(1,)](x, out, n=8)
+print(bool((out == 4 * (2 * x.sum() + x)).all()), swaps, tl.core.is_builtin(tl.load))
+"""
+
+
+def test_a_kernel_swaps_the_language_once_and_again_only_for_a_module_it_did_not_see(
+    kernels_python: str,
+) -> None:
+    # Unchanged, the interpreter swaps at each of the nine device calls too
+    # (change 7). The helper sees only tl, which the kernel swapped; tl.zeros,
+    # the first of triton.language.standard's, sees tl.core too, so it swaps
+    # once: skipping that swap fails the kernel ("Did you forget to add
+    # @triton.jit ?").
+    finished = subprocess.run(
+        [kernels_python, "-c", _SWAP_PROBE, str(ROOT)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=True,
+    )
+    assert finished.stdout.split("\n")[0] == "True ['sums', 'zeros'] True"
+
+
 def test_the_committed_results_page_is_what_this_runs_reports_give(
     tmp_path_factory: pytest.TempPathFactory, kernels_python: str
 ) -> None:
