@@ -12,6 +12,7 @@ replay corpus, is made once a run and read by each.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import shlex
 import shutil
@@ -38,6 +39,7 @@ __all__ = [
     "check_run",
     "command",
     "control_run",
+    "corpus_of",
     "fork_server",
     "vectors_run",
 ]
@@ -106,6 +108,28 @@ def _reported(
     assert "Traceback" not in finished.stdout + finished.stderr, finished.stderr
     assert report.exists(), finished.stderr
     return finished.returncode, json.loads(report.read_text(encoding="utf-8")), finished.stdout
+
+
+def corpus_of(folder: Path, file: str, case_id: str, /) -> Path:
+    """A copy of the shipped corpus, in ``folder``, whose replay ``file`` holds ``case_id`` alone.
+
+    For ``vectors run --vectors``: one batch of the interpreter's time, where one is enough.
+    """
+    copy = folder / "one-batch"
+    shutil.copytree(ROOT / "vectors", copy)
+    path = copy / "replay" / file
+    document = json.loads(path.read_text(encoding="utf-8"))
+    document["cases"] = [case for case in document["cases"] if case["id"] == case_id]
+    assert len(document["cases"]) == 1, f"{file} has no case {case_id}"
+    path.write_text(json.dumps(document), encoding="utf-8")
+    manifest_path = copy / "replay" / "manifest.json"
+    manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    for entry in manifest["files"]:
+        if entry["path"] == file:
+            entry["cases"] = 1
+            entry["sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()
+    manifest_path.write_text(json.dumps(manifest), encoding="utf-8")
+    return copy
 
 
 #: check's drawn batch properties, the model's judge (RB-REPLAY-12) and the engine's own

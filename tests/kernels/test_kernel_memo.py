@@ -15,7 +15,7 @@ import pytest
 
 from adapters.engines.kernel_memo import MEMO_VARIABLE
 from tests.child import ROOT
-from tests.kernels.engines import vectors_run
+from tests.kernels.engines import corpus_of, vectors_run
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -23,10 +23,13 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.kernels
 
 #: vLLM's own builder and layer in cache mode "none", judged against themselves
-#: (RB-REPLAY-13): prompt chunks beside verifies, whose prefill conv gets a
-#: tensor from its grid, and every sequence again alone.
+#: (RB-REPLAY-13) on the smallest such batch: prompts beside verifies, whose
+#: prefill conv gets a tensor from its grid, and each of its seven sequences
+#: again alone. One case, not the clause's three: each run below costs the
+#: interpreter's time, and the tier runs the other two through the memo too.
 _FLAGS = ("--cache-mode", "none")
 _CLAUSE = "RB-REPLAY-13"
+_FILE, _CASE = "batch_alone.json", "006-vllm-bf16-first-verify-after-prefill"
 
 
 def _judged(report: dict[str, Any], /) -> dict[str, tuple[str, object]]:
@@ -44,6 +47,7 @@ def _run(folder: Path, python: str, memo: str, /) -> tuple[int, dict[str, tuple[
         "vllm",
         *_FLAGS,
         clause=_CLAUSE,
+        corpus=("--vectors", str(folder / "one-batch")),
         environment={MEMO_VARIABLE: memo},
     )
     return status, _judged(report)
@@ -53,12 +57,12 @@ def test_a_run_through_the_memo_judges_each_case_as_a_run_without_it(
     tmp_path: Path, kernels_python: str
 ) -> None:
     memo = tmp_path / "memo"
+    corpus_of(tmp_path, _FILE, _CASE)
     unremembered = _run(tmp_path, kernels_python, "")
     cold = _run(tmp_path, kernels_python, str(memo))
     stored = sorted(path.relative_to(memo) for path in memo.rglob("*") if path.is_file())
     warm = _run(tmp_path, kernels_python, str(memo))
-    assert unremembered[0] == 0
-    assert len(unremembered[1]) == 3
+    assert unremembered == (0, {f"replay-alone-{_CASE}": ("passed", 0.0)})
     assert cold == unremembered
     assert warm == unremembered
     assert stored

@@ -16,10 +16,8 @@ smaller than any request are refused where those copies are not run.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shlex
-import shutil
 import subprocess
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
@@ -166,25 +164,6 @@ REAL_BUGS: Final = {
 }
 
 
-def _corpus_of(tmp_path: Path, case_id: str, /) -> Path:
-    """A copy of the shipped corpus whose batch file holds case ``case_id`` alone."""
-    folder = tmp_path / "one-batch"
-    shutil.copytree(ROOT / "vectors", folder)
-    batch = folder / "replay" / "batch.json"
-    document = json.loads(batch.read_text(encoding="utf-8"))
-    document["cases"] = [case for case in document["cases"] if case["id"] == case_id]
-    assert len(document["cases"]) == 1
-    batch.write_text(json.dumps(document), encoding="utf-8")
-    manifest_path = folder / "replay" / "manifest.json"
-    manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-    for entry in manifest["files"]:
-        if entry["path"] == "batch.json":
-            entry["cases"] = 1
-            entry["sha256"] = hashlib.sha256(batch.read_bytes()).hexdigest()
-    manifest_path.write_text(json.dumps(manifest), encoding="utf-8")
-    return folder
-
-
 @pytest.mark.parametrize("name", sorted(REAL_BUGS))
 def test_the_release_that_shipped_a_real_bug_fails_and_the_fix_passes(
     tmp_path: Path, kernels_python: str, name: str
@@ -193,7 +172,7 @@ def test_the_release_that_shipped_a_real_bug_fails_and_the_fix_passes(
     # The release that shipped the bug is judged on its smallest failing
     # batch alone: one failure is the finding, and each batch costs the
     # interpreter's time.
-    smallest = ("--vectors", str(_corpus_of(tmp_path, bug.smallest)))
+    smallest = ("--vectors", str(engines.corpus_of(tmp_path, "batch.json", bug.smallest)))
     corpus = () if bug.every_batch else smallest
     shipped = ("--version", bug.shipped, *bug.flags)
     status, report, shown = _run(tmp_path, kernels_python, *shipped, corpus=smallest)
