@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from adapters.engines.registry import ENGINES
+from ssm_rollback_spec.harness.clauses import CLAUSES
 from tests.child import ROOT, run_module
 from tests.once import once_per_run
 
@@ -50,6 +51,10 @@ _MODULE: Final = "adapters.engines.{}"
 _FORKED: Final = ("adapters.engines.forkserver", "run")
 #: The flags of an adapter's control build, one off in the accepted count.
 _CONTROL: Final = ("--control", "off-by-one")
+#: The clauses its run is judged by (:func:`control_run`).
+_CONTROL_CLAUSES: Final = tuple(
+    clause for clause in CLAUSES if clause.startswith("RB-REPLAY-") and clause != "RB-REPLAY-13"
+)
 
 
 def argv(
@@ -168,11 +173,22 @@ def control_run(
 
     The control's every case is judged by more than one test (its single
     rounds and, where the engine has one, its batches in the default cache
-    mode), and each run of it costs the interpreter's time.
+    mode), and each run of it costs the interpreter's time. Every replay
+    clause but RB-REPLAY-13 judges it: that one judges the engine against
+    itself, each sequence alone, and the control is one off alone as in
+    a batch, so its cases pass it whatever the build.
     """
 
     def make(folder: Path, /) -> None:
-        status, _, shown = vectors_run(folder / "report.json", python, engine, *_CONTROL)
+        first, *more = _CONTROL_CLAUSES
+        status, _, shown = vectors_run(
+            folder / "report.json",
+            python,
+            engine,
+            *_CONTROL,
+            clause=first,
+            corpus=tuple(flag for clause in more for flag in ("--clause", clause)),
+        )
         (folder / "status").write_text(str(status), encoding="utf-8")
         (folder / "stdout").write_text(shown, encoding="utf-8")
 
