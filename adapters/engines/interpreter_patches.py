@@ -238,7 +238,8 @@ def _patch_grid(interp: Any) -> None:
     interp.GridExecutor.__init__ = with_grid
 
 
-def _patch_aliases(interp: Any) -> None:
+def _patch_swaps(interp: Any) -> None:
+    """Changes 6 and 7, both to ``_patch_lang``: aliases swapped, device calls swapped once."""
     import sys  # noqa: PLC0415
 
     tl = interp.tl
@@ -309,5 +310,5 @@ def apply() -> None:
     _patch_loop_variables(interp)
     _patch_bf16(interp, tl)
     _patch_grid(interp)
-    _patch_aliases(interp)
+    _patch_swaps(interp)
     _applied.append(True)
