@@ -72,13 +72,14 @@ modifier and an eviction policy). Line numbers below are 3.9.0's.
    a search of every member of ``tl``, ``tl.core``, ``tl.math`` and
    ``tl.tensor`` each time, which found nothing left to swap once the
    kernel's own swap or an earlier call's had covered the modules this
-   function sees. SGLang's kernels call ``tl.sum`` and their own helpers
-   thousands of times a batch, and the search took a quarter of its
-   adapter's time. The change: while a kernel runs, a device function whose
-   modules (``tl``, ``tl.core``) were swapped since the kernel started is
-   called without the search; what the search would have done to them is
-   already done, and nothing swaps back until the kernel ends. It changes
-   no value a kernel computes.
+   function sees. SGLang's kernels called ``tl.sum``, ``tl.zeros`` and their
+   own helpers 6,465 times over one ``check`` property's 22 requests, and
+   the search took a quarter of its adapter's time (BENCHMARKS.md). The
+   change: while a kernel runs, a device function whose modules (``tl``,
+   ``tl.core``) were swapped since the kernel started is called without the
+   search; what the search would have done to them is already done, and
+   nothing swaps back until the kernel ends. It changes no value a kernel
+   computes.
 8. Not here: vLLM swaps its Triton conv for a torch CPU path when
    ``current_platform.is_cpu()`` is true (``causal_conv1d.py`` lines
    1131-1138). That is a stub's answer, not an interpreter change: the
