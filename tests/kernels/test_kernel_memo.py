@@ -40,14 +40,16 @@ def _judged(report: dict[str, Any], /) -> dict[str, tuple[str, object]]:
     }
 
 
-def _run(folder: Path, python: str, memo: str, /) -> tuple[int, dict[str, tuple[str, object]]]:
+def _run(
+    folder: Path, corpus: Path, python: str, memo: str, /
+) -> tuple[int, dict[str, tuple[str, object]]]:
     status, report, _ = vectors_run(
         folder / "report.json",
         python,
         "vllm",
         *_FLAGS,
         clause=_CLAUSE,
-        corpus=("--vectors", str(folder / "one-batch")),
+        corpus=("--vectors", str(corpus)),
         environment={MEMO_VARIABLE: memo},
     )
     return status, _judged(report)
@@ -57,11 +59,11 @@ def test_a_run_through_the_memo_judges_each_case_as_a_run_without_it(
     tmp_path: Path, kernels_python: str
 ) -> None:
     memo = tmp_path / "memo"
-    corpus_of(tmp_path, _FILE, _CASE)
-    unremembered = _run(tmp_path, kernels_python, "")
-    cold = _run(tmp_path, kernels_python, str(memo))
+    corpus = corpus_of(tmp_path, _FILE, _CASE)
+    unremembered = _run(tmp_path, corpus, kernels_python, "")
+    cold = _run(tmp_path, corpus, kernels_python, str(memo))
     stored = sorted(path.relative_to(memo) for path in memo.rglob("*") if path.is_file())
-    warm = _run(tmp_path, kernels_python, str(memo))
+    warm = _run(tmp_path, corpus, kernels_python, str(memo))
     assert unremembered[0] == 0
     assert unremembered[1] == {f"replay-alone-{_CASE}": ("passed", 0.0)}
     assert cold == unremembered
@@ -73,7 +75,7 @@ def test_a_run_through_the_memo_judges_each_case_as_a_run_without_it(
     # nothing, and the batches' states are left as torch handed them out.
     for entry in stored:
         (memo / entry).write_bytes(b"")
-    status, emptied = _run(tmp_path, kernels_python, str(memo))
+    status, emptied = _run(tmp_path, corpus, kernels_python, str(memo))
     assert status == 1
     assert emptied.keys() == unremembered[1].keys()
     assert "passed" not in {outcome for outcome, _ in emptied.values()}, emptied
