@@ -3,7 +3,7 @@
 
 Run from the repository root::
 
-    python benchmarks/protocol_bench.py [--requests N] [--fresh N] [--write BENCHMARKS.md]
+    python benchmarks/protocol_bench.py [--requests N] [--fresh N] [--write PATH]
 
 Everything is measured side by side in one run, on the same machine, through
 the same driver the properties use.
