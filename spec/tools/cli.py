@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT OR Apache-2.0
-"""The ``ssm-rollback-spec`` command: ``check``, ``vectors``, ``size`` and ``report``.
+"""The ``ssm-rollback-spec`` command: ``check``, ``vectors``, ``size``, ``report`` and ``serve-check``.
 
 Every failure the user can cause ends in one line on stderr and a non-zero
 exit status (:class:`~ssm_rollback_spec.tools.errors.ExitStatus`), never a traceback.
@@ -27,6 +27,10 @@ _COMMANDS: Final = {
     "vectors": ("vectors", "generate, locate or run the vector corpus"),
     "size": ("size", "size the replay ring (and the engines' snapshot state) for a design review"),
     "report": ("results", "put the JSON reports of check and vectors run side by side on one page"),
+    "serve-check": (
+        "serve_check",
+        "judge a server's speculative decoding against its plain decoding (OpenAI API)",
+    ),
 }
 
 

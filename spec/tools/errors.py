@@ -26,6 +26,8 @@ class ExitStatus(enum.IntEnum):
     FAILED = 1
     #: The command line, a file it names, or the environment is not usable.
     USAGE = 2
+    #: Nothing the verdict needs was observed (serve-check: no draft accepted).
+    NOT_OBSERVED = 3
     #: A bug in this package: please report it.
     INTERNAL = 70
     #: Stopped by Ctrl-C.
