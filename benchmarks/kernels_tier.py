@@ -34,6 +34,9 @@ from pathlib import Path
 from typing import Final
 
 ROOT: Final = Path(__file__).resolve().parents[1]
+#: The variable naming the tier's kernel memo (adapters/engines/kernel_memo.py's
+#: MEMO_VARIABLE; this script runs as a file, outside the package).
+MEMO_VARIABLE: Final = "SSM_ROLLBACK_KERNEL_MEMO"
 
 
 def _timed(command: list[str], env: dict[str, str], /) -> tuple[float, str]:
@@ -50,22 +53,28 @@ def _megabytes(folder: Path, /) -> float:
     return sum(path.stat().st_size for path in folder.rglob("*") if path.is_file()) / 1e6
 
 
+def environment(work: Path, /) -> dict[str, str]:
+    """The tier's environment: its engine cache, its venv and its kernel memo in ``work``.
+
+    The memo's folder is one the run makes, so that the tier starts without a
+    memo, as a clean clone's first run does.
+    """
+    return {
+        **os.environ,
+        "SSM_ROLLBACK_ENGINE_CACHE": str(work / "cache"),
+        "SSM_ROLLBACK_KERNELS_VENV": str(work / "venv"),
+        MEMO_VARIABLE: str(work / "kernel-memo"),
+    }
+
+
 def main() -> int:
     """Measure, print the table; 0."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--work", type=Path, help="an empty folder for the cache and the venv")
     arguments = parser.parse_args()
     work = arguments.work or Path(tempfile.mkdtemp(prefix="kernels-tier-"))
-    cache, venv = work / "cache", work / "venv"
-    env = {
-        **os.environ,
-        "SSM_ROLLBACK_ENGINE_CACHE": str(cache),
-        "SSM_ROLLBACK_KERNELS_VENV": str(venv),
-        # The tier's kernel memo (adapters/engines/kernel_memo.py's MEMO_VARIABLE;
-        # this script runs as a file, outside the package), empty: a clean
-        # clone's first run starts without one.
-        "SSM_ROLLBACK_KERNEL_MEMO": str(work / "kernel-memo"),
-    }
+    env = environment(work)
+    cache, venv = Path(env["SSM_ROLLBACK_ENGINE_CACHE"]), Path(env["SSM_ROLLBACK_KERNELS_VENV"])
     download, _ = _timed([sys.executable, "-m", "adapters.engines.wheels"], env)
     wheels_mb = _megabytes(cache / "wheels")
     cold, _ = _timed([sys.executable, "-m", "adapters.engines.environment"], env)
