@@ -50,6 +50,7 @@ from .replay_run import (
     not_offered,
     replay_offer,
     split_offered,
+    spoken_cases,
 )
 
 __all__ = [
@@ -83,5 +84,6 @@ __all__ = [
     "replay_offer",
     "run_cases",
     "split_offered",
+    "spoken_cases",
     "write_corpus",
 ]

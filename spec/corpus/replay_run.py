@@ -7,13 +7,15 @@ this module turns each case that holds states (``rebuild.json``,
 ``post_conv.json``, ``rounds.json``) into one ``replay`` request and judges
 the reply against the case's expected states, within the relative bound the
 case file states for its pipeline (docs/replay.md, "Judging a runtime's
-replay"). Standard library only: running needs no numpy.
+replay"). Which cases an adapter is sent, and by which names, is
+:mod:`.replay_offer`'s (re-exported here). Standard library only: running
+needs no numpy.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Final, cast
 
@@ -22,13 +24,23 @@ from ..harness.protocol import ErrorKind, ProtocolError, encode, encode_line
 from ..harness.replay_wire import (
     BatchForm,
     batch_forms,
-    current_pipeline,
     decode_replay,
     decode_replay_batch,
     finite_hex,
 )
 from .files import VectorError, load_corpus
 from .protocol_run import CaseResult
+from .replay_offer import (
+    FORM_LISTED,
+    FORM_NOT_LISTED,
+    ReplayOffer,
+    ReplayOfferError,
+    not_offered,
+    replay_offer,
+    split_offered,
+    spoken,
+    spoken_cases,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -52,113 +64,13 @@ __all__ = [
     "replay_offer",
     "split_offered",
     "spoken",
+    "spoken_cases",
 ]
 
 #: A skipped replay case's detail, for an adapter that answers ``unknown-op``.
 NOT_OFFERED: Final = "not offered: the adapter answered unknown-op to replay"
 #: A skipped batch case's detail, for an adapter that answers ``unknown-op`` to ``replay_batch``.
 BATCH_NOT_OFFERED: Final = "not offered: the adapter answered unknown-op to replay_batch"
-#: A skipped batch case's detail, for a form of entry its adapter's describe does not list.
-FORM_NOT_LISTED: Final = "not offered: the adapter's describe does not list batch form {}"
-#: A skipped refusal's detail, for an adapter that offers the form the request would use.
-FORM_LISTED: Final = (
-    "not a refusal here: the adapter's describe lists batch form {}, which allows the request"
-)
-
-
-class ReplayOfferError(ValueError):
-    """A ``describe`` reply states what its replay offers in a shape the protocol lacks."""
-
-
-@dataclass(frozen=True)
-class ReplayOffer:
-    """What an adapter's ``describe`` says its ``replay`` computes (docs/protocol.md).
-
-    A case is offered when its pipeline and its layout are listed and, if the
-    case names a design, its design is listed.
-    """
-
-    #: The pipelines, by their current names (an old name listed counts as its current one).
-    pipelines: frozenset[str]
-    layouts: frozenset[str]
-    designs: frozenset[str]
-    #: The pipelines the describe lists by an old name alone, as (current name,
-    #: old name): requests carry the old name to it (docs/protocol.md, "Changes
-    #: since version 2 began").
-    old_names: frozenset[tuple[str, str]] = frozenset()
-    #: The forms of ``replay_batch`` entry beyond the first that it lists
-    #: (``batch``, optional: none when absent).
-    batch: frozenset[str] = frozenset()
-
-
-_OFFER_KEYS: Final = ("pipelines", "layouts", "designs")
-
-
-def replay_offer(reply: dict[str, object], /) -> ReplayOffer | None:
-    """What a ``describe`` reply offers of ``replay``; None when it does not say (all is sent).
-
-    Raises:
-        ReplayOfferError: the reply's ``replay`` member is not an object of
-            three lists of strings, ``pipelines``, ``layouts`` and ``designs``.
-    """
-    value = reply.get("ok")
-    offer = value.get("replay") if isinstance(value, dict) else None
-    if offer is None:
-        return None
-    if not isinstance(offer, dict):
-        raise ReplayOfferError(f"describe's replay must be an object, got {encode(offer)}")
-    lists: list[frozenset[str]] = []
-    for key in _OFFER_KEYS:
-        names = offer.get(key)
-        if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
-            raise ReplayOfferError(
-                f"describe's replay.{key} must be a list of strings, got {encode({key: names})}"
-            )
-        lists.append(frozenset(names))
-    listed, layouts, designs = lists
-    old_names = frozenset(
-        (current_pipeline(name), name)
-        for name in listed
-        if current_pipeline(name) != name and current_pipeline(name) not in listed
-    )
-    pipelines = frozenset(current_pipeline(name) for name in listed)
-    forms = offer.get("batch", [])
-    if not isinstance(forms, list) or not all(isinstance(form, str) for form in forms):
-        raise ReplayOfferError(
-            f"describe's replay.batch must be a list of strings, got {encode({'batch': forms})}"
-        )
-    return ReplayOffer(pipelines, layouts, designs, old_names, frozenset(forms))
-
-
-def spoken(request: dict[str, object], offer: ReplayOffer | None, /) -> dict[str, object]:
-    """``request`` with its pipeline named as ``offer``'s describe lists it."""
-    old = dict(offer.old_names).get(str(request.get("pipeline"))) if offer else None
-    return request if old is None else request | {"pipeline": old}
-
-
-def not_offered(case: ReplayCase, offer: ReplayOffer | None, /) -> str | None:  # noqa: PLR0911 (one return a reason)
-    """Why ``case`` is not offered by an adapter whose describe states ``offer``, or None.
-
-    A form of batch entry beyond the first is offered only when listed: an
-    adapter written before it refuses it, and is not failed for that.
-    """
-    listed = frozenset() if offer is None else offer.batch
-    if case.without_form is not None and case.without_form in listed:
-        return FORM_LISTED.format(case.without_form)
-    # A refusal's request is a refusal whatever forms are offered, unless it names one.
-    if case.request["op"] == "replay_batch" and case.refused is None:
-        for form in sorted(batch_forms(case.request), key=lambda form: form.value):
-            if form.value not in listed:
-                return FORM_NOT_LISTED.format(form.value)
-    if offer is None:
-        return None
-    if current_pipeline(case.pipeline) not in offer.pipelines:
-        return f"not offered: the adapter's describe does not list pipeline {case.pipeline}"
-    if case.layout not in offer.layouts:
-        return f"not offered: the adapter's describe does not list layout {case.layout}"
-    if case.design is not None and case.design not in offer.designs:
-        return f"not offered: the adapter's describe does not list design {case.design}"
-    return None
 
 
 # The case files that hold states, and the name each gives its cases' IDs.
@@ -598,21 +510,6 @@ def _judge_alone(case: ReplayCase, reply: dict[str, object], states: object, /) 
     replied = encode(reply)
     shown = replied if len(replied) <= 300 else f"{replied[:297]}..."
     return CaseResult(case.case_id, case.clauses, "failed", f"{problem}\nreplied {shown}")
-
-
-def split_offered(
-    cases: Sequence[ReplayCase], offer: ReplayOffer | None, /
-) -> tuple[list[ReplayCase], list[CaseResult]]:
-    """The cases ``offer`` covers, to be sent, and a skipped result for each of the others."""
-    sent: list[ReplayCase] = []
-    skipped: list[CaseResult] = []
-    for case in cases:
-        reason = not_offered(case, offer)
-        if reason is None:
-            sent.append(replace(case, request=spoken(case.request, offer)))
-        else:
-            skipped.append(CaseResult(case.case_id, case.clauses, "skipped", reason))
-    return sent, skipped
 
 
 def as_cases(cases: Sequence[ReplayCase], /) -> tuple[list[Case], dict[str, Judge]]:

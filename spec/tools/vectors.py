@@ -168,16 +168,16 @@ def _run(arguments: argparse.Namespace, /) -> int:
     started = time.monotonic()
     try:
         with SubprocessDriver(argv, timeout=arguments.impl_timeout) as driver:
-            # Replay cases of a pipeline, layout or design the adapter's
-            # describe does not offer are skipped, not sent (docs/protocol.md).
+            # Replay cases the adapter's describe does not offer are skipped, not sent;
+            # the others name their pipeline as it knows it (docs/protocol.md).
             chosen = {case["id"] for case in cases}
             replay_chosen = [case for case in replay_cases if case.case_id in chosen]
             offer = _replay_offer(driver) if replay_chosen else None
-            _, skipped = corpus.split_offered(replay_chosen, offer)
+            spoken, skipped = corpus.split_offered(replay_chosen, offer)
             model_judges, model_skipped = _model_offer(driver, model_cases, chosen)
             judges, skipped = {**judges, **model_judges}, [*skipped, *model_skipped]
             left_out = {result.case_id for result in skipped}
-            offered = [case for case in cases if case["id"] not in left_out]
+            offered = corpus.spoken_cases([c for c in cases if c["id"] not in left_out], spoken)
             # The package's own Python adapter (whatever it serves): its races
             # not seen are explained, not advised on.
             reference = argv[1:3] == ["-m", "ssm_rollback_spec.harness.adapter"]

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Final
 import pytest
 
 from ssm_rollback_spec import corpus
+from ssm_rollback_spec.corpus.replay_offer import FIRST_OFFER
 from ssm_rollback_spec.corpus.replay_run import BATCH_NOT_OFFERED, NOT_OFFERED
 from tests.child import ROOT, run_module
 
@@ -42,9 +43,10 @@ def _adapter(tmp_path: Path, offer: object, /) -> str:
     return f"{sys.executable} {script} '{json.dumps(offer)}'"
 
 
-def test_a_describe_without_replay_offers_everything() -> None:
+def test_a_describe_without_replay_offers_protocol_2s_first_pipelines() -> None:
+    # tests/replay/test_first_names.py runs such an adapter over the whole corpus.
     reply: dict[str, object] = {"ok": {"name": "x", "usize_bits": 64}}
-    assert corpus.replay_offer(reply) is None
+    assert corpus.replay_offer(reply) == FIRST_OFFER
     case = corpus.load_replay_cases(REPLAY)[0]
     assert corpus.not_offered(case, None) is None
 
