@@ -1,0 +1,115 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
+"""A failing set of requests, shrunk to the smallest that still fails.
+
+From the first failing request, in its batch or alone as it failed: each
+other request of the batch is dropped while the failure stays; then its
+output is cut to the position it failed at; then chunks of its prompt are
+dropped, halves first. Every try is judged as the run judged it (the
+reference serving the request alone, the target the whole set at once), and
+the tries are bounded (``--shrink-tries``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from .errors import ServerFailedError
+from .judge import Outcome
+from .run import still_fails
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from .client import Server
+    from .run import Run
+    from .workload import Request
+
+__all__ = ["Shrunk", "shrink"]
+
+
+@dataclass(frozen=True)
+class Shrunk:
+    """The smallest failing set found: its requests (sent at once), which one fails, the tries."""
+
+    requests: tuple[Request, ...]
+    focus: int
+    tries: int
+    #: The original request's index in the run's workload.
+    index: int
+
+
+def shrink(
+    reference: Server, target: Server, run: Run, /, *, tries: int, top: int
+) -> Shrunk | None:
+    """The first failing request's set, shrunk within ``tries`` tries; None where nothing failed.
+
+    A target that fails a try by dying ends the shrinking where it stands.
+
+    Raises:
+        ServerFailedError: the reference failed a request.
+    """
+    failing = next((r for r in run.results if r.outcome is Outcome.FAILED), None)
+    if failing is None:
+        return None
+    where, comparison = failing.worst
+    batch = next(b for b in run.workload.batches if failing.index in b)
+    members = (failing.index,) if where == "alone" else batch
+    requests = [run.workload.requests[i] for i in members]
+    focus = members.index(failing.index)
+    spent = 0
+
+    def fails(candidate: list[Request], at: int) -> bool:
+        nonlocal spent
+        spent += 1
+        return still_fails(reference, target, candidate, at, run.noise.bound, top)
+
+    try:
+        position = 0
+        while position < len(requests) and spent < tries:
+            if position == focus:
+                position += 1
+                continue
+            candidate = requests[:position] + requests[position + 1 :]
+            at = focus - (position < focus)
+            if fails(candidate, at):
+                requests, focus = candidate, at
+            else:
+                position += 1
+        last = comparison.position if comparison.position is not None else comparison.drift_position
+        if last is not None and last + 1 < requests[focus]["max_tokens"] and spent < tries:
+            cut = [*requests]
+            cut[focus] = {"prompt": cut[focus]["prompt"], "max_tokens": last + 1}
+            if fails(cut, focus):
+                requests = cut
+        requests = _shrink_prompt(requests, focus, tries, fails, lambda: spent)
+    except ServerFailedError as error:
+        if error.role != "target":
+            raise
+    return Shrunk(tuple(requests), focus, spent, failing.index)
+
+
+def _shrink_prompt(
+    requests: list[Request],
+    focus: int,
+    tries: int,
+    fails: Callable[[list[Request], int], bool],
+    spent: Callable[[], int],
+    /,
+) -> list[Request]:
+    prompt = requests[focus]["prompt"]
+    if not isinstance(prompt, list):
+        return requests
+    chunk = len(prompt) // 2
+    while chunk >= 1 and spent() < tries:
+        start = 0
+        while start < len(prompt) and spent() < tries:
+            shorter = prompt[:start] + prompt[start + chunk :]
+            candidate = [*requests]
+            candidate[focus] = {"prompt": shorter, "max_tokens": requests[focus]["max_tokens"]}
+            if shorter and fails(candidate, focus):
+                prompt, requests = shorter, candidate
+            else:
+                start += chunk
+        chunk //= 2
+    return requests
