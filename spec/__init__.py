@@ -12,4 +12,4 @@ __all__ = ["SPEC_VERSION", "__version__"]
 __version__ = "0.1.0"
 
 #: The version of SPEC.md that this package, its vectors and its protocol implement.
-SPEC_VERSION = "1.0.0"
+SPEC_VERSION = "1.1.0"
