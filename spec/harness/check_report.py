@@ -10,6 +10,7 @@ name drivers and source lines an adapter's authors cannot act on.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 from pathlib import Path
@@ -20,6 +21,7 @@ import pytest
 from .protocol import encode
 from .pytest_plugin import MEASURED
 from .race_evidence import NOT_OBSERVED, RaceOutcome
+from .signals import stopping_on_signals
 
 if TYPE_CHECKING:
     from collections.abc import Generator
@@ -233,6 +235,18 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if measured is not None:
         result["distance"], result["bound"] = measured
     _results.append(result)
+
+
+# Stopped by check (SIGTERM to its group), this pytest ends its adapters' groups first.
+_SIGNALS: Final = contextlib.ExitStack()
+
+
+def pytest_configure(config: pytest.Config) -> None:  # noqa: ARG001 - the hook's own signature
+    _SIGNALS.enter_context(stopping_on_signals())
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:  # noqa: ARG001 - the hook's own signature
+    _SIGNALS.close()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

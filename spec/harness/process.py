@@ -17,6 +17,8 @@ import subprocess
 import time
 from typing import TYPE_CHECKING, Final, Literal
 
+from .signals import ADAPTER_GRACE, track, untrack
+
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
@@ -56,6 +58,8 @@ class AdapterProcess:
             stderr=subprocess.PIPE,
             start_new_session=True,
         )
+        # Ended with every other child group when the command is stopped (.signals).
+        track(self._process, ADAPTER_GRACE)
         assert self._process.stdin is not None
         assert self._process.stdout is not None
         assert self._process.stderr is not None
@@ -220,6 +224,7 @@ class AdapterProcess:
             return
         self._killed = True
         self.kill_group()
+        untrack(self._process)
         self._selector.close()
         if self._pidfd is not None:
             os.close(self._pidfd)

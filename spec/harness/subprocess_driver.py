@@ -210,6 +210,14 @@ class SubprocessDriver(Implementation):
             finally:
                 adapter.kill()
 
+    def __exit__(self, *raised: object) -> None:
+        # Left by an exception (a stop signal among them): the adapter is ended
+        # at once, not waited for, and the exception is the one that counts.
+        if raised[0] is None:
+            self.close()
+        else:
+            self.abandon()
+
     def abandon(self) -> None:
         """End the shared adapter, its process group killed, without judging how it ends."""
         with self._lock:

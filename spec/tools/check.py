@@ -27,6 +27,7 @@ from ..harness.python_impl import (
     load_python_implementation,
 )
 from ..harness.race_evidence import REQUIRE_RACE_HELP
+from ..harness.signals import SUITE_GRACE, group_started
 from ..harness.subprocess_driver import DEFAULT_RACE_BUDGET
 from .arguments import add_impl_arguments, add_selection_arguments, before_the_run, race_budget
 from .deviations import Deviation, DeviationList, Target
@@ -230,24 +231,22 @@ def _run_suite(
             env.pop(name, None)
         # From the user's own folder, so that a relative --impl-cmd or
         # --impl-module means what it means in their shell.
-        finished = subprocess.run(  # noqa: S603 - this interpreter, running pytest
-            command,
-            env=env,
-            stdout=None if arguments.verbose else subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            check=False,
-        )
+        # In a group of its own, ended with its adapters if check is stopped (harness.signals).
+        output = {
+            "stdout": None if arguments.verbose else subprocess.PIPE,
+            "stderr": subprocess.STDOUT,
+        }
+        with group_started(command, grace=SUITE_GRACE, env=env, **output) as suite:
+            stdout, status = suite.communicate()[0] or "", suite.returncode
         report_path = Path(scratch) / "report.json"
-        _require_a_selection(arguments, finished.returncode, finished.stdout or "")
+        _require_a_selection(arguments, status, stdout)
         if not report_path.exists():
-            tail = (finished.stdout or "")[-3000:]
             raise CliError(
-                f"the property suite did not run (pytest exit {finished.returncode})\n{tail}"
+                f"the property suite did not run (pytest exit {status})\n{stdout[-3000:]}"
             )
         report: SuiteReport = json.loads(report_path.read_text(encoding="utf-8"))
     if report["exit_status"] not in {0, 1}:
-        tail = (finished.stdout or "")[-3000:]
+        tail = stdout[-3000:]
         raise CliError(
             f"the property suite did not run (pytest exit {report['exit_status']})\n{tail}"
         )

@@ -12,6 +12,7 @@ import sys
 from typing import TYPE_CHECKING, Final
 
 from .. import SPEC_VERSION, __version__
+from ..harness.signals import Stopped, stopping_on_signals
 from .errors import ERROR_PREFIX, CliError, ExitStatus, OneLineParser
 
 if TYPE_CHECKING:
@@ -60,7 +61,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     given = sys.argv[1:] if argv is None else list(argv)
     arguments = _parser(given).parse_args(given)
     try:
-        status: int = arguments.run(arguments)
+        # SIGTERM, SIGINT and SIGHUP end every child group at once, then raise Stopped.
+        with stopping_on_signals():
+            status: int = arguments.run(arguments)
     except CliError as error:
         print(f"{ERROR_PREFIX} {error}", file=sys.stderr)
         return error.status
@@ -68,6 +71,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The reader went away (`| head`): nothing more to say, and nobody to say it to.
         sys.stderr.close()
         return ExitStatus.OK
+    except Stopped as stop:
+        print(f"ssm-rollback-spec: {stop}", file=sys.stderr)
+        return stop.status
     except KeyboardInterrupt:
         print("ssm-rollback-spec: interrupted", file=sys.stderr)
         return ExitStatus.INTERRUPTED

@@ -30,8 +30,12 @@ class ExitStatus(enum.IntEnum):
     NOT_OBSERVED = 3
     #: A bug in this package: please report it.
     INTERNAL = 70
-    #: Stopped by Ctrl-C.
+    #: Stopped by SIGHUP (each stop signal's status is 128 + its number).
+    HUNG_UP = 129
+    #: Stopped by Ctrl-C (SIGINT).
     INTERRUPTED = 130
+    #: Stopped by SIGTERM.
+    TERMINATED = 143
 
 
 class CliError(Exception):
