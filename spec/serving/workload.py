@@ -105,12 +105,13 @@ def draw_workload(  # noqa: PLR0913 - the draw's parameters, each a flag
     block_size: int,
     max_tokens: int,
     concurrency: int,
+    min_prompt: int = 1,
 ) -> Workload:
     """``count`` requests drawn from ``seed``, sent ``concurrency`` at a time.
 
     Token ids are drawn below ``vocab`` (and above 0); outputs are at most
     ``max_tokens`` long, with K = ``num_drafts`` + 1 and K + 1 drawn often and
-    some long enough to cross ``block_size``.
+    some long enough to cross ``block_size``; prompts are at least ``min_prompt`` long.
     """
     rng = random.Random(seed)  # noqa: S311 - a reproducible draw, not a secret
     width = num_drafts + 1
@@ -120,7 +121,7 @@ def draw_workload(  # noqa: PLR0913 - the draw's parameters, each a flag
     drawn: list[tuple[str, Request]] = []
     for index in range(count):
         kind = kinds[index % len(kinds)] if index < len(kinds) else rng.choice(kinds)
-        length = _length(rng, width, block_size)
+        length = max(min_prompt, _length(rng, width, block_size))
         if kind == "shared":
             prompt = shared + _ngram(rng, length, vocab)
         else:

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT OR Apache-2.0
-"""The ``ssm-rollback-spec`` command: ``check``, ``vectors``, ``size``, ``report`` and ``serve-check``.
+"""The ``ssm-rollback-spec`` command: ``check``, ``vectors``, ``size``, ``report``, ``serve-check``.
 
 Every failure the user can cause ends in one line on stderr and a non-zero
 exit status (:class:`~ssm_rollback_spec.tools.errors.ExitStatus`), never a traceback.

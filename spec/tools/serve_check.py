@@ -161,6 +161,13 @@ def add_arguments(command: argparse.ArgumentParser, /) -> None:
         help="the longest output drawn (default: %(default)s)",
     )
     work.add_argument(
+        "--min-prompt-tokens",
+        type=_positive,
+        default=1,
+        metavar="N",
+        help="drawn prompts are at least N tokens (default: %(default)s)",
+    )
+    work.add_argument(
         "--vocab-size",
         type=_positive,
         default=256,
@@ -214,6 +221,7 @@ def _workload(arguments: argparse.Namespace, /) -> Workload:
         block_size=arguments.block_size,
         max_tokens=arguments.max_tokens,
         concurrency=arguments.concurrency,
+        min_prompt=arguments.min_prompt_tokens,
     )
 
 

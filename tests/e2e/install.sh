@@ -20,6 +20,9 @@ fi
 site="$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
 cp tests/e2e/torchvision_ops.py "$site/ssm_e2e_torchvision_ops.py"
 echo "import ssm_e2e_torchvision_ops" > "$site/ssm_e2e_torchvision_ops.pth"
+# And the driver's patches in every process of a served vLLM, where SSM_E2E_PATCHES names them.
+cp tests/e2e/serve_patches.py "$site/ssm_e2e_serve_patches.py"
+echo "import ssm_e2e_serve_patches" > "$site/ssm_e2e_serve_patches.pth"
 if [ ! -f "$venv/installed" ]; then
     "$venv/bin/python" -c "import torch, vllm.model_executor.models.qwen3_5; assert torch.__version__.endswith('+cpu'), torch.__version__; print('e2e venv: torch', torch.__version__)" >&2
     touch "$venv/installed"
