@@ -13,6 +13,7 @@ import jsonschema
 import pytest
 
 from ssm_rollback_spec import SPEC_VERSION, corpus
+from ssm_rollback_spec.corpus.replay_offer import FIRST_OFFER, NOT_A_FIRST_PIPELINE
 from ssm_rollback_spec.harness.oracle import allowed_replies
 from ssm_rollback_spec.harness.protocol import MAX_DEPTH, PROTOCOL_VERSION, loads_bounded
 from ssm_rollback_spec.harness.protocol import encode as protocol_encode
@@ -199,17 +200,19 @@ def test_the_python_adapter_passes_every_case_and_does_not_offer_replay(tmp_path
         *(case.case_id for case in replay),
         *(case.case_id for case in scripts),
     ]
-    # A form of batch entry the adapter's describe does not list is not sent at all.
-    chunks = corpus.FORM_NOT_LISTED.format("prompt-chunks")
-    hits = corpus.FORM_NOT_LISTED.format("prefix-hits")
-    assert {case["detail"] for case in skipped} == {
-        corpus.NOT_OFFERED,
-        corpus.BATCH_NOT_OFFERED,
-        chunks,
-        hits,
-        # Its describe names no model, so no round script is sent.
-        corpus.MODEL_NOT_DESCRIBED,
-    }
+    # Its describe has no replay member, so it is sent protocol 2's first
+    # pipelines alone, and no form of batch entry it does not list; a case not
+    # sent says why, and one sent is answered unknown-op (docs/protocol.md).
+    sent = {"replay": corpus.NOT_OFFERED, "replay_batch": corpus.BATCH_NOT_OFFERED}
+    expected = [
+        corpus.not_offered(case, FIRST_OFFER) or sent[str(case.request["op"])] for case in replay
+    ]
+    # Its describe names no model, so no round script is sent.
+    expected += [corpus.MODEL_NOT_DESCRIBED] * len(scripts)
+    assert [case["detail"] for case in skipped] == expected
+    later = {case.pipeline for case in replay} - FIRST_OFFER.pipelines
+    assert later
+    assert {NOT_A_FIRST_PIPELINE.format(name) for name in later} <= set(expected)
 
 
 def test_the_rust_adapter_passes_every_case(tmp_path: Path, rust_adapter: str) -> None:
