@@ -104,7 +104,9 @@ DIALECTS: Final[dict[str, Dialect]] = {
             owned_by=frozenset({"sglang"}),
             shape=ResponseShape.OPENAI,
             path="/v1/completions",
-            extra={"ignore_eos": True},
+            extra={"ignore_eos": True, "return_spec_tokens_details": True},
+            drafted_field=("sglext", "spec_tokens_details", "spec_num_proposed_drafts"),
+            accepted_field=("sglext", "spec_tokens_details", "spec_num_correct_drafts"),
         ),
         OPENAI,
     )

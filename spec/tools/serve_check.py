@@ -15,6 +15,7 @@ from ..serving.errors import (
 )
 from ..serving.launch import started
 from ..serving.run import Options, run
+from ..serving.selftest import self_test
 from ..serving.shrink import shrink
 from ..serving.verdict import (
     CLAUSES,
@@ -74,12 +75,11 @@ def add_arguments(command: argparse.ArgumentParser, /) -> None:
     servers = command.add_argument_group("servers")
     servers.add_argument(
         "--reference",
-        required=True,
         metavar="URL",
         help="the engine without speculation (base URL)",
     )
     servers.add_argument(
-        "--target", required=True, metavar="URL", help="the same engine and model with speculation"
+        "--target", metavar="URL", help="the same engine and model with speculation"
     )
     servers.add_argument(
         "--calibrate",
@@ -203,6 +203,12 @@ def add_arguments(command: argparse.ArgumentParser, /) -> None:
     out.add_argument(
         "--junit-xml", metavar="PATH", help="write a JUnit XML report, one testcase a request"
     )
+    command.add_argument(
+        "--self-test",
+        action="store_true",
+        help="judge toy engines right and wrong on purpose, served on loopback, instead of "
+        "servers of yours: what the judge must pass and fail (--seed draws their workloads)",
+    )
     command.set_defaults(run=_run)
 
 
@@ -242,6 +248,13 @@ def _servers(arguments: argparse.Namespace, /) -> list[Server]:
 
 
 def _run(arguments: argparse.Namespace, /) -> int:
+    if arguments.self_test:
+        return ExitStatus.OK if self_test(arguments.seed, say=print) else ExitStatus.FAILED
+    if arguments.reference is None or arguments.target is None:
+        raise CliError(
+            "serve-check needs --reference URL and --target URL (or --self-test) "
+            "(see ssm-rollback-spec serve-check --help)"
+        )
     try:
         workload = _workload(arguments)
         servers = _servers(arguments)

@@ -1,0 +1,378 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
+"""A toy serving engine with a recurrent state, speculating right or wrong on purpose.
+
+``python -m ssm_rollback_spec.serving.toy --port P [options]`` serves, on
+loopback, what serve-check's self-test (:mod:`.selftest`) needs of an engine: an
+OpenAI-compatible ``/v1/completions`` in vLLM's dialect (token ids as
+``token_id:N``, ``/metrics`` with vLLM's speculative counters, ``/version``)
+or, with ``--as llama.cpp``, llama-server's ``/completion``. Tests may also
+start it on a thread (:func:`serving`).
+
+Its model is a toy with a recurrent state: a state of ``_WIDTH`` numbers
+that decays and takes each token's embedding, and logits that lead each
+token to its successor (its cycle of four) while the state decides the
+rest. Greedy decoding, one token a step, is the plain path. With
+``--spec ngram`` it speculates as an ngram drafter does: it looks the last
+tokens up earlier in the sequence, verifies the drafts in one step, keeps
+the per-token states of that step and rolls back to the last accepted one.
+What it gets wrong on purpose:
+
+- ``--fault one-token``: the rollback keeps the state one token past the
+  last accepted draft (it has taken the first rejected draft);
+- ``--fault drift``: the rollback restores the right state plus an error
+  that grows with every rollback of the request (small at first);
+- ``--verify-noise EPS``: a correct rollback, but the verify step rounds
+  otherwise than a decode: its logits and the states it writes move by up
+  to EPS, by a hash of the position, the step's rows and how many requests
+  are in flight (as a GPU kernel's tiling follows the batch);
+- ``--spec never``: speculation on, with a drafter that never drafts: every
+  step is a verify of one row (with ``--verify-noise``, noisy as any verify);
+- ``--die-after N`` (answers HTTP 500 to request N + 1, then exits),
+  ``--hang-after N`` (never answers after N requests), ``--not-openai``
+  (answers every path with a web page), ``--model NAME`` and
+  ``--vocab N`` (served as ``meta.n_vocab`` in llama.cpp's dialect).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import json
+import math
+import os
+import random
+import struct
+import threading
+import time
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+__all__ = ["Config", "Engine", "main", "serving"]
+
+_WIDTH: Final = 4
+_DECAY: Final = 0.8
+_LEAD: Final = 2.5
+_CYCLE: Final = 4
+#: How long a step takes, so that requests sent at once share steps.
+_STEP: Final = 0.0002
+
+
+@dataclass(frozen=True)
+class Config:
+    """What the engine serves and what it gets wrong."""
+
+    spec: str = "none"
+    num_drafts: int = 3
+    fault: str = "none"
+    verify_noise: float = 0.0
+    vocab: int = 64
+    model: str = "toy-recurrent"
+    dialect: str = "vllm"
+    die_after: int | None = None
+    hang_after: int | None = None
+    not_openai: bool = False
+    seed: int = 7
+
+
+def _unit(*parts: object) -> float:
+    """A number in [-1, 1] fixed by ``parts``."""
+    digest = hashlib.blake2b(repr(parts).encode(), digest_size=8).digest()
+    (value,) = struct.unpack("<Q", digest)
+    return float(value) / 2**63 - 1.0
+
+
+class Engine:
+    """The toy model and its two ways of generating: plain and speculative."""
+
+    def __init__(self, config: Config, /) -> None:
+        self.config = config
+        rng = random.Random(config.seed)  # noqa: S311 - toy weights
+        self.embed = [[rng.gauss(0, 0.3) for _ in range(_WIDTH)] for _ in range(config.vocab)]
+        self.head = [[rng.gauss(0, 1.0) for _ in range(_WIDTH)] for _ in range(config.vocab)]
+        self.lock = threading.Lock()
+        self.in_flight = 0
+        self.served = 0
+        self.drafted = 0
+        self.accepted = 0
+
+    def _take(self, state: list[float], token: int, /) -> list[float]:
+        vector = self.embed[token % self.config.vocab]
+        return [_DECAY * s + v for s, v in zip(state, vector, strict=True)]
+
+    def _logprobs(self, state: list[float], last: int, /) -> list[float]:
+        vocab = self.config.vocab
+        lead = (last // _CYCLE) * _CYCLE + (last + 1) % _CYCLE
+        logits = [
+            sum(w * s for w, s in zip(row, state, strict=True))
+            + (_LEAD if t == lead % vocab else 0)
+            for t, row in enumerate(self.head)
+        ]
+        top = max(logits)
+        total = top + math.log(sum(math.exp(x - top) for x in logits))
+        return [x - total for x in logits]
+
+    def _noisy(self, values: list[float], *key: object) -> list[float]:
+        eps = self.config.verify_noise
+        if not eps:
+            return values
+        return [v + eps * _unit(*key, i) for i, v in enumerate(values)]
+
+    def _draft(self, sequence: list[int], /) -> list[int]:
+        if self.config.spec != "ngram":
+            return []
+        for n in (2, 1):
+            if len(sequence) <= n:
+                continue
+            tail = sequence[-n:]
+            for start in range(len(sequence) - n - 1, -1, -1):
+                if sequence[start : start + n] == tail:
+                    found = sequence[start + n : start + n + self.config.num_drafts]
+                    if found:
+                        return found
+        return []
+
+    def generate(self, prompt: list[int], count: int, /) -> list[tuple[int, list[float]]]:
+        """``count`` greedy tokens after ``prompt``, each with its position's logprobs."""
+        state = [0.0] * _WIDTH
+        for token in prompt:
+            state = self._take(state, token)
+        sequence = list(prompt)
+        out: list[tuple[int, list[float]]] = []
+        rollbacks = 0
+        while len(out) < count:
+            drafts = self._draft(sequence) if out else []
+            time.sleep(_STEP)
+            if not drafts and (self.config.spec == "none" or not out):
+                logprobs = self._logprobs(state, sequence[-1])
+                token = max(range(len(logprobs)), key=logprobs.__getitem__)
+                out.append((token, logprobs))
+                sequence.append(token)
+                state = self._take(state, token)
+                continue
+            # One verify step: rows for the last token and each draft, with the
+            # per-token states it writes (the snapshot a rollback restores).
+            rows = len(drafts) + 1
+            flight = self.in_flight
+            states = [state]
+            for index, draft in enumerate(drafts):
+                written = self._take(states[-1], draft)
+                states.append(self._noisy(written, "state", len(sequence) + index, rows, flight))
+            accepted = 0
+            emitted: list[tuple[int, list[float]]] = []
+            for index in range(rows):
+                last = sequence[-1] if index == 0 else drafts[index - 1]
+                logprobs = self._noisy(
+                    self._logprobs(states[index], last),
+                    "logits",
+                    len(sequence) + index,
+                    rows,
+                    flight,
+                )
+                token = max(range(len(logprobs)), key=logprobs.__getitem__)
+                emitted.append((token, logprobs))
+                if index < len(drafts) and token == drafts[index]:
+                    accepted += 1
+                    continue
+                break
+            with self.lock:
+                self.drafted += len(drafts)
+                self.accepted += accepted
+            kept = emitted[: count - len(out)]
+            out += kept
+            sequence += [token for token, _ in kept]
+            restored = states[accepted]
+            if accepted < len(drafts):
+                rollbacks += 1
+                if self.config.fault == "one-token":
+                    restored = states[accepted + 1]
+                elif self.config.fault == "drift":
+                    restored = [s + 2e-3 * rollbacks for s in restored]
+            # The bonus token (the first the drafts did not give) is taken next, as a decode would.
+            state = self._take(restored, kept[-1][0]) if len(kept) > accepted else restored
+        return out
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the base's name
+        """Quiet: the tests read replies, not logs."""
+
+    def _send(self, status: int, body: bytes, kind: str = "application/json") -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _json(self, document: object, status: int = 200) -> None:
+        self._send(status, json.dumps(document).encode())
+
+    def do_GET(self) -> None:
+        engine = self.server.engine
+        config = engine.config
+        if config.not_openai:
+            self._send(200, b"<html><body>a web page</body></html>", "text/html")
+        elif self.path == "/v1/models":
+            owned = "llamacpp" if config.dialect == "llama.cpp" else "vllm"
+            entry: dict[str, Any] = {"id": config.model, "object": "model", "owned_by": owned}
+            if config.dialect == "llama.cpp":
+                entry["meta"] = {"n_vocab": config.vocab}
+            self._json({"object": "list", "data": [entry]})
+        elif self.path == "/metrics" and config.dialect == "vllm":
+            label = '{engine="0"}'
+            text = (
+                f"vllm:spec_decode_num_draft_tokens_total{label} {float(engine.drafted)}\n"
+                f"vllm:spec_decode_num_accepted_tokens_total{label} {float(engine.accepted)}\n"
+            )
+            self._send(200, text.encode(), "text/plain")
+        elif self.path == "/version" and config.dialect == "vllm":
+            self._json({"version": "0.0.0-toy"})
+        else:
+            self._json({"error": "not found"}, 404)
+
+    def do_POST(self) -> None:
+        engine = self.server.engine
+        config = engine.config
+        path = "/completion" if config.dialect == "llama.cpp" else "/v1/completions"
+        if config.not_openai or self.path != path:
+            self._json({"error": "not found"}, 404)
+            return
+        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))))
+        with engine.lock:
+            engine.served += 1
+            number = engine.served
+        if config.hang_after is not None and number > config.hang_after:
+            time.sleep(3600)
+        if config.die_after is not None and number > config.die_after:
+            self._json(
+                {"error": "The size of tensor a (6) must match the size of tensor b (4)"}, 500
+            )
+            self.wfile.flush()
+            os._exit(1) if self.server.own_process else self.server.stop_soon()
+            return
+        prompt = body["prompt"]
+        if not isinstance(prompt, list) or not all(0 <= t < config.vocab for t in prompt):
+            self._json({"error": f"prompt token ids must be below {config.vocab}"}, 400)
+            return
+        llama = config.dialect == "llama.cpp"
+        count = int(body["n_predict" if llama else "max_tokens"])
+        top = int(body["n_probs" if llama else "logprobs"])
+        drafted, accepted = engine.drafted, engine.accepted
+        with engine.lock:
+            engine.in_flight += 1
+        try:
+            generated = engine.generate(prompt, count)
+        finally:
+            with engine.lock:
+                engine.in_flight -= 1
+        self._json(
+            _reply(
+                generated, top, engine.drafted - drafted, engine.accepted - accepted, llama=llama
+            )
+        )
+
+
+def _reply(
+    generated: list[tuple[int, list[float]]], top: int, drafted: int, accepted: int, *, llama: bool
+) -> dict[str, Any]:
+    def best(logprobs: list[float]) -> list[int]:
+        return sorted(range(len(logprobs)), key=lambda t: (-logprobs[t], t))[:top]
+
+    if llama:
+        return {
+            "tokens": [token for token, _ in generated],
+            "completion_probabilities": [
+                {
+                    "id": token,
+                    "logprob": logprobs[token],
+                    "top_logprobs": [{"id": t, "logprob": logprobs[t]} for t in best(logprobs)],
+                }
+                for token, logprobs in generated
+            ],
+            "timings": {"draft_n": drafted, "draft_n_accepted": accepted},
+        }
+    return {
+        "object": "text_completion",
+        "choices": [
+            {
+                "index": 0,
+                "text": "",
+                "logprobs": {
+                    "tokens": [f"token_id:{token}" for token, _ in generated],
+                    "token_logprobs": [logprobs[token] for token, logprobs in generated],
+                    "top_logprobs": [
+                        {f"token_id:{t}": logprobs[t] for t in best(logprobs)}
+                        for _, logprobs in generated
+                    ],
+                },
+            }
+        ],
+    }
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, config: Config, port: int, /, *, own_process: bool) -> None:
+        super().__init__(("127.0.0.1", port), _Handler)
+        self.engine = Engine(config)
+        self.own_process = own_process
+
+    def stop_soon(self) -> None:
+        threading.Thread(target=self.shutdown, daemon=True).start()
+
+
+@contextlib.contextmanager
+def serving(config: Config, /) -> Iterator[str]:
+    """The engine served on a thread of this process, at the base URL yielded; ended after."""
+    server = _Server(config, 0, own_process=False)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Serve until killed."""
+    parser = argparse.ArgumentParser(prog="python -m ssm_rollback_spec.serving.toy")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--spec", choices=("none", "ngram", "never"), default="none")
+    parser.add_argument("--num-drafts", type=int, default=3)
+    parser.add_argument("--fault", choices=("none", "one-token", "drift"), default="none")
+    parser.add_argument("--verify-noise", type=float, default=0.0)
+    parser.add_argument("--vocab", type=int, default=64)
+    parser.add_argument("--model", default="toy-recurrent")
+    parser.add_argument("--as", dest="dialect", choices=("vllm", "llama.cpp"), default="vllm")
+    parser.add_argument("--die-after", type=int)
+    parser.add_argument("--hang-after", type=int)
+    parser.add_argument("--not-openai", action="store_true")
+    arguments = parser.parse_args(argv)
+    config = Config(
+        spec=arguments.spec,
+        num_drafts=arguments.num_drafts,
+        fault=arguments.fault,
+        verify_noise=arguments.verify_noise,
+        vocab=arguments.vocab,
+        model=arguments.model,
+        dialect=arguments.dialect,
+        die_after=arguments.die_after,
+        hang_after=arguments.hang_after,
+        not_openai=arguments.not_openai,
+    )
+    server = _Server(config, arguments.port, own_process=True)
+    server.serve_forever()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
