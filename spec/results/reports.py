@@ -146,6 +146,9 @@ def parse_report(document: object, /) -> Report:
         raise _fail("conforming must be a list")
     profile = document.get("profile")
     command = "vectors run" if kinds[0] == "cases" else "check"
+    if kinds[0] == "cases" and document.get("command") == "serve-check":
+        # serve-check's report: a case a request, in vectors run's form.
+        command = "serve-check"
     return Report(
         name=_text(described, "name", "describe.", default=implementation) or implementation,
         release=_text(described, "release", "describe.", default=""),

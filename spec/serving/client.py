@@ -104,6 +104,7 @@ class Server:
         try:
             raw = self._open("/v1/models", None)
         except urllib.error.HTTPError as error:
+            error.close()
             raise NotOpenAICompatibleError(
                 f"{where}: GET /v1/models answered HTTP {error.code}, "
                 "not an OpenAI-compatible server's model list"
@@ -140,6 +141,9 @@ class Server:
             return ""
         try:
             answer = json.loads(self._open(self.dialect.version_path, None))
+        except urllib.error.HTTPError as error:
+            error.close()
+            return ""
         except (urllib.error.URLError, OSError, ValueError):
             return ""
         version = answer.get("version") if isinstance(answer, dict) else None
@@ -169,7 +173,8 @@ class Server:
         try:
             raw = self._open(self.dialect.path, self.body(request, top))
         except urllib.error.HTTPError as error:
-            detail = _first_line(error.read(4096).decode(errors="replace"))
+            with error:
+                detail = _first_line(error.read(4096).decode(errors="replace"))
             raise ServerFailedError(
                 self.role, f"answered HTTP {error.code} to {what}: {detail}"
             ) from None
@@ -198,6 +203,9 @@ class Server:
             return None
         try:
             text = self._open("/metrics", None).decode(errors="replace")
+        except urllib.error.HTTPError as error:
+            error.close()
+            return None
         except (urllib.error.URLError, OSError):
             return None
         drafted = _metric(text, self.dialect.drafted_metric)

@@ -88,7 +88,8 @@ class Started:
             try:
                 with urllib.request.urlopen(self.url + "/v1/models", timeout=2):  # noqa: S310 - http(s) only
                     return
-            except urllib.error.HTTPError:
+            except urllib.error.HTTPError as error:
+                error.close()
                 return
             except (urllib.error.URLError, OSError):
                 time.sleep(_POLL)

@@ -28,7 +28,8 @@ What it gets wrong on purpose:
 - ``--spec never``: speculation on, with a drafter that never drafts: every
   step is a verify of one row (with ``--verify-noise``, noisy as any verify);
 - ``--die-after N`` (answers HTTP 500 to request N + 1, then exits),
-  ``--hang-after N`` (never answers after N requests), ``--not-openai``
+  ``--hang-after N`` (never answers after N requests; with ``--pid-file
+  PATH``, it writes its pid to PATH when it first hangs), ``--not-openai``
   (answers every path with a web page), ``--model NAME`` and
   ``--vocab N`` (served as ``meta.n_vocab`` in llama.cpp's dialect).
 """
@@ -47,6 +48,7 @@ import threading
 import time
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
@@ -248,7 +250,10 @@ class _Handler(BaseHTTPRequestHandler):
             engine.served += 1
             number = engine.served
         if config.hang_after is not None and number > config.hang_after:
-            time.sleep(3600)
+            self.server.hung()
+            # Until the server is ended: a thread of a test's own process ends with it.
+            self.server.stopping.wait(3600)
+            return
         if config.die_after is not None and number > config.die_after:
             self._json(
                 {"error": "The size of tensor a (6) must match the size of tensor b (4)"}, 500
@@ -319,24 +324,42 @@ def _reply(
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, config: Config, port: int, /, *, own_process: bool) -> None:
+    def __init__(
+        self, config: Config, port: int, /, *, own_process: bool, pid_file: Path | None = None
+    ) -> None:
         super().__init__(("127.0.0.1", port), _Handler)
         self.engine = Engine(config)
         self.own_process = own_process
+        self.pid_file = pid_file
+        self.stopping = threading.Event()
+
+    def hung(self) -> None:
+        """Say, once, that a request hangs: the pid in the pid file, whole (by a rename)."""
+        if self.pid_file is not None and not self.pid_file.exists():
+            partial = self.pid_file.with_name(f"{self.pid_file.name}.{threading.get_ident()}")
+            partial.write_text(f"{os.getpid()}\n", encoding="utf-8")
+            partial.replace(self.pid_file)
 
     def stop_soon(self) -> None:
-        threading.Thread(target=self.shutdown, daemon=True).start()
+        """Stop as a dead process would: no more requests served, new connections refused."""
+
+        def stop() -> None:
+            self.shutdown()
+            self.server_close()
+
+        threading.Thread(target=stop, daemon=True).start()
 
 
 @contextlib.contextmanager
 def serving(config: Config, /) -> Iterator[str]:
     """The engine served on a thread of this process, at the base URL yielded; ended after."""
     server = _Server(config, 0, own_process=False)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True)
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}"
     finally:
+        server.stopping.set()
         server.shutdown()
         server.server_close()
         thread.join()
@@ -356,6 +379,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--die-after", type=int)
     parser.add_argument("--hang-after", type=int)
     parser.add_argument("--not-openai", action="store_true")
+    parser.add_argument("--pid-file", type=Path)
     arguments = parser.parse_args(argv)
     config = Config(
         spec=arguments.spec,
@@ -369,7 +393,7 @@ def main(argv: list[str] | None = None) -> int:
         hang_after=arguments.hang_after,
         not_openai=arguments.not_openai,
     )
-    server = _Server(config, arguments.port, own_process=True)
+    server = _Server(config, arguments.port, own_process=True, pid_file=arguments.pid_file)
     server.serve_forever()
     return 0
 

@@ -11,7 +11,7 @@ TESTS: Final = ROOT / "tests"
 SPEC: Final = ROOT / "spec"
 
 #: The packages of spec/ whose unit tests sit in tests/<package>/, one file per module.
-MIRRORED: Final = ("corpus", "harness", "results", "sizing", "tools")
+MIRRORED: Final = ("corpus", "harness", "results", "serving", "sizing", "tools")
 
 #: Test files of those folders that test several modules together, and what they test.
 ACROSS_MODULES: Final = {
@@ -37,6 +37,7 @@ FOLDERS: Final = {
     "results": "unit tests of spec/results/",
     "scenarios": "the suite as its users meet it",
     "selftest": "the properties' self-test",
+    "serving": "unit tests of spec/serving/",
     "sizing": "unit tests of spec/sizing/",
     "tools": "unit tests of spec/tools/",
 }

@@ -1,0 +1,147 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
+"""run: the servers checked, the workload sent in batches and alone, the noise measured."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import TYPE_CHECKING, Final
+
+import pytest
+
+from ssm_rollback_spec.serving.client import Generation, Server
+from ssm_rollback_spec.serving.errors import ServerFailedError, ServersDifferError
+from ssm_rollback_spec.serving.judge import Outcome
+from ssm_rollback_spec.serving.run import Observed, Options, measure_noise, observe, prepare, run
+from ssm_rollback_spec.serving.workload import draw_workload
+from tests.fakes.openai_engine import Config, serving
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+WORKLOAD: Final = draw_workload(
+    3, count=8, vocab=64, num_drafts=3, block_size=8, max_tokens=12, concurrency=4
+)
+
+
+@contextlib.contextmanager
+def _servers(*configs: Config) -> Iterator[list[Server]]:
+    roles = ("reference", "target", "calibrate")
+    with contextlib.ExitStack() as stack:
+        yield [
+            Server(role, f"--{role}", stack.enter_context(serving(config)), timeout=5)
+            for role, config in zip(roles, configs, strict=False)
+        ]
+
+
+def test_servers_of_one_model_agree_on_it_and_on_the_dialect_their_owner_names() -> None:
+    with _servers(Config(dialect="llama.cpp"), Config(dialect="llama.cpp")) as servers:
+        assert prepare(servers, model=None, dialect=None) == ("toy-recurrent", "llama.cpp")
+        assert servers[1].model == "toy-recurrent"
+
+
+def test_servers_of_different_models_are_one_line_naming_each() -> None:
+    with (
+        _servers(Config(), Config(model="other")) as servers,
+        pytest.raises(ServersDifferError) as raised,
+    ):
+        prepare(servers, model=None, dialect=None)
+    assert str(raised.value) == (
+        "the servers serve different models: --reference serves 'toy-recurrent'; "
+        "--target serves 'other'"
+    )
+
+
+def test_a_model_asked_for_that_a_server_does_not_serve_is_one_line() -> None:
+    with _servers(Config(), Config()) as servers, pytest.raises(ServersDifferError) as raised:
+        prepare(servers, model="big", dialect=None)
+    assert str(raised.value) == (
+        f"--reference {servers[0].url} does not serve model 'big' (it serves 'toy-recurrent')"
+    )
+
+
+def test_servers_of_different_vocabularies_are_one_line_naming_each() -> None:
+    with (
+        _servers(Config(dialect="llama.cpp"), Config(dialect="llama.cpp", vocab=80)) as servers,
+        pytest.raises(ServersDifferError) as raised,
+    ):
+        prepare(servers, model=None, dialect=None)
+    assert str(raised.value) == "the servers' models differ in n_vocab: --reference 64, --target 80"
+
+
+def test_servers_of_different_engines_are_one_line_naming_each() -> None:
+    with (
+        _servers(Config(), Config(dialect="llama.cpp")) as servers,
+        pytest.raises(ServersDifferError) as raised,
+    ):
+        prepare(servers, model=None, dialect=None)
+    assert (
+        str(raised.value)
+        == "the servers are different engines: --reference vllm, --target llama.cpp"
+    )
+
+
+def test_every_request_is_observed_in_its_batch_and_alone_with_the_counters() -> None:
+    with _servers(Config(), Config(spec="ngram")) as (reference, target):
+        prepare([reference, target], model=None, dialect=None)
+        seen = observe(target, WORKLOAD, Options())
+    assert sorted(seen.batched) == sorted(seen.alone) == list(range(8))
+    assert seen.accepted is not None
+    assert seen.drafted is not None
+    assert 0 < seen.accepted <= seen.drafted
+    assert sorted(seen.counted) == list(range(8))
+    assert seen.failure is None
+
+
+def test_a_target_that_fails_is_kept_in_its_observation_with_the_batch_it_failed_in() -> None:
+    with _servers(Config(), Config(spec="ngram", die_after=2)) as (reference, target):
+        prepare([reference, target], model=None, dialect=None)
+        seen = observe(target, WORKLOAD, Options())
+    assert seen.failure is not None
+    assert seen.failure.role == "target"
+    assert seen.failed_batch == WORKLOAD.batches[0]
+
+
+def test_a_reference_that_fails_ends_the_run() -> None:
+    with _servers(Config(die_after=2), Config(spec="ngram")) as (reference, target):
+        prepare([reference, target], model=None, dialect=None)
+        with pytest.raises(ServerFailedError) as raised:
+            observe(reference, WORKLOAD, Options())
+    assert raised.value.role == "reference"
+
+
+def _generation(*logprobs: float) -> Generation:
+    return Generation(("1",) * len(logprobs), tuple({"1": value} for value in logprobs))
+
+
+def test_the_noise_bound_is_the_factor_times_the_largest_sources_upper_quartile() -> None:
+    reference = Observed(
+        batched={0: _generation(-1.0, -1.0), 1: _generation(-1.0, -1.0)},
+        alone={0: _generation(-1.0, -1.01), 1: _generation(-1.0, -1.0)},
+    )
+    target = Observed(
+        batched={0: _generation(-1.0, -1.0), 1: _generation(-1.0, -1.0)},
+        alone={0: _generation(-1.0, -1.0), 1: _generation(-1.0, -1.0)},
+    )
+    measured = measure_noise(reference, target, None, 3.0)
+    assert set(measured.sources) == {
+        "reference alone against in a batch",
+        "target alone against in a batch",
+        "first token, reference against target",
+    }
+    assert measured.sources["target alone against in a batch"] == 0.0
+    assert abs(measured.sources["reference alone against in a batch"] - 0.0075) < 1e-9
+    assert abs(measured.largest["reference alone against in a batch"] - 0.01) < 1e-9
+    assert abs(measured.bound - 0.0225) < 1e-9
+    calibrated = measure_noise(reference, target, target, 2.0)
+    assert "never-drafting target against reference" in calibrated.sources
+
+
+def test_a_bit_stable_engine_has_bound_zero_and_a_noisy_verify_path_a_bound_above_zero() -> None:
+    with _servers(Config(), Config(spec="ngram")) as (reference, target):
+        stable = run(reference, target, WORKLOAD, Options())
+    with _servers(Config(), Config(spec="ngram", verify_noise=1e-3)) as (reference, target):
+        noisy = run(reference, target, WORKLOAD, Options())
+    assert stable.noise.bound == 0.0
+    assert all(result.outcome is Outcome.PASSED for result in stable.results)
+    assert 0.0 < noisy.noise.bound < 0.1
+    assert all(result.outcome is not Outcome.FAILED for result in noisy.results)

@@ -1,0 +1,199 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
+"""verdict: PASS only with drafts accepted; the lines, the reproducer and the report."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from typing import Final
+
+from ssm_rollback_spec import SPEC_VERSION
+from ssm_rollback_spec.results.reports import parse_report
+from ssm_rollback_spec.serving.client import Generation, Served, Server
+from ssm_rollback_spec.serving.dialects import DIALECTS
+from ssm_rollback_spec.serving.errors import ServerFailedError
+from ssm_rollback_spec.serving.run import Noise, Observed, Run, judge_requests
+from ssm_rollback_spec.serving.verdict import (
+    Verdict,
+    VerdictKind,
+    curl_line,
+    decide,
+    lines,
+    report_document,
+    reproducer_lines,
+)
+from ssm_rollback_spec.serving.workload import Request, Workload
+
+_SAME: Final = Generation(("1", "2"), ({"1": -0.1, "3": -2.0}, {"2": -0.1, "4": -3.0}))
+_TIE: Final = Generation(("1", "2"), ({"1": -0.1}, {"2": -0.5, "4": -0.5}))
+_TIE_TARGET: Final = Generation(("1", "4"), ({"1": -0.1}, {"2": -0.5, "4": -0.5}))
+_WRONG: Final = Generation(("1", "4"), ({"1": -0.1, "3": -2.0}, {"4": -0.1, "2": -3.0}))
+_REQUEST: Final = Request(prompt=[5, 6, 5], max_tokens=2)
+
+
+def _run(
+    pairs: list[tuple[Generation, Generation]],
+    *,
+    accepted: float | None = 5.0,
+    drafted: float | None = 8.0,
+    failure: ServerFailedError | None = None,
+) -> Run:
+    indices = range(len(pairs))
+    reference = Observed(
+        batched={i: ref for i, (ref, _) in enumerate(pairs)},
+        alone={i: ref for i, (ref, _) in enumerate(pairs)},
+    )
+    target = Observed(
+        batched={i: tgt for i, (_, tgt) in enumerate(pairs)},
+        alone={i: tgt for i, (_, tgt) in enumerate(pairs)},
+        counted={0: (3.0, 2.0)},
+        drafted=drafted,
+        accepted=accepted,
+        counted_from="the responses",
+        failure=failure,
+    )
+    noise = Noise({"reference alone against in a batch": 0.0}, {}, 3.0)
+    return Run(
+        model="m",
+        dialect="vllm",
+        workload=Workload(tuple(_REQUEST for _ in indices), (tuple(indices),)),
+        reference=reference,
+        target=target,
+        noise=noise,
+        results=tuple(judge_requests(reference, target, noise.bound)),
+    )
+
+
+def _server(role: str, port: int) -> Server:
+    server = Server(role, f"--{role}", f"http://127.0.0.1:{port}", timeout=1)
+    server.adopt(Served(("m",), "vllm", {}), "m", DIALECTS["vllm"])
+    return server
+
+
+def test_a_target_that_agrees_and_accepted_drafts_passes() -> None:
+    verdict = decide(_run([(_SAME, _SAME), (_TIE, _TIE_TARGET)]))
+    assert verdict == Verdict(
+        VerdictKind.PASS,
+        "1 of 2 requests generate the same with speculation (1 inconclusive near ties)",
+    )
+
+
+def test_a_target_that_accepted_no_drafts_is_not_observed_never_pass() -> None:
+    verdict = decide(_run([(_SAME, _SAME)], accepted=0.0, drafted=12.0))
+    assert verdict == Verdict(
+        VerdictKind.NOT_OBSERVED,
+        "the target accepted no drafts (12 drafted): "
+        "nothing was rolled back past an accepted draft",
+    )
+
+
+def test_a_target_whose_counters_cannot_be_read_is_not_observed() -> None:
+    verdict = decide(_run([(_SAME, _SAME)], accepted=None, drafted=None))
+    assert verdict == Verdict(
+        VerdictKind.NOT_OBSERVED,
+        "the target's acceptance counters cannot be read (dialect vllm): "
+        "no run can show that it rolled back",
+    )
+
+
+def test_a_run_of_near_ties_alone_is_not_observed() -> None:
+    verdict = decide(_run([(_TIE, _TIE_TARGET), (_TIE, _TIE_TARGET)]))
+    assert verdict == Verdict(VerdictKind.NOT_OBSERVED, "every request ended in a near tie")
+
+
+def test_a_request_generated_otherwise_fails_even_with_no_draft_accepted() -> None:
+    verdict = decide(_run([(_SAME, _SAME), (_SAME, _WRONG)], accepted=0.0))
+    assert verdict == Verdict(
+        VerdictKind.FAIL, "1 of 2 requests generate otherwise with speculation"
+    )
+
+
+def test_a_target_server_that_failed_is_a_fail_naming_it() -> None:
+    failure = ServerFailedError("target", "answered HTTP 500 to request 1: boom")
+    verdict = decide(_run([(_SAME, _SAME)], failure=failure))
+    assert verdict == Verdict(
+        VerdictKind.FAIL, "the target server answered HTTP 500 to request 1: boom"
+    )
+
+
+def test_the_lines_give_the_verdict_first_then_the_bound_counters_and_each_failure() -> None:
+    run = _run([(_SAME, _SAME), (_SAME, _WRONG), (_TIE, _TIE_TARGET)])
+    found = lines(run, decide(run), None, ["reproducer line"])
+    assert found[0] == "serve-check: FAIL: 1 of 3 requests generate otherwise with speculation"
+    assert found[2] == (
+        "noise bound: 0 (exact: the engine is bit-stable here) = 3 x the largest of: "
+        "reference alone against in a batch 0"
+    )
+    assert found[3] == "target drafts: 8 drafted, 5 accepted (the responses)"
+    assert found[4] == "inconclusive near ties: 1"
+    assert found[5] == (
+        "FAIL request 1 (in its batch): logprobs drift past the bound at position 1: "
+        "|difference| 2.9 > 0; first differs at position 1: reference 2 (margin 2.9), "
+        "target 4; counters alone: unknown"
+    )
+    assert found[6] == (
+        "NEAR TIE request 2 (in its batch): first differs at position 1: reference 2 "
+        "(margin 0), target 4"
+    )
+    assert found[-1] == "reproducer line"
+
+
+def test_a_curl_line_asks_the_server_as_the_run_did() -> None:
+    server = _server("target", 8001)
+    line = curl_line(server, _REQUEST, 5)
+    words = shlex.split(line)
+    assert words[:3] == ["curl", "-s", "http://127.0.0.1:8001/v1/completions"]
+    assert json.loads(words[-1]) == server.body(_REQUEST, 5)
+
+
+def test_the_reproducer_is_a_prompts_file_and_a_curl_line_for_each_server() -> None:
+    reference, target = _server("reference", 8000), _server("target", 8001)
+    found = reproducer_lines(reference, target, (_REQUEST,), 5)
+    assert found[:2] == [
+        "requests (a --prompts file; sent at once):",
+        '  {"prompt": [5, 6, 5], "max_tokens": 2, "batch": 0}',
+    ]
+    assert found[2] == f"request 0, reference: {curl_line(reference, _REQUEST, 5)}"
+    assert found[3] == f"request 0, target: {curl_line(target, _REQUEST, 5)}"
+    assert len(found) == 4
+
+
+def test_the_json_report_is_read_back_as_a_serve_check_report() -> None:
+    run = _run([(_SAME, _SAME), (_SAME, _WRONG), (_TIE, _TIE_TARGET)])
+    verdict = decide(run)
+    document = report_document(run, verdict, _server("target", 8001), "0.32.0", ["r"])
+    assert document["verdict"] == "FAIL"
+    report = parse_report(json.loads(json.dumps(document)))
+    assert report.command == "serve-check"
+    assert (report.name, report.release, report.spec_version) == (
+        "vllm served (m)",
+        "0.32.0",
+        SPEC_VERSION,
+    )
+    assert [(r.name, r.outcome) for r in report.results] == [
+        ("request-0", "passed"),
+        ("request-1", "failed"),
+        ("request-2", "not-observed"),
+    ]
+    assert report.results[2].detail.startswith("not observed: a near tie within the noise bound; ")
+    assert all(r.clauses == ("RB-REPLAY-14",) for r in report.results)
+
+
+def test_a_not_observed_runs_agreeing_requests_are_reported_not_observed_with_the_reason() -> None:
+    run = _run([(_SAME, _SAME)], accepted=0.0)
+    verdict = decide(run)
+    report = parse_report(report_document(run, verdict, _server("target", 8001), "", []))
+    assert [(r.outcome, r.detail) for r in report.results] == [
+        ("not-observed", f"not observed: {verdict.reason}")
+    ]
+
+
+def test_a_target_server_failure_is_a_failed_case_of_its_own_in_the_report() -> None:
+    failure = ServerFailedError("target", "did not answer request 0 within 1 s")
+    run = _run([(_SAME, _SAME)], failure=failure)
+    report = parse_report(report_document(run, decide(run), _server("target", 8001), "", []))
+    assert (report.results[-1].name, report.results[-1].outcome, report.results[-1].detail) == (
+        "target-server",
+        "failed",
+        "the target server did not answer request 0 within 1 s",
+    )
