@@ -15,7 +15,7 @@ runs failed, on which properties, and what the race budget costs against
 the reference.
 
 With ``--evidence``, it measures instead what the race properties conclude
-(docs/protocol.md, "Evidence of a race"), quiet and under ``--load`` busy
+(docs/protocol-race-evidence.md), quiet and under ``--load`` busy
 processes of its own (4 by default): for the check-then-set behind ``race``
 alone (the Rust race-only build and the C one) the share of runs that catch
 it and the share reported NOT OBSERVED, and the same for the Rust build

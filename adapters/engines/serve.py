@@ -2,7 +2,7 @@
 """What every engine adapter shares: the protocol loop, describe, and the replay request.
 
 An engine adapter answers ``describe`` with its name and what its ``replay``
-computes (docs/protocol.md, "What an adapter's replay computes"), answers
+computes (docs/protocol-replay.md, "What an adapter's replay computes"), answers
 ``replay`` with its engine's kernels, and leaves every other operation to the
 package's Python reference adapter (``ssm_rollback_spec.harness.adapter``):
 an engine has no mode cell of its own to test, so the contract's operations

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT OR Apache-2.0
 """The model operation's round scripts, ``vectors/replay/model_rounds.json`` (RB-REPLAY-14).
 
-Each case is one ``model`` request (docs/protocol.md, "model"): fixed
+Each case is one ``model`` request (docs/protocol-model.md): fixed
 speculative rounds (decode a window on some sequences in one step, roll
 each back by some of it, the request's way), one more token on every
 sequence still live, so that its last rolled-back state is judged, a finish

@@ -5,7 +5,7 @@
 corpus's directory and is pinned by its manifest. Each case is one
 ``model`` request; its reply passes when every rollback step was accepted
 and every ``equal`` pair of logit rows is the same within the bound the
-adapter's ``describe`` declares for its model (docs/protocol.md, "model";
+adapter's ``describe`` declares for its model (docs/protocol-model.md;
 RB-REPLAY-14). No expected logit is shipped: the adapter is judged against
 its own plain decode, in the same reply. A case is not sent, and is
 skipped, when the ``describe`` names no model, does not list the case's
@@ -222,9 +222,7 @@ def model_judges(
     try:
         offer = decode_model_offer(value) if isinstance(value, dict) else None
     except ModelOfferError as error:
-        detail = (
-            f'the describe\'s "model" member is not as docs/protocol.md ("model") says: {error}'
-        )
+        detail = f'the describe\'s "model" member is not as docs/protocol-model.md says: {error}'
         return {}, [CaseResult(case.case_id, case.clauses, "failed", detail) for case in cases]
     judges: dict[str, Judge] = {}
     results: list[CaseResult] = []

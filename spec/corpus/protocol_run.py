@@ -6,8 +6,7 @@ against the schema's rules, with the standard library; running sends each
 case through one adapter and judges the reply by the replies the model
 allows, or, for the replay cases, by a judge of their own. A race that a
 racy cell could lose is asked for its calls' spans and passes only when two
-of them overlapped, as ``check``'s races do (docs/protocol.md, "Evidence of
-a race").
+of them overlapped, as ``check``'s races do (docs/protocol-race-evidence.md).
 """
 
 from __future__ import annotations
@@ -204,7 +203,7 @@ def _run_race(
         except MalformedSpansError as error:
             detail = (
                 f'request {sent}\nreplied {encode(reply)}\nexpected no "{SPANS}", or '
-                f'[START, END] per call (docs/protocol.md, "Evidence of a race"): {error}'
+                f"[START, END] per call (docs/protocol-race-evidence.md): {error}"
             )
             return CaseResult(case["id"], ["RB-PROTO-3"], "failed", detail, sent=sent)
         tally.add(None if spans is None else spans[0])

@@ -180,7 +180,7 @@ def engine_rounds_cases(rng: random.Random, first: int, /) -> list[RoundsCase]:
         )
         for drafts, accepted, flagged in _ROUNDS * 2:
             window = make_case(layer, pipeline, drafts + 1, 1, draw).rows
-            # A replay request does not send reuse_slot_after (docs/protocol.md), and a
+            # A replay request does not send reuse_slot_after (docs/protocol-replay.md), and a
             # fresh request row changes SGLang's lifecycle: its decode reuses no slot.
             reuse = flagged and pipeline is not Pipeline.SGLANG_BF16
             if pipeline is Pipeline.SGLANG_BF16:

@@ -201,13 +201,13 @@ class RoundsCase(TypedDict):
 
 
 class BatchEntryJson(TypedDict):
-    """One sequence's part of a batch step (docs/protocol.md, "replay_batch")."""
+    """One sequence's part of a batch step (docs/protocol-replay-batch.md)."""
 
     sequence: str
     slot: int
     checkpoint: NotRequired[StateJson]
     prefill: NotRequired[list[RingRowJson]]
-    #: Left out of a prompt chunk alone (docs/protocol.md, "replay_batch").
+    #: Left out of a prompt chunk alone (docs/protocol-replay-batch.md).
     rows: NotRequired[list[RingRowJson]]
     accepted: NotRequired[int]
     finish: NotRequired[bool]

@@ -2,13 +2,14 @@
 """What an adapter's ``describe`` offers of ``replay``, and the names its requests carry.
 
 An adapter is sent only the wire names that existed in the protocol it
-implements (docs/protocol.md, "Which names an adapter is sent"). A
+implements (docs/protocol-replay.md, "Which names an adapter is sent"). A
 ``describe`` that lists its pipelines is sent them, each by the name it
 lists; one with no ``replay`` member was written, or could have been, before
 such a member existed, when the replay operation knew two pipelines by their
 first names: it is sent those alone, by those names (:data:`FIRST_OFFER`),
-and every later pipeline's case is skipped as not offered, never failed.
-Standard library only.
+and every later pipeline's case is skipped as not offered, never failed. A
+``describe`` that names its protocol version (:mod:`..harness.versions`) is
+sent only what that version had, by the names it had. Standard library only.
 """
 
 from __future__ import annotations
@@ -17,7 +18,22 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Final
 
 from ..harness.protocol import encode
-from ..harness.replay_wire import ReplayLayout, batch_forms, current_pipeline
+from ..harness.replay_wire import (
+    PIPELINE_ALIASES,
+    ReplayLayout,
+    batch_forms,
+    current_pipeline,
+)
+from ..harness.versions import (
+    FORMS_SINCE,
+    PIPELINES_SINCE,
+    RENAME,
+    REPLAY,
+    REPLAY_BATCH,
+    ProtocolVersion,
+    ProtocolVersionError,
+    described_version,
+)
 from .protocol_run import CaseResult
 
 if TYPE_CHECKING:
@@ -32,6 +48,7 @@ __all__ = [
     "FORM_LISTED",
     "FORM_NOT_LISTED",
     "NOT_A_FIRST_PIPELINE",
+    "NOT_IN_ITS_VERSION",
     "ReplayOffer",
     "ReplayOfferError",
     "not_offered",
@@ -57,6 +74,11 @@ NOT_A_FIRST_PIPELINE: Final = (
     f"first ones of protocol 2 ({', '.join(FIRST_PIPELINES)}), not {{}}"
 )
 
+#: A skipped case's detail, for what the protocol version its describe names did not have yet.
+NOT_IN_ITS_VERSION: Final = (
+    "not offered: the adapter's describe names protocol {}, which had no {} (added in {})"
+)
+
 
 class ReplayOfferError(ValueError):
     """A ``describe`` reply states what its replay offers in a shape the protocol lacks."""
@@ -64,7 +86,7 @@ class ReplayOfferError(ValueError):
 
 @dataclass(frozen=True)
 class ReplayOffer:
-    """What an adapter's ``describe`` says its ``replay`` computes (docs/protocol.md).
+    """What an adapter's ``describe`` says its ``replay`` computes (docs/protocol-replay.md).
 
     A case is offered when its pipeline and its layout are listed and, if the
     case names a design, its design is listed.
@@ -75,8 +97,8 @@ class ReplayOffer:
     layouts: frozenset[str]
     designs: frozenset[str]
     #: The pipelines the describe lists by an old name alone, as (current name,
-    #: old name): requests carry the old name to it (docs/protocol.md, "Changes
-    #: since version 2 began").
+    #: old name): requests carry the old name to it (docs/protocol.md, "Changes",
+    #: 2.4).
     old_names: frozenset[tuple[str, str]] = frozenset()
     #: The forms of ``replay_batch`` entry beyond the first that it lists
     #: (``batch``, optional: none when absent).
@@ -84,6 +106,8 @@ class ReplayOffer:
     #: False for :data:`FIRST_OFFER`, which no describe stated: it takes every
     #: design, since a design could not be listed yet.
     stated: bool = True
+    #: The protocol version the describe names, if it names one.
+    protocol: ProtocolVersion | None = None
 
 
 #: The offer of a ``describe`` with no ``replay`` member: the first pipelines,
@@ -104,14 +128,38 @@ _OFFER_KEYS: Final = ("pipelines", "layouts", "designs")
 def replay_offer(reply: dict[str, object], /) -> ReplayOffer:
     """What a ``describe`` reply offers of ``replay``: :data:`FIRST_OFFER` when it does not say.
 
+    An adapter that names a version before the rename is sent each old name
+    (docs/protocol-replay.md, "Which names an adapter is sent").
+
     Raises:
         ReplayOfferError: the reply's ``replay`` member is not an object of
-            three lists of strings, ``pipelines``, ``layouts`` and ``designs``.
+            three lists of strings, ``pipelines``, ``layouts`` and ``designs``,
+            or its ``protocol`` member is not a version this suite knows.
     """
     value = reply.get("ok")
+    try:
+        version = described_version(value) if isinstance(value, dict) else None
+    except ProtocolVersionError as error:
+        raise ReplayOfferError(str(error)) from None
+    offer = _stated(value) or FIRST_OFFER
+    if version is None:
+        return offer
+    # Only what the version had: its pipelines and forms, by the names it had.
+    pipelines = frozenset(
+        name for name in offer.pipelines if PIPELINES_SINCE.get(name, REPLAY) <= version
+    )
+    forms = frozenset(form for form in offer.batch if FORMS_SINCE.get(form, REPLAY) <= version)
+    old_names = offer.old_names
+    if version < RENAME:
+        old = {current: name for name, current in PIPELINE_ALIASES.items()}
+        old_names |= {(name, old[name]) for name in pipelines if name in old}
+    return replace(offer, pipelines=pipelines, batch=forms, old_names=old_names, protocol=version)
+
+
+def _stated(value: object, /) -> ReplayOffer | None:
     offer = value.get("replay") if isinstance(value, dict) else None
     if offer is None:
-        return FIRST_OFFER
+        return None
     if not isinstance(offer, dict):
         raise ReplayOfferError(f"describe's replay must be an object, got {encode(offer)}")
     lists: list[frozenset[str]] = []
@@ -143,13 +191,16 @@ def spoken(request: dict[str, object], offer: ReplayOffer | None, /) -> dict[str
     return request if old is None else request | {"pipeline": old}
 
 
-def not_offered(case: ReplayCase, offer: ReplayOffer | None, /) -> str | None:  # noqa: PLR0911 (one return a reason)
+def not_offered(case: ReplayCase, offer: ReplayOffer | None, /) -> str | None:  # noqa: C901, PLR0911 (one return a reason)
     """Why ``case`` is not offered by an adapter whose describe states ``offer``, or None.
 
     None for ``offer`` sends every case as it is. A form of batch entry beyond
     the first is offered only when listed: an adapter written before it
     refuses it, and is not failed for that.
     """
+    too_new = _not_in_version(case, None if offer is None else offer.protocol)
+    if too_new is not None:
+        return too_new
     listed = frozenset() if offer is None else offer.batch
     if case.without_form is not None and case.without_form in listed:
         return FORM_LISTED.format(case.without_form)
@@ -168,6 +219,25 @@ def not_offered(case: ReplayCase, offer: ReplayOffer | None, /) -> str | None:  
         return f"not offered: the adapter's describe does not list layout {case.layout}"
     if offer.stated and case.design is not None and case.design not in offer.designs:
         return f"not offered: the adapter's describe does not list design {case.design}"
+    return None
+
+
+def _not_in_version(case: ReplayCase, version: ProtocolVersion | None, /) -> str | None:
+    """Why ``case`` is not for an adapter of protocol ``version``, or None (None: any)."""
+    if version is None:
+        return None
+    op = str(case.request["op"])
+    needs = [(op, REPLAY_BATCH if op == "replay_batch" else REPLAY)]
+    # A pipeline no version had is a refusal's, sent to every version.
+    since = PIPELINES_SINCE.get(current_pipeline(case.pipeline), REPLAY)
+    needs.append((f"pipeline {case.pipeline}", since))
+    # A refusal is sent whatever its version: an adapter of any version refuses it.
+    if op == "replay_batch" and case.refused is None:
+        forms = sorted(form.value for form in batch_forms(case.request))
+        needs += [(f"batch form {form}", FORMS_SINCE[form]) for form in forms]
+    for what, since in needs:
+        if version < since:
+            return NOT_IN_ITS_VERSION.format(version, what, since)
     return None
 
 

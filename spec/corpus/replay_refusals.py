@@ -1,14 +1,15 @@
 # SPDX-License-Identifier: MIT OR Apache-2.0
 """The replay corpus's refusals, ``refusals.json``: each ``bad-request`` rule at and past its bound.
 
-docs/protocol.md lists what makes a ``replay`` or ``replay_batch`` request
-``bad-request``. Each rule here is a pair of cases: ``-at``, the request
-nearest the rule that it allows (the largest dimension, the last slot, a
-name of 64 characters, ``accepted`` equal to the window), which must be
-answered with the model's states; and ``-past``, one step past it, whose only
-allowed reply is ``bad-request`` (the message is free). A rule whose nearest
-allowed request is the base one shares the base's ``-at`` case. The requests
-are carried whole, as sent: a refusal cannot be built from a well-formed case.
+docs/protocol-replay.md and docs/protocol-replay-batch.md list what makes a
+``replay`` or ``replay_batch`` request ``bad-request``. Each rule here is a
+pair of cases: ``-at``, the request nearest the rule that it allows (the
+largest dimension, the last slot, a name of 64 characters, ``accepted`` equal
+to the window), which must be answered with the model's states; and ``-past``,
+one step past it, whose only allowed reply is ``bad-request`` (the message is
+free). A rule whose nearest allowed request is the base one shares the base's
+``-at`` case. The requests are carried whole, as sent: a refusal cannot be
+built from a well-formed case.
 
 A rule that holds only for an adapter without a form of entry (a prompt
 chunk, for one that does not list ``prompt-chunks``) names the form in

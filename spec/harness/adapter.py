@@ -20,6 +20,7 @@ from .. import __version__
 from . import protocol
 from .protocol import ErrorKind, Op
 from .python_impl import CELL_NAME, REFERENCE, ImplementationModuleError, load_python_implementation
+from .versions import CURRENT, DESCRIBE_MEMBER
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
@@ -40,11 +41,13 @@ __all__ = [
 
 #: The reference adapter's answer to ``replay``: the contract has no replay
 #: kernel to serve (the replay model is numpy and draft; docs/protocol.md).
-#: The reference's ``describe``: its name, and the package's release it is.
+#: The reference's ``describe``: its name, the package's release it is, and
+#: the protocol version it implements.
 REFERENCE_DESCRIBE: Final = {
     "name": "ssm_rollback_spec.rollback (Python reference)",
     "usize_bits": 64,
     "release": __version__,
+    DESCRIBE_MEMBER: str(CURRENT),
 }
 
 REPLAY_NOT_OFFERED: Final = "replay is not offered: ssm_rollback_spec.rollback has no replay kernel"
@@ -77,7 +80,7 @@ _BARRIER_SECONDS: Final = 30.0
 #: The interpreter's thread switch interval while racers run, in seconds. By
 #: default a thread keeps the GIL for 5 ms, a thousand times a call's length,
 #: so racers released together would still call one after another and no
-#: race would be run (docs/protocol.md, "Evidence of a race").
+#: race would be run (docs/protocol-race-evidence.md).
 _RACE_SWITCH_SECONDS: Final = 1e-6
 
 #: One round's calls' spans: (start, end) in nanoseconds, on the monotonic clock.

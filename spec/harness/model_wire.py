@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT OR Apache-2.0
-"""The opt-in ``model`` operation on the wire (docs/protocol.md, "model").
+"""The opt-in ``model`` operation on the wire (docs/protocol-model.md).
 
 An adapter that has loaded a model names it in its ``describe`` reply, in a
 ``model`` member (:func:`decode_model_offer`), and answers ``model``

@@ -85,10 +85,10 @@ class Op(enum.Enum):
     #: (docs/protocol.md); its fields are decoded by :mod:`.replay_wire`.
     REPLAY = "replay"
     #: Opt-in: the same replay over a batch of sequences on a pool of slots
-    #: (docs/protocol.md, "replay_batch"); decoded by :mod:`.replay_wire`.
+    #: (docs/protocol-replay-batch.md); decoded by :mod:`.replay_wire`.
     REPLAY_BATCH = "replay_batch"
     #: Opt-in: a loaded model's decodes, rollbacks and logits on named sequences
-    #: (docs/protocol.md, "model"); decoded by :mod:`.model_wire`.
+    #: (docs/protocol-model.md); decoded by :mod:`.model_wire`.
     MODEL = "model"
 
 
@@ -379,7 +379,7 @@ def decode_reply(line: str, /) -> dict[str, object]:
         reply = loads_bounded(line, MAX_DEPTH)
     except ValueError as error:
         raise MalformedReplyError(f"not a JSON line ({error})") from None
-    # A race's spans ride beside "ok" (docs/protocol.md, "Evidence of a race").
+    # A race's spans ride beside "ok" (docs/protocol-race-evidence.md).
     if not isinstance(reply, dict) or set(reply) not in _REPLY_KEYS:
         raise MalformedReplyError('not {"ok": VALUE} or {"error": {"kind": ..., "message": ...}}')
     if "error" in reply:

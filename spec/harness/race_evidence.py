@@ -3,7 +3,7 @@
 
 A race whose calls never overlapped tested nothing, however it came out: a
 check-then-set loses only when two calls are inside it at once. An adapter
-asked for ``spans`` (docs/protocol.md, "Evidence of a race") returns each
+asked for ``spans`` (docs/protocol-race-evidence.md) returns each
 call's start and end on its monotonic clock, read around the call itself;
 a round counts as a race seen when two of its calls' spans intersect.
 """
@@ -48,7 +48,7 @@ REQUIRE_RACE_HELP: Final = (
 _GIVE_SPANS: Final = "give each racing call's span"
 _RELEASE: Final = "release the racers together from a spinning barrier"
 _OFFER_CELLS: Final = "offer race_cells, which races fresh cells thousands of times in one process"
-_WHERE: Final = '(docs/protocol.md, "Evidence of a race")'
+_WHERE: Final = "(docs/protocol-race-evidence.md)"
 #: Why the package's own Python adapter is rarely seen to race, in place of
 #: advice: its authors are not the user's, and no release of its threads helps.
 _ONE_LOCK: Final = (

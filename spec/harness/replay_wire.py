@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT OR Apache-2.0
-"""The opt-in ``replay`` operation's fields on the wire (docs/protocol.md, "replay").
+"""The opt-in ``replay`` operation's fields on the wire (docs/protocol-replay.md).
 
 Floats travel as ``float.hex`` strings, exactly. An adapter that offers the
 operation decodes a request with :func:`decode_replay` and answers with
@@ -51,7 +51,7 @@ __all__ = [
 #: The fields of a ``replay`` request.
 REPLAY_FIELDS: Final = ("pipeline", "layout", "dims", "conv_weight", "checkpoint", "rounds")
 
-#: The fields of a ``replay_batch`` request (docs/protocol.md, "replay_batch").
+#: The fields of a ``replay_batch`` request (docs/protocol-replay-batch.md).
 REPLAY_BATCH_FIELDS: Final = ("pipeline", "dims", "conv_weight", "slots", "steps")
 
 #: The most slots a ``replay_batch`` request's pool may have.
@@ -64,13 +64,13 @@ class BatchForm(enum.Enum):
     ``prompt-chunks``: prompt rows beside verifies, as an engine's scheduler
     mixes them: an entry with ``prefill`` rows and no window (a prompt, or a
     chunk of one), and ``prefill`` on any entry before the sequence's first
-    verify (docs/protocol.md, "replay_batch").
+    verify (docs/protocol-replay-batch.md).
 
     ``prefix-hits``: a join that a prefix cache serves from a verify's tokens:
     its checkpoint is an earlier sequence's, and its prompt is that sequence's
     prompt followed by at least the first row it verified. Every adapter can
     take such a request; one that lists the form says it answers it from its
-    prefix cache, as its engine does (docs/protocol.md, "Prefix-cache hits").
+    prefix cache, as its engine does (docs/protocol-replay-batch.md, "Prefix-cache hits").
     """
 
     PROMPT_CHUNKS = "prompt-chunks"
@@ -130,7 +130,7 @@ ENGINE_PIPELINES: Final = ("vllm-bf16", "sglang-bf16", "fla-bf16", "ggml-f32")
 _PIPELINES: Final = ("float64", "transformers-bf16", *ENGINE_PIPELINES)
 
 #: Pipeline names protocol version 2 accepted and later renamed, each with its
-#: current name (docs/protocol.md, "Changes since version 2 began"). Until the
+#: current name (docs/protocol.md, "Changes", 2.4). Until the
 #: protocol version changes, an old name is the current one wherever the wire
 #: carries a pipeline: in a request, and in a ``describe`` that lists pipelines.
 PIPELINE_ALIASES: Final = {"bf16-rows-fp32-state": "transformers-bf16"}
@@ -530,7 +530,7 @@ def _batch_entry(  # noqa: PLR0913 (the request's parts an entry is checked agai
         raise bad_request(
             f"{where}.prefill: sequence {encode_value(sequence)} has verified, its prompt is over"
         )
-    # A prompt chunk: prefill rows and no window (docs/protocol.md, replay_batch).
+    # A prompt chunk: prefill rows and no window (docs/protocol-replay-batch.md).
     chunk = "prefill" in value and "rows" not in value and "accepted" not in value
     if chunk:
         window = ReplayRound(rows=[], accepted=0)

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Final
 
 from ..harness.failures import AdapterFailure, Breakage
 from ..harness.subprocess_driver import SubprocessDriver, split_command
+from ..harness.versions import ProtocolVersionError, described_version
 from .errors import CliError
 
 if TYPE_CHECKING:
@@ -115,7 +116,8 @@ def first_reply(command: str, argv: Sequence[str], timeout: float, /) -> dict[st
     every property or case after it.
 
     Raises:
-        CliError: the adapter could not be started or broke on its first request.
+        CliError: the adapter could not be started, broke on its first request,
+            or names a protocol version this suite does not know.
     """
     driver = SubprocessDriver(argv, timeout=timeout)
     try:
@@ -133,4 +135,11 @@ def first_reply(command: str, argv: Sequence[str], timeout: float, /) -> dict[st
         # judged by the run itself.
         driver.abandon()
     described = reply.get("ok")
-    return described if isinstance(described, dict) else None
+    if not isinstance(described, dict):
+        return None
+    try:
+        described_version(described)
+    except ProtocolVersionError as error:
+        # A version this suite cannot judge: one line, and nothing run.
+        raise CliError(f"--impl-cmd {shlex.quote(command)}: {error}") from None
+    return described

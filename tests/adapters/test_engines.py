@@ -21,7 +21,7 @@ from adapters.engines.vllm.batch import PrefixCache
 from tests.child import ROOT
 from tests.properties.replay_reference import SMALL_REPLAY
 
-PROTOCOL_PAGE: Final = ROOT / "docs" / "protocol.md"
+PROTOCOL_PAGE: Final = ROOT / "docs" / "protocol-replay.md"
 _OFFERS: Final = {
     "vllm": ("vllm-bf16", "snapshot"),
     "sglang": ("sglang-bf16", "sglang-gdn-replayssm"),

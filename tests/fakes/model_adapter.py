@@ -5,7 +5,7 @@ The model is one Gated DeltaNet layer of the replay model
 (:mod:`ssm_rollback_spec.replay.layer`, float64) between a fixed embedding
 (each token's pre-conv q, k, v, its z and its gate inputs a and b) and a
 fixed output projection onto a vocabulary of 32 tokens, all drawn once from
-a fixed seed. It rolls back both ways docs/protocol.md ("model") names, as
+a fixed seed. It rolls back both ways docs/protocol-model.md names, as
 an engine would:
 
 - ``snapshot``: the state before each of a sequence's last 4 tokens is kept,

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT OR Apache-2.0
-"""The ``model`` operation's wire format (docs/protocol.md, "model"), and the property's skips."""
+"""The ``model`` operation's wire format (docs/protocol-model.md), and the property's skips."""
 
 from __future__ import annotations
 
@@ -323,7 +323,7 @@ def test_malformed_results_are_named_by_their_path(case: str) -> None:
     assert str(raised.value) == message
 
 
-#: The example exchange of docs/protocol.md ("model"): the request, and each row's first logit.
+#: The example exchange of docs/protocol-model.md: the request, and each row's first logit.
 _DOCUMENTED: Final = (
     '{"op":"model","rollback":"checkpoint","script":[{"decode":[{"sequence":"a","tokens":[3,1,4]},'
     '{"sequence":"b","tokens":[1]}]},{"rollback":"a","tokens":2},{"decode":[{"sequence":"a",'
@@ -353,7 +353,7 @@ def _fake(*lines: str) -> list[dict[str, Any]]:
 
 
 def test_the_documented_exchange_is_what_the_fake_model_replies() -> None:
-    page = (ROOT / "docs" / "protocol.md").read_text(encoding="utf-8")
+    page = (ROOT / "docs" / "protocol-model.md").read_text(encoding="utf-8")
     assert f"> {_DOCUMENTED}\n" in page
     shown: Any = _FIRST_LOGITS[0]
     assert all(f'"{first}", "..."' in page for entry in shown for first in entry)

@@ -24,6 +24,7 @@ from ssm_rollback_spec.harness.protocol import (
     decode_reply,
 )
 from ssm_rollback_spec.harness.python_impl import fresh_module
+from ssm_rollback_spec.harness.versions import CURRENT
 from tests.properties.strategies import mode_texts, texts, usizes
 
 if TYPE_CHECKING:
@@ -181,6 +182,7 @@ def test_the_reference_adapter_describes_itself() -> None:
             "name": "ssm_rollback_spec.rollback (Python reference)",
             "usize_bits": 64,
             "release": __version__,
+            "protocol": str(CURRENT),
         }
     }
 

@@ -44,7 +44,7 @@ BUDGET: Final = (
     "test_published_mode.py::test_a_budget_of_races_in_fresh_processes_each_have_one_winner"
 )
 CELLS: Final = "test_published_mode.py::test_fresh_cells_raced_in_one_process_each_have_one_winner"
-WHERE: Final = '(docs/protocol.md, "Evidence of a race")'
+WHERE: Final = "(docs/protocol-race-evidence.md)"
 OFFER_CELLS: Final = "offer race_cells, which races fresh cells thousands of times in one process"
 RELEASE: Final = "release the racers together from a spinning barrier"
 VECTORS: Final = ROOT / "vectors"
@@ -487,8 +487,8 @@ def test_vectors_run_blames_spans_of_the_wrong_shape_on_rb_proto_3() -> None:
     result = _run_race(_RaceDriver(wrong), _race_case())
     assert (result.outcome, result.clauses) == ("failed", ["RB-PROTO-3"])
     assert result.detail.splitlines()[-1] == (
-        'expected no "spans", or [START, END] per call (docs/protocol.md, "Evidence of a '
-        'race"): spans[0] must be [START, END], integers in [0, 18446744073709551615] with '
+        'expected no "spans", or [START, END] per call (docs/protocol-race-evidence.md): '
+        "spans[0] must be [START, END], integers in [0, 18446744073709551615] with "
         "START <= END, got [5, 0]"
     )
 

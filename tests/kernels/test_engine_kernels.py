@@ -99,7 +99,7 @@ def test_check_runs_the_replay_properties_through_the_engine_kernels(
         "test_replay.py::test_each_sequence_of_a_drawn_batch_is_what_the_same_adapter_gives_it_alone",
     ):
         assert outcomes.pop(batch) == batch_outcome
-    # No engine adapter names a model (docs/protocol.md, `model`): those properties skip.
+    # No engine adapter names a model (docs/protocol-model.md): those properties skip.
     models = [name for name in outcomes if name.startswith("test_model.py::")]
     assert {outcomes.pop(name) for name in models} <= {"skipped"}
     assert len(outcomes) == 4

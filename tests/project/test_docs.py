@@ -13,7 +13,8 @@ from ssm_rollback_spec.harness.oracle import allowed_replies
 from ssm_rollback_spec.harness.protocol import ErrorKind, reply_matches
 from ssm_rollback_spec.harness.subprocess_driver import SubprocessDriver
 
-PROTOCOL_PAGE: Final = Path(__file__).resolve().parents[2] / "docs" / "protocol.md"
+#: The protocol page and the pages of its optional and opt-in operations.
+PROTOCOL_PAGES: Final = sorted((Path(__file__).resolve().parents[2] / "docs").glob("protocol*.md"))
 # Kinds whose message each runtime words for itself.
 FREE_TEXT: Final = {
     ErrorKind.OVERFLOW.value,
@@ -25,7 +26,8 @@ FREE_TEXT: Final = {
 def _exchanges() -> list[tuple[str, dict[str, object]]]:
     pairs = []
     request: str | None = None
-    for line in PROTOCOL_PAGE.read_text(encoding="utf-8").splitlines():
+    lines = [line for page in PROTOCOL_PAGES for line in page.read_text("utf-8").splitlines()]
+    for line in lines:
         if line.startswith("> "):
             request = line[2:]
         elif line.startswith("< "):

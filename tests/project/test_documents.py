@@ -19,6 +19,7 @@ DOCUMENTS: Final = (
     "docs/ci.md",
     "docs/protocol.md",
     "docs/replay.md",
+    "docs/serving.md",
     "docs/sizing.md",
 )
 
@@ -325,7 +326,7 @@ def test_every_count_the_replay_pages_state_is_the_code_s() -> None:
     # The pipelines the replay request takes: every one the model has, by name.
     from ssm_rollback_spec.replay.layer import Pipeline  # noqa: PLC0415
 
-    protocol = _text("docs/protocol.md")
+    protocol = _text("docs/protocol-replay.md")
     field = protocol[protocol.index("- `pipeline`: ") : protocol.index("- `layout`: ")]
     named = set(re.findall(r'`"([a-z0-9-]+)"`', field))
     assert named == {p.value for p in Pipeline} | {"bf16-rows-fp32-state"}

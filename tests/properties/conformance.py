@@ -68,7 +68,7 @@ def spans_of(
         raise NonConformingReply(
             request,
             reply,
-            f'no "{SPANS}", or {shape} (docs/protocol.md, "Evidence of a race")',
+            f'no "{SPANS}", or {shape} (docs/protocol-race-evidence.md)',
             note=str(error),
             clauses=("RB-PROTO-3",),
         ) from None

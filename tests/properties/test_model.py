@@ -11,7 +11,7 @@ within the bound the adapter declares (0 unless it says). A wrong
 rolled-back state shows in the logits of the next token kept after it; the
 last round's are judged by one more token each. No model of the arithmetic
 is needed. Skipped, with the reason, when the adapter names no model or
-answers ``unknown-op`` (docs/protocol.md, "model").
+answers ``unknown-op`` (docs/protocol-model.md).
 """
 
 from __future__ import annotations
@@ -111,7 +111,7 @@ class _Judge:
         decoded = decode_model(request, self.offer)
         shape = (
             '{"ok":{"results":[...]}} with one result per step of its script '
-            '(docs/protocol.md, "model")'
+            "(docs/protocol-model.md)"
         )
         if "ok" not in reply:
             raise NonConformingReply(request, reply, shape, clauses=_CLAUSES)
@@ -355,7 +355,7 @@ def _offer(impl: Implementation, /) -> ModelOffer:
         raise NonConformingReply(
             request,
             reply,
-            'a describe whose "model" member has the fields docs/protocol.md ("model") lists',
+            'a describe whose "model" member has the fields docs/protocol-model.md lists',
             note=str(error),
             clauses=_CLAUSES,
         ) from None

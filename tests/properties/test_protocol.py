@@ -23,6 +23,7 @@ from ssm_rollback_spec.harness.protocol import (
     encode,
     loads_bounded,
 )
+from ssm_rollback_spec.harness.versions import ProtocolVersionError, described_version
 
 from .conformance import exchange
 from .strategies import texts
@@ -33,8 +34,16 @@ if TYPE_CHECKING:
 U64_MAX: Final = 2**64 - 1
 _DESCRIBED: Final = (
     'exactly {"ok": {"name": TEXT (not empty), "usize_bits": 64}}, and maybe "replay",'
-    ' "model" and "release" (TEXT, not empty)'
+    ' "model", "release" (TEXT, not empty) and "protocol" (a known version, "2.N")'
 )
+
+
+def _known_version(described: dict[str, object], /) -> bool:
+    try:
+        described_version(described)
+    except ProtocolVersionError:
+        return False
+    return True
 
 
 @pytest.mark.clause("RB-PROTO-2")
@@ -47,13 +56,15 @@ def test_describe_names_the_implementation_and_a_64_bit_usize(impl: Implementati
         and isinstance(described, dict)
         # "replay" and "model" (optional): what its replay computes, the model
         # it loaded (docs/protocol.md).
-        and set(described) - {"replay", "release", "model"} == {"name", "usize_bits"}
+        and set(described) - {"replay", "release", "model", "protocol"} == {"name", "usize_bits"}
         and isinstance(described["name"], str)
         # "release" (optional): which release is judged, for the results page.
         and (isinstance(described.get("release", "-"), str) and described.get("release") != "")
         and described["name"]
         and type(described["usize_bits"]) is int
         and described["usize_bits"] == 64
+        # "protocol" (optional): the version it implements, one this suite knows.
+        and _known_version(described)
     ):
         raise NonConformingReply(request, reply, _DESCRIBED)
 

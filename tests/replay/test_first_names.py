@@ -5,7 +5,7 @@ The adapter is ``tests/fakes/first_replay_adapter.py``: the oldest ``describe``
 there was (``{"name", "usize_bits"}``, no ``replay`` member) over the two
 pipelines of the page that first said ``replay``, by their first names. It is
 run against the whole shipped replay corpus, as an outside adapter written
-then is (docs/protocol.md, "Which names an adapter is sent").
+then is (docs/protocol-replay.md, "Which names an adapter is sent").
 """
 
 from __future__ import annotations

@@ -17,7 +17,8 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 REPLAY: Final = ROOT / "vectors" / "replay"
-PROTOCOL_PAGE: Final = ROOT / "docs" / "protocol.md"
+PROTOCOL_PAGE: Final = ROOT / "docs" / "protocol-replay.md"
+BATCH_PAGE: Final = ROOT / "docs" / "protocol-replay-batch.md"
 #: What the Rust adapter's describe says its replay computes (adapters/rust/src/main.rs).
 RUST_OFFER: Final = corpus.ReplayOffer(
     pipelines=frozenset({"float64", "transformers-bf16"}),
@@ -135,7 +136,7 @@ def test_the_documented_replay_exchange_is_what_the_rust_adapter_replies(
 def test_the_documented_replay_batch_exchange_is_what_the_rust_adapter_replies(
     rust_adapter: str,
 ) -> None:
-    lines = PROTOCOL_PAGE.read_text(encoding="utf-8").splitlines()
+    lines = BATCH_PAGE.read_text(encoding="utf-8").splitlines()
     at = next(i for i, line in enumerate(lines) if line.startswith('> {"op":"replay_batch"'))
     documented = next(line for line in lines[at:] if line.startswith('{"ok":{"states"'))
     assert len(json.loads(documented)["ok"]["states"]) == 4

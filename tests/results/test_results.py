@@ -355,8 +355,8 @@ def test_the_committed_engines_page_has_every_clause_and_each_engines_pinned_rel
 
 
 def test_the_committed_engines_page_holds_no_verdict_the_hosts_scheduler_decides() -> None:
-    # A race is seen or not as the host schedules it (docs/protocol.md,
-    # "Evidence of a race"): the page a drift test compares byte for byte
+    # A race is seen or not as the host schedules it
+    # (docs/protocol-race-evidence.md): the page a drift test compares byte for byte
     # must hold none, so its runs send no race.
     page = (ROOT / "docs" / "results.md").read_text(encoding="utf-8")
     assert set(_cells(page)["RB-PUB-4"]) == {"—"}

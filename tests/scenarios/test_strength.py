@@ -179,8 +179,8 @@ def test_check_and_the_vectors_agree_on_every_clause_and_write_junit(
     # conv state's inputs, ReplaySSM's fold): only the vectors judge those.
     only_vectors = set(by_vectors) - set(by_check)
     assert only_vectors <= DRAFT_CLAUSES - REPLAY_PROPERTY_CLAUSES, only_vectors
-    # A race the host's scheduler never ran is no verdict (docs/protocol.md,
-    # "Evidence of a race"), and never a pass; the rest agree.
+    # A race the host's scheduler never ran is no verdict, and never a pass
+    # (docs/protocol-race-evidence.md); the rest agree.
     unseen = {
         c for report in (by_check, by_vectors) for c, o in report.items() if o == "not-observed"
     }

@@ -21,8 +21,7 @@ use ssm_rollback::ModeCell;
 /// A reply before it is written.
 pub(crate) enum Reply {
     Ok(String),
-    /// An `ok` value with its race's calls' spans beside it (docs/protocol.md,
-    /// "Evidence of a race").
+    /// An `ok` value with its race's calls' spans beside it (docs/protocol-race-evidence.md).
     OkWithSpans(String, String),
     Error(&'static str, String),
 }
@@ -263,10 +262,10 @@ fn size(result: Result<u64, Overflow>, call: String) -> Reply {
     }
 }
 
-/// Who this adapter is, what its `replay` computes (docs/protocol.md, "What an
-/// adapter's replay computes"): the model's two pipelines, both layouts, and the
+/// Who this adapter is, what its `replay` computes (docs/protocol-replay.md): the
+/// model's two pipelines, both layouts, and the
 /// designs whose states are the model's per-token step (replay.rs ports it); and
-/// the tiny model its `model` operation decodes (model.rs; docs/protocol.md, "model").
+/// the tiny model its `model` operation decodes (model.rs; docs/protocol-model.md).
 const DESCRIBE: &str = concat!(
     r#"{"name":"ssm-rollback-adapter (Rust)","usize_bits":64,"replay":{"#,
     r#""pipelines":["float64","transformers-bf16"],"layouts":["pre-conv","post-conv"],"#,

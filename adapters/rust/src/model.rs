@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 //! A tiny model of the crate's own, for the protocol's `model` operation
-//! (docs/protocol.md, "model"): a fixed embedding of 48 tokens, one
+//! (docs/protocol-model.md): a fixed embedding of 48 tokens, one
 //! attention-free layer (the crate's GDN port, `replay.rs`, in f64: the
 //! causal conv and SiLU, then the gated delta rule) and a fixed read-out
 //! onto the vocabulary. Every weight comes from a counter hashed with

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
-//! The `model` operation (docs/protocol.md, "model"): decode the request's
+//! The `model` operation (docs/protocol-model.md): decode the request's
 //! script against the crate's tiny model (`ssm_rollback::model`), run it
 //! from empty sequences, and write one result per step, every logit as a
 //! `float.hex` string. A request the page refuses is `bad-request`, named by
@@ -13,7 +13,7 @@ use std::collections::HashSet;
 use std::sync::OnceLock;
 
 /// The most steps of one script, tokens of one entry, tokens one rollback
-/// takes back, and characters of a name (docs/protocol.md, "model").
+/// takes back, and characters of a name (docs/protocol-model.md).
 const MAX_STEPS: usize = 1024;
 const MAX_TOKENS: usize = 64;
 const MAX_ROLLBACK: u64 = 4096;

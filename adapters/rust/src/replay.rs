@@ -338,7 +338,7 @@ fn post_conv_in<F: Real>(
     State { conv, h: widen(&h) }
 }
 
-/// One sequence's part of a batch step (docs/protocol.md, `replay_batch`):
+/// One sequence's part of a batch step (docs/protocol-replay-batch.md):
 /// its slot, its window's pre-conv rows and how many it accepted; on its
 /// first entry the checkpoint it joins from and the prefill rows run first.
 #[derive(Clone, Debug)]

@@ -6,8 +6,8 @@
 // `race` (no `race_cells`), releasing each race's threads from a spinning
 // barrier. The race-power benchmark (benchmarks/race_power.py) measures how
 // often a default `check` catches it. Asked for `spans`, it gives each racing
-// call's start and end on CLOCK_MONOTONIC (docs/protocol.md, "Evidence of a
-// race"). Build: cc -O2 -pthread adapter.c
+// call's start and end on CLOCK_MONOTONIC (docs/protocol-race-evidence.md).
+// Build: cc -O2 -pthread adapter.c
 
 #define _GNU_SOURCE
 #include <pthread.h>
