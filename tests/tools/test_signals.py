@@ -10,7 +10,9 @@ child.
 
 from __future__ import annotations
 
+import shlex
 import signal
+import socket
 import sys
 from typing import TYPE_CHECKING, Final
 
@@ -54,3 +56,43 @@ def test_each_stop_signal_has_its_exit_status() -> None:
         ExitStatus.HUNG_UP,
     ]
     assert str(Stopped(signal.SIGHUP)) == "stopped by SIGHUP"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.mark.parametrize("signum", _SIGNALS, ids=lambda signum: signal.Signals(signum).name)
+def test_a_stop_signal_mid_request_ends_the_servers_serve_check_started_within_a_second(
+    tmp_path: Path, signum: int
+) -> None:
+    pid_file = tmp_path / "target.pid"
+    engine = f"{shlex.quote(sys.executable)} -m tests.fakes.openai_engine"
+    reference, target = _free_port(), _free_port()
+    arguments = [
+        "serve-check",
+        "--reference",
+        f"http://127.0.0.1:{reference}",
+        "--reference-cmd",
+        f"{engine} --port {reference}",
+        "--target",
+        f"http://127.0.0.1:{target}",
+        "--target-cmd",
+        f"{engine} --port {target} --spec ngram --hang-after 0 --pid-file {pid_file}",
+        "--start-timeout",
+        "60",
+        "--vocab-size",
+        "64",
+    ]
+    stop = stop_midway(arguments, pid_file, signum)
+    target_pid = int(pid_file.read_text(encoding="utf-8"))
+    # Both servers were up, the target on a request, in the tree the signal was sent to.
+    assert target_pid in stop.tree
+    assert len(stop.tree) >= 3
+    assert stop.left == frozenset()
+    assert stop.status == 128 + signum
+    assert stop.stderr.splitlines()[-1] == (
+        f"ssm-rollback-spec: stopped by {signal.Signals(signum).name}"
+    )
