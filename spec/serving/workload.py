@@ -118,9 +118,11 @@ def draw_workload(  # noqa: PLR0913 - the draw's parameters, each a flag
     lengths = [width, width + 1, block_size + 1, 2 * block_size + width, max_tokens, max_tokens]
     shared = _cycle(rng, 2 * block_size + rng.randint(1, max(1, block_size - 1)), vocab)
     kinds = ("cycle", "ngram", "plain", "shared")
+    # Each kind first, and a second shared prompt: the prefix is shared from five requests on.
+    opening = (*kinds, "shared")
     drawn: list[tuple[str, Request]] = []
     for index in range(count):
-        kind = kinds[index % len(kinds)] if index < len(kinds) else rng.choice(kinds)
+        kind = opening[index] if index < len(opening) else rng.choice(kinds)
         length = max(min_prompt, _length(rng, width, block_size))
         if kind == "shared":
             prompt = shared + _ngram(rng, length, vocab)

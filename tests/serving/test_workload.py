@@ -103,6 +103,7 @@ def test_a_drawn_workload_ends_with_a_prompt_an_ngram_drafter_finds_nothing_in(
 
 @given(st.integers(0, 2**32), st.integers(1, 16))
 @example(0, 1)
+@example(7, 6)
 def test_a_drawn_workload_shares_a_prefix_that_crosses_the_block_size(
     seed: int, block_size: int
 ) -> None:
