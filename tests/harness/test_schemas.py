@@ -39,11 +39,11 @@ def _schema(name: str, /) -> jsonschema.Draft202012Validator:
 
 def _well_formed(case: corpus.Case, /) -> bool:
     """Whether every reply the case allows is an ok or an error of a well-formed request."""
-    expected: list[dict[str, Any]] = case["expected"]  # type: ignore[assignment]
+    expected: list[dict[str, Any]] = case["expected"]
     return all("ok" in reply or reply["error"]["kind"] in _WELL_FORMED_ERRORS for reply in expected)
 
 
-def _sent() -> list[dict[str, object]]:
+def _sent() -> list[dict[str, Any]]:
     """Every well-formed request the shipped corpus sends, replay's and model's included."""
     protocol = [case["request"] for case in corpus.load_cases(VECTORS) if _well_formed(case)]
     replay = [
@@ -52,7 +52,7 @@ def _sent() -> list[dict[str, object]]:
     scripts = [case.request for case in corpus.load_model_cases(VECTORS / "replay")]
     # What check's race properties send besides: spans asked, fresh cells raced.
     events = [{"op": "set", "mode": "replay"}, {"op": "get"}]
-    races: list[dict[str, object]] = [
+    races: list[dict[str, Any]] = [
         {"op": "race", "events": events, "spans": True},
         {"op": "race_cells", "rounds": 3, "events": events, "spans": True},
         {"op": "race_cells", "rounds": 1, "events": events},
@@ -72,7 +72,8 @@ def test_every_request_the_suite_sends_is_valid() -> None:
     sent = _sent()
     ops = {str(request["op"]) for request in sent}
     assert ops == {op.value for op in Op} - {"describe"}
-    for request in [*sent, {"op": "describe"}]:
+    requests: list[dict[str, Any]] = [*sent, {"op": "describe"}]
+    for request in requests:
         _schema(f"{request['op']}.request.schema.json").validate(request)
 
 
@@ -86,10 +87,11 @@ def test_every_reply_of_the_reference_adapter_is_valid() -> None:
         ]
     finally:
         driver.close()
+    errors: list[dict[str, Any]] = [reply for _, reply in replies if "error" in reply]
     assert replies[0][1] == {"ok": REFERENCE_DESCRIBE}
     for op, reply in replies:
         _schema(f"{op}.reply.schema.json").validate(reply)
-    kinds = {reply["error"]["kind"] for _, reply in replies if "error" in reply}
+    kinds = {reply["error"]["kind"] for reply in errors}
     assert "unknown-op" in kinds  # replay, replay_batch and model are not offered
 
 
