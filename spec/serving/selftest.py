@@ -45,12 +45,7 @@ class Scenario:
 SCENARIOS: Final = (
     Scenario("correct speculation", Config(spec="ngram"), VerdictKind.PASS),
     Scenario(
-        "a verify path that rounds otherwise than decoding",
-        Config(spec="ngram", verify_noise=_NOISE),
-        VerdictKind.PASS,
-    ),
-    Scenario(
-        "the same, calibrated by a never-drafting server",
+        "a verify path that rounds otherwise than decoding, calibrated",
         Config(spec="ngram", verify_noise=_NOISE),
         VerdictKind.PASS,
         calibration=Config(spec="never", verify_noise=_NOISE),
@@ -66,9 +61,16 @@ SCENARIOS: Final = (
         VerdictKind.FAIL,
     ),
     Scenario(
-        "a rollback one token off, in rounding noise",
+        "a rollback one token off, in rounding noise, calibrated",
         Config(spec="ngram", fault="one-token", verify_noise=_NOISE),
         VerdictKind.FAIL,
+        calibration=Config(spec="never", verify_noise=_NOISE),
+    ),
+    Scenario(
+        "an error that grows with every rollback, in rounding noise, calibrated",
+        Config(spec="ngram", fault="drift", verify_noise=_NOISE),
+        VerdictKind.FAIL,
+        calibration=Config(spec="never", verify_noise=_NOISE),
     ),
     Scenario("a drafter that never drafts", Config(spec="never"), VerdictKind.NOT_OBSERVED),
     Scenario(

@@ -138,6 +138,35 @@ class Engine:
                         return found
         return []
 
+    def _verify(
+        self, state: list[float], sequence: list[int], drafts: list[int], /
+    ) -> tuple[list[list[float]], list[tuple[int, list[float]]], int]:
+        """One verify step: the per-token states it writes, the rows' tokens, the accepted count.
+
+        Its rows are the last token's and each draft's; the states are the
+        snapshots a rollback restores.
+        """
+        rows = len(drafts) + 1
+        flight = self.in_flight
+        states = [state]
+        for index, draft in enumerate(drafts):
+            written = self._take(states[-1], draft)
+            states.append(self._noisy(written, "state", len(sequence) + index, rows, flight))
+        accepted = 0
+        emitted: list[tuple[int, list[float]]] = []
+        for index in range(rows):
+            last = sequence[-1] if index == 0 else drafts[index - 1]
+            logprobs = self._noisy(
+                self._logprobs(states[index], last), "logits", len(sequence) + index, rows, flight
+            )
+            token = max(range(len(logprobs)), key=logprobs.__getitem__)
+            emitted.append((token, logprobs))
+            if index < len(drafts) and token == drafts[index]:
+                accepted += 1
+                continue
+            break
+        return states, emitted, accepted
+
     def generate(self, prompt: list[int], count: int, /) -> list[tuple[int, list[float]]]:
         """``count`` greedy tokens after ``prompt``, each with its position's logprobs."""
         state = [0.0] * _WIDTH
@@ -156,31 +185,7 @@ class Engine:
                 sequence.append(token)
                 state = self._take(state, token)
                 continue
-            # One verify step: rows for the last token and each draft, with the
-            # per-token states it writes (the snapshot a rollback restores).
-            rows = len(drafts) + 1
-            flight = self.in_flight
-            states = [state]
-            for index, draft in enumerate(drafts):
-                written = self._take(states[-1], draft)
-                states.append(self._noisy(written, "state", len(sequence) + index, rows, flight))
-            accepted = 0
-            emitted: list[tuple[int, list[float]]] = []
-            for index in range(rows):
-                last = sequence[-1] if index == 0 else drafts[index - 1]
-                logprobs = self._noisy(
-                    self._logprobs(states[index], last),
-                    "logits",
-                    len(sequence) + index,
-                    rows,
-                    flight,
-                )
-                token = max(range(len(logprobs)), key=logprobs.__getitem__)
-                emitted.append((token, logprobs))
-                if index < len(drafts) and token == drafts[index]:
-                    accepted += 1
-                    continue
-                break
+            states, emitted, accepted = self._verify(state, sequence, drafts)
             with self.lock:
                 self.drafted += len(drafts)
                 self.accepted += accepted
@@ -194,8 +199,13 @@ class Engine:
                     restored = states[accepted + 1]
                 elif self.config.fault == "drift":
                     restored = [s + 2e-3 * rollbacks for s in restored]
-            # The bonus token (the first the drafts did not give) is taken next, as a decode would.
-            state = self._take(restored, kept[-1][0]) if len(kept) > accepted else restored
+            # The bonus token (the first the drafts did not give) is taken by the next
+            # step, a verify too: its state is rounded as the verify path rounds.
+            if len(kept) > accepted:
+                taken = self._take(restored, kept[-1][0])
+                state = self._noisy(taken, "state", len(sequence), 1, self.in_flight)
+            else:
+                state = restored
         return out
 
 

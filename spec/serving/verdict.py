@@ -121,10 +121,28 @@ def _counted(run: Run, index: int, /) -> str:
     return f"alone, the target drafted {counted[0]:g} and accepted {counted[1]:g}"
 
 
+#: How near the bound a failure must be for a calibration to be worth suggesting.
+_NEAR: Final = 10.0
+
+
+def _calibration_may_help(run: Run, verdict: Verdict, /) -> bool:
+    """Whether a run that failed only by drifting a little was judged without a calibration."""
+    if verdict.kind is not VerdictKind.FAIL or run.target.failure is not None:
+        return False
+    if run.noise.bound == 0 or "never-drafting target against reference" in run.noise.sources:
+        return False
+    failed = [r.worst[1] for r in run.results if r.outcome is Outcome.FAILED]
+    return all(
+        c.drift > c.bound and c.drift <= _NEAR * c.bound and (c.margin or 0.0) <= _NEAR * c.bound
+        for c in failed
+    )
+
+
 def lines(run: Run, verdict: Verdict, shrunk: Shrunk | None, reproducer: list[str], /) -> list[str]:
     """What the command prints: the verdict, the bound, the counters, failures, reproducer."""
     noise = run.noise
     how = ", ".join(f"{name} {value:.3g}" for name, value in noise.sources.items())
+    aside = ", ".join(f"{name} {value:.3g}" for name, value in noise.reported.items())
     exact = " (exact: the engine is bit-stable here)" if noise.bound == 0 else ""
     found = [
         f"serve-check: {verdict.kind.value}: {verdict.reason}",
@@ -133,6 +151,7 @@ def lines(run: Run, verdict: Verdict, shrunk: Shrunk | None, reproducer: list[st
             f"in {len(run.workload.batches)} batches, {run.seconds:.1f} s"
         ),
         f"noise bound: {noise.bound:.6g}{exact} = {noise.factor:g} x the largest of: {how}",
+        f"not in the bound, since a rollback is involved: {aside}",
     ]
     target = run.target
     if target.accepted is not None:
@@ -152,6 +171,12 @@ def lines(run: Run, verdict: Verdict, shrunk: Shrunk | None, reproducer: list[st
     for result in inconclusive:
         where, comparison = result.worst
         found.append(f"NEAR TIE request {result.index} ({where}): {comparison.sentence()}")
+    if _calibration_may_help(run, verdict):
+        found.append(
+            "hint: every failure is a drift within 10 x the bound and no server calibrated it: "
+            "if the engine's verify path rounds otherwise than its decode path, judge again "
+            "with --calibrate URL (the engine speculating with a drafter that never drafts)"
+        )
     if shrunk is not None:
         found.append(
             f"shrunk in {shrunk.tries} tries to {len(shrunk.requests)} request(s); "
@@ -183,6 +208,8 @@ class ServeReport(TypedDict):
     reason: str
     bound: float
     noise: dict[str, float]
+    #: Differences measured but kept out of the bound (a rollback is involved).
+    reported: dict[str, float]
     drafted: float | None
     accepted: float | None
     cases: list[CaseEntry]
@@ -237,6 +264,7 @@ def report_document(
         "reason": verdict.reason,
         "bound": run.noise.bound,
         "noise": dict(run.noise.sources),
+        "reported": dict(run.noise.reported),
         "drafted": run.target.drafted,
         "accepted": run.target.accepted,
         "cases": cases,

@@ -52,7 +52,9 @@ def _run(
         counted_from="the responses",
         failure=failure,
     )
-    noise = Noise({"reference alone against in a batch": 0.0}, {}, 3.0)
+    noise = Noise(
+        {"reference alone against in a batch": 0.0}, {"target alone against in a batch": 0.5}, 3.0
+    )
     return Run(
         model="m",
         dialect="vllm",
@@ -124,14 +126,17 @@ def test_the_lines_give_the_verdict_first_then_the_bound_counters_and_each_failu
         "noise bound: 0 (exact: the engine is bit-stable here) = 3 x the largest of: "
         "reference alone against in a batch 0"
     )
-    assert found[3] == "target drafts: 8 drafted, 5 accepted (the responses)"
-    assert found[4] == "inconclusive near ties: 1"
-    assert found[5] == (
+    assert found[3] == (
+        "not in the bound, since a rollback is involved: target alone against in a batch 0.5"
+    )
+    assert found[4] == "target drafts: 8 drafted, 5 accepted (the responses)"
+    assert found[5] == "inconclusive near ties: 1"
+    assert found[6] == (
         "FAIL request 1 (in its batch): logprobs drift past the bound at position 1: "
         "|difference| 2.9 > 0; first differs at position 1: reference 2 (margin 2.9), "
         "target 4; counters alone: unknown"
     )
-    assert found[6] == (
+    assert found[7] == (
         "NEAR TIE request 2 (in its batch): first differs at position 1: reference 2 "
         "(margin 0), target 4"
     )
