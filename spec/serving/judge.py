@@ -23,16 +23,13 @@ so each comparison is judged within a bound measured on the engine itself
 from __future__ import annotations
 
 import enum
-import statistics
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
-
     from .client import Generation
 
-__all__ = ["Comparison", "Outcome", "compare", "noise", "typical"]
+__all__ = ["Comparison", "Outcome", "compare", "noise"]
 
 #: The token a run that ended first has at the position the other reached.
 ENDED: Final = "(end)"
@@ -119,19 +116,6 @@ def noise(first: Generation, second: Generation, /, *, positions: int | None = N
     if positions is not None:
         last = min(last, positions - 1)
     return _largest_difference(first, second, last)[0]
-
-
-def typical(values: Sequence[float], /) -> float:
-    """What a source's noise is taken as: the upper quartile of its requests' largest differences.
-
-    Not the largest: a rollback fault that only some requests meet (in one
-    batch and not alone, say) must not widen the bound it is judged by.
-    """
-    if not values:
-        return 0.0
-    if len(values) == 1:
-        return values[0]
-    return statistics.quantiles(values, n=4, method="inclusive")[2]
 
 
 def compare(reference: Generation, target: Generation, /, *, bound: float) -> Comparison:

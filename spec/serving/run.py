@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
 from .errors import ServerFailedError, ServersDifferError
-from .judge import Comparison, Outcome, compare, noise, typical
+from .judge import Comparison, Outcome, compare, noise
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -210,11 +210,6 @@ class Noise:
         return self.factor * max(self.sources.values(), default=0.0)
 
 
-#: The positions no rollback can reach: the prefill's token, and the first step's first row,
-#: whose state is the prefill's.
-_BEFORE_ANY_ROLLBACK: Final = 2
-
-
 def _pairs(first: dict[int, Generation], second: dict[int, Generation], /) -> list[float]:
     return [noise(first[i], second[i]) for i in sorted(first.keys() & second.keys())]
 
@@ -222,42 +217,40 @@ def _pairs(first: dict[int, Generation], second: dict[int, Generation], /) -> li
 def measure_noise(
     reference: Observed, target: Observed, calibration: Observed | None, factor: float, /
 ) -> Noise:
-    """The noise of the engine's arithmetic where no rollback can be involved, and its bound.
+    """The noise of the engine's arithmetic, measured on servers that never roll back.
 
-    - the reference alone against the reference in its batch: the decode path
-      under another composition (the largest difference);
-    - the first two positions, reference against target, in both compositions:
-      the prefill's token and the first step's first row, before any draft
-      could be rejected (the upper quartile, so that a prefill fault some
-      requests meet cannot widen the bound);
-    - with a calibration server (the target's engine with a drafter that never
-      drafts), its runs against the reference's at every position: a verify
-      path that never rolls back (the largest difference).
+    The bound is drawn from the reference alone against the reference in its
+    batch (the decode path under another composition) and, with a
+    calibration server (the target's engine with a drafter that never drafts),
+    its runs against the reference's at every position (a verify path that
+    never rolls back); each source's largest difference.
 
-    The target alone against the target in its batch is reported, never used:
-    a rollback fault whose effect follows the batch (as vLLM's does when its
-    accepted counts are off by one) would widen the bound it is judged by.
+    Two more are reported, never used, since the target's rollback bookkeeping
+    is in them: the first token, reference against target (the state a
+    verify starts from is chosen by the same counts a rollback keeps: vLLM's
+    served build with an accepted count one too many differs from its second
+    position on), and the target alone against the target in its batch (a
+    fault whose effect follows the batch would widen the bound it is judged by).
     """
     sources = {
         "reference alone against in a batch": max(
             _pairs(reference.alone, reference.batched), default=0.0
-        ),
-        "first two positions, reference against target": typical(
-            [
-                noise(ours[i], theirs[i], positions=_BEFORE_ANY_ROLLBACK)
-                for ours, theirs in (
-                    (reference.batched, target.batched),
-                    (reference.alone, target.alone),
-                )
-                for i in sorted(ours.keys() & theirs.keys())
-            ]
         ),
     }
     if calibration is not None:
         sources["never-drafting target against reference"] = max(
             _pairs(calibration.batched, reference.batched), default=0.0
         )
-    reported = {"target alone against in a batch": typical(_pairs(target.alone, target.batched))}
+    reported = {
+        "first token, reference against target": max(
+            (
+                noise(reference.batched[i], target.batched[i], positions=1)
+                for i in sorted(reference.batched.keys() & target.batched.keys())
+            ),
+            default=0.0,
+        ),
+        "target alone against in a batch": max(_pairs(target.alone, target.batched), default=0.0),
+    }
     return Noise(sources=sources, reported=reported, factor=factor)
 
 

@@ -7,7 +7,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from ssm_rollback_spec.serving.client import Generation
-from ssm_rollback_spec.serving.judge import ENDED, Outcome, compare, noise, typical
+from ssm_rollback_spec.serving.judge import ENDED, Outcome, compare, noise
 
 
 def _run(tokens: str, *logprobs: dict[str, float]) -> Generation:
@@ -134,13 +134,6 @@ def test_noise_is_the_largest_difference_on_the_shared_context() -> None:
     assert abs(noise(first, second) - 0.6) < 1e-9
     assert noise(first, second, positions=1) == 0.0
     assert abs(noise(first, second, positions=2) - 0.05) < 1e-9
-
-
-def test_typical_noise_is_the_upper_quartile_so_one_outlier_does_not_widen_the_bound() -> None:
-    assert typical([]) == 0.0
-    assert typical([0.25]) == 0.25
-    assert typical([0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0]) == 0.0
-    assert typical([1.0, 2.0, 3.0, 4.0, 5.0]) == 4.0
 
 
 _LOGPROB = st.floats(min_value=-20.0, max_value=0.0, allow_nan=False)
