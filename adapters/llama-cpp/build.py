@@ -45,11 +45,13 @@ __all__ = [
     "OWN_TEST",
     "OWN_TEST_FLAGS",
     "PINNED",
+    "SERVER",
     "Built",
     "LlamaCppBuildError",
     "OwnTest",
     "build",
     "build_own_test",
+    "build_server",
     "include_arguments",
     "link_arguments",
     "main",
@@ -89,8 +91,20 @@ CMAKE_FLAGS: Final = (
 )
 #: llama.cpp's own rollback test (tests/CMakeLists.txt builds it with ``llama_build``).
 OWN_TEST: Final = "test-recurrent-state-rollback"
-#: What the own test needs beyond ``CMAKE_FLAGS``: the common library and the tests' targets.
-OWN_TEST_FLAGS: Final = ("-DLLAMA_BUILD_COMMON=ON", "-DLLAMA_BUILD_TESTS=ON")
+#: What the own test and llama-server need beyond ``CMAKE_FLAGS``: the common library, the
+#: tests' targets, the tools with the server (tools/server), and no web UI (neither built
+#: with npm nor downloaded: tools/ui/CMakeLists.txt, scripts/ui-assets.cmake). One set for
+#: both, so that configuring the shared build folder for one never drops the other's targets.
+OWN_TEST_FLAGS: Final = (
+    "-DLLAMA_BUILD_COMMON=ON",
+    "-DLLAMA_BUILD_TESTS=ON",
+    "-DLLAMA_BUILD_TOOLS=ON",
+    "-DLLAMA_BUILD_SERVER=ON",
+    "-DLLAMA_BUILD_UI=OFF",
+    "-DLLAMA_USE_PREBUILT_UI=OFF",
+)
+#: llama.cpp's OpenAI-compatible server (tools/server), judged by serve-check.
+SERVER: Final = "llama-server"
 _HERE: Final = Path(__file__).resolve().parent
 _ADAPTER_SOURCE: Final = _HERE / "rollback.cpp"
 _REPLAY_SOURCE: Final = _HERE / "ggml_replay.cpp"
@@ -407,6 +421,51 @@ def build_own_test(version: str = PINNED, /) -> OwnTest:
         return own
 
 
+def build_server(version: str = PINNED, /) -> OwnTest:
+    """llama-server, built in the release's tree the first time, found after.
+
+    It shares the own test's build folder and flags (:data:`OWN_TEST_FLAGS`),
+    so ggml and llama are compiled once for both.
+
+    Raises:
+        LlamaCppBuildError: a step failed (the library build, cmake, ninja).
+    """
+    built = build(version)
+    folder = cache_folder(version)
+    record = folder / "server.json"
+    flags = _own_test_flags()
+    with (folder / ".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if record.exists():
+            found: OwnTest = json.loads(record.read_text(encoding="utf-8"))
+            if found["cmake_flags"] == flags and Path(found["binary"]).is_file():
+                return found
+        build_dir = folder / "build"
+        _run(
+            "cmake configure with the common library, the tools and the server",
+            [
+                *_NICE,
+                "cmake",
+                "-S",
+                str(folder / "src" / "vendor" / "llama.cpp"),
+                "-B",
+                str(build_dir),
+                *flags,
+            ],
+        )
+        _run(f"ninja {SERVER}", [*_NICE, "ninja", "-C", str(build_dir), _JOBS, SERVER])
+        binary = build_dir / "bin" / SERVER
+        if not binary.is_file():
+            raise LlamaCppBuildError(f"ninja {SERVER} made no {binary}")
+        server = OwnTest(
+            version=version, commit=built["commit"], binary=str(binary), cmake_flags=flags
+        )
+        partial = record.with_suffix(".partial")
+        partial.write_text(json.dumps(server, indent=2) + "\n", encoding="utf-8")
+        partial.replace(record)
+        return server
+
+
 def main(argv: list[str] | None = None) -> int:
     """Build (or find) the release's adapter and print what was built as one JSON object."""
     parser = argparse.ArgumentParser(
@@ -420,12 +479,23 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help=f"also build llama.cpp's own {OWN_TEST} and print where it is",
     )
+    parser.add_argument(
+        "--server",
+        action="store_true",
+        help=f"also build llama.cpp's {SERVER} and print where it is",
+    )
     arguments = parser.parse_args(argv)
     problem = version_problem(arguments.version)
     if problem:
         parser.error(problem)
     try:
-        made = build_own_test(arguments.version) if arguments.own_test else build(arguments.version)
+        made: object
+        if arguments.server:
+            made = build_server(arguments.version)
+        elif arguments.own_test:
+            made = build_own_test(arguments.version)
+        else:
+            made = build(arguments.version)
     except LlamaCppBuildError as error:
         print(f"adapters/llama-cpp/build.py: {error}", file=sys.stderr)
         return 1

@@ -256,9 +256,14 @@ def _generation(document: dict[str, object], dialect: Dialect, /) -> Generation:
     if dialect.shape is ResponseShape.LLAMA_SERVER:
         tokens = tuple(str(int(token)) for token in document["tokens"])  # type: ignore[attr-defined]
         steps = document["completion_probabilities"]
+        # A token the speculative path gave comes with no top logprobs and a logprob
+        # of 0 that llama-server never computed (tools/server/server-context.cpp,
+        # "TODO: set result.probs"): its position is read as unknown, not as certain.
         logprobs = tuple(
             {str(int(top["id"])): float(top["logprob"]) for top in step["top_logprobs"]}
             | {str(int(step["id"])): float(step["logprob"])}
+            if step["top_logprobs"]
+            else {}
             for step in steps  # type: ignore[attr-defined]
         )
     else:

@@ -19,6 +19,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from http import HTTPStatus
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
@@ -90,7 +91,10 @@ class Started:
                     return
             except urllib.error.HTTPError as error:
                 error.close()
-                return
+                # 503: still loading its model (llama-server says so); any other answer is ready.
+                if error.code != HTTPStatus.SERVICE_UNAVAILABLE:
+                    return
+                time.sleep(_POLL)
             except (urllib.error.URLError, OSError):
                 time.sleep(_POLL)
         raise ServerStartError(

@@ -33,6 +33,7 @@ __all__ = [
     "Way",
     "build",
     "build_own_test",
+    "build_server",
 ]
 
 BUILD_SCRIPT: Final = ROOT / "adapters" / "llama-cpp" / "build.py"
@@ -149,6 +150,29 @@ def build_own_test(version: str | None = None, /) -> OwnTest:
     )
     if done.returncode != 0:
         raise AdapterError(done.stderr.strip() or f"build.py --own-test exited {done.returncode}")
+    return cast("OwnTest", json.loads(done.stdout))
+
+
+def build_server(version: str | None = None, /) -> OwnTest:
+    """Run ``build.py --server`` (the libraries first, then the common library and llama-server).
+
+    Raises:
+        AdapterError: the build failed; the message is build.py's one line.
+    """
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(BUILD_SCRIPT),
+            "--server",
+            *(["--version", version] if version else []),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=_BUILD_SECONDS,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise AdapterError(done.stderr.strip() or f"build.py --server exited {done.returncode}")
     return cast("OwnTest", json.loads(done.stdout))
 
 
