@@ -48,6 +48,9 @@ import pytest
 from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 
+from ssm_rollback_spec.serving.client import Generation
+from ssm_rollback_spec.serving.judge import Outcome, compare
+
 from .conftest import DRIVER
 
 if TYPE_CHECKING:
@@ -231,33 +234,29 @@ def _tally(answers: list[dict[str, Any]]) -> dict[str, int]:
     return totals
 
 
+def _generation(run: dict[str, Any]) -> Generation:
+    """A request the driver served, as the serving judge reads one."""
+    return Generation(
+        tuple(str(token) for token in run["tokens"]),
+        tuple({str(k): float(v) for k, v in step.items()} for step in run["logprobs"]),
+    )
+
+
 def _judge(reference: list[dict[str, Any]], speculative: list[dict[str, Any]]) -> list[str]:
-    """Where the speculative run breaks the property, one line each; empty when it holds."""
+    """Where the speculative run breaks the property, one line each; empty when it holds.
+
+    Judged by serve-check's own comparison (ssm_rollback_spec.serving.judge),
+    within ``BOUND``: the project has one judge of speculative against plain
+    decoding, whether it reads a server's replies or the driver's.
+    """
     found: list[str] = []
     for number, (ours, theirs) in enumerate(zip(reference, speculative, strict=True)):
         for index, (base, spec) in enumerate(
             zip(ours["requests"], theirs["requests"], strict=True)
         ):
-            where = f"batch {number} request {index}"
-            for step, (want, got) in enumerate(zip(base["tokens"], spec["tokens"], strict=True)):
-                mine, other = base["logprobs"][step], spec["logprobs"][step]
-                if want == got:
-                    if abs(mine[str(want)] - other[str(got)]) > BOUND:
-                        found.append(
-                            f"{where} token {step}: logprob "
-                            f"{mine[str(want)]:.3f} vs {other[str(got)]:.3f}"
-                        )
-                        break
-                    continue
-                tie = (
-                    str(got) in mine
-                    and str(want) in other
-                    and mine[str(want)] - mine[str(got)] <= BOUND
-                    and other[str(got)] - other[str(want)] <= BOUND
-                )
-                if not tie:
-                    found.append(f"{where} token {step}: {got} for {want}, not a near-tie")
-                break
+            judged = compare(_generation(base), _generation(spec), bound=BOUND)
+            if judged.outcome is Outcome.FAILED:
+                found.append(f"batch {number} request {index}: {judged.sentence()}")
     return found
 
 
