@@ -79,6 +79,8 @@ class Config:
     hang_after: int | None = None
     not_openai: bool = False
     seed: int = 7
+    #: Seconds a step takes, so that requests sent at once share steps.
+    step: float = _STEP
 
 
 def _unit(*parts: object) -> float:
@@ -177,7 +179,7 @@ class Engine:
         rollbacks = 0
         while len(out) < count:
             drafts = self._draft(sequence) if out else []
-            time.sleep(_STEP)
+            time.sleep(self.config.step)
             if not drafts and (self.config.spec == "none" or not out):
                 logprobs = self._logprobs(state, sequence[-1])
                 token = max(range(len(logprobs)), key=logprobs.__getitem__)
