@@ -206,8 +206,15 @@ class ServeReport(TypedDict):
     reproducer: list[str]
 
 
-def report_document(
-    run: Run, verdict: Verdict, target: Server, release: str, reproducer: list[str], /
+def report_document(  # noqa: PLR0913 - the run, its verdict and what the report adds
+    run: Run,
+    verdict: Verdict,
+    target: Server,
+    release: str,
+    reproducer: list[str],
+    /,
+    *,
+    name: str | None = None,
 ) -> ServeReport:
     """The JSON report: one case a request, in the form ``report`` reads, and the run's figures."""
     cases: list[CaseEntry] = []
@@ -244,7 +251,8 @@ def report_document(
                 "bound": run.noise.bound,
             }
         )
-    name = f"{run.dialect} served ({run.model})"
+    if name is None:
+        name = f"{run.dialect} served ({run.model})"
     return {
         "command": "serve-check",
         "implementation": target.url,

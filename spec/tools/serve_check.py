@@ -201,6 +201,11 @@ def add_arguments(command: argparse.ArgumentParser, /) -> None:
         "--json", metavar="PATH", help="write the JSON report (- for stdout); report reads it"
     )
     out.add_argument(
+        "--name",
+        help="what the JSON report calls the target, as the results page heads its column "
+        "(default: the dialect and the model served)",
+    )
+    out.add_argument(
         "--junit-xml", metavar="PATH", help="write a JUnit XML report, one testcase a request"
     )
     command.add_argument(
@@ -306,7 +311,9 @@ def _judge(
     reproducer = reproducer_lines(reference, target, failing, arguments.logprobs) if failing else []
     print("\n".join(lines(judged, verdict, shrunk, reproducer)))
     if arguments.json is not None or arguments.junit_xml is not None:
-        document = report_document(judged, verdict, target, target.release(), reproducer)
+        document = report_document(
+            judged, verdict, target, target.release(), reproducer, name=arguments.name
+        )
         if arguments.json is not None:
             write_json(arguments.json, document)
         if arguments.junit_xml is not None:

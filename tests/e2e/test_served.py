@@ -142,6 +142,8 @@ def _judged(
             str(logs),
             "--json",
             str(report),
+            "--name",
+            f"vLLM CPU served: {name}",
             *_WORKLOAD,
         ],
         capture_output=True,

@@ -83,6 +83,7 @@ def _judge(
     report = RESULTS / f"llama-server-{name}.json"
     arguments += [
         "--server-logs", str(folder), "--json", str(report), "--vocab-size", "128",
+        "--name", f"llama-server: ngram-simple, {name}",
         "--requests", "16", "--max-tokens", "24", "--concurrency", str(slots),
         "--num-drafts", str(K), "--block-size", "16",
     ]  # fmt: skip

@@ -202,3 +202,12 @@ def test_a_target_server_failure_is_a_failed_case_of_its_own_in_the_report() -> 
         "failed",
         "the target server did not answer request 0 within 1 s",
     )
+
+
+def test_a_report_is_named_as_asked_and_otherwise_by_its_dialect_and_model() -> None:
+    run = _run([(_SAME, _SAME)])
+    verdict = decide(run)
+    named = report_document(run, verdict, _server("target", 8001), "", [], name="engine X, ngram")
+    plain = report_document(run, verdict, _server("target", 8001), "", [])
+    assert parse_report(named).name == "engine X, ngram"
+    assert parse_report(plain).name == f"{run.dialect} served ({run.model})"
