@@ -126,6 +126,19 @@ def test_each_appendix_row_says_what_would_reach_it() -> None:
     assert all(len(row) == len(header) and row[-1] for row in rows)
 
 
+def test_each_live_bug_links_its_report_and_says_what_is_not_reached() -> None:
+    # The index's table of bugs live in a pinned release that no tier reaches yet.
+    [live] = [table for table in _tables(INDEX) if table[0][0] == "upstream report, as read"]
+    header, *rows = live
+    assert header[-2:] == ["condition not yet reached", "what would reach it"]
+    assert rows
+    for row in rows:
+        assert len(row) == len(header), row[0]
+        assert all(row), row[0]
+        [(_, target)] = _LINK.findall(row[0])
+        assert target.startswith("https://github.com/"), target
+
+
 def test_the_readme_counts_the_findings_on_its_first_screen() -> None:
     first = " ".join(
         (ROOT / "README.md").read_text(encoding="utf-8").splitlines()[:FIRST_SCREEN]
