@@ -5,8 +5,8 @@ Both corpora pass through here and nowhere else. The protocol corpus
 (``vectors/``) is made from the model by :mod:`.protocol_cases` and read back,
 run and judged by :mod:`.protocol_run`; the replay corpus (``vectors/replay/``)
 is made by :mod:`.replay_cases` (numpy, the ``replay`` extra; its generators
-:mod:`.replay_windows` and :mod:`.replay_decodes` draw as :mod:`.replay_draws`
-says, and :mod:`.replay_format` is its JSON, read back into the model) and
+:mod:`.replay_windows`, :mod:`.replay_decodes` and :mod:`.replay_batches` draw
+as :mod:`.replay_draws` says, and :mod:`.replay_format` is its JSON, read back into the model) and
 judged within its pipeline's bound by :mod:`.replay_run`; its round scripts of
 the ``model`` operation are made by :mod:`.model_cases` and judged by the
 equalities they state by :mod:`.model_run`. :mod:`.files` is

@@ -6,8 +6,9 @@
 generation equals the committed files byte for byte; ``ssm-rollback-spec
 vectors generate`` writes them. Floats are written with :meth:`float.hex`,
 exactly (:mod:`.replay_format`, which also reads a case back). The
-single-window cases are :mod:`.replay_windows`', the decodes and batches
-:mod:`.replay_decodes`', both drawn as :mod:`.replay_draws` says.
+single-window cases are :mod:`.replay_windows`', the decodes
+:mod:`.replay_decodes`' and the batches :mod:`.replay_batches`', all drawn as
+:mod:`.replay_draws` says.
 
 The expected states come from the snapshot path, whose arithmetic
 (:mod:`ssm_rollback_spec.replay.portable`: correctly rounded ``exp`` and ``log1p``, basic
@@ -23,18 +24,16 @@ from .. import SPEC_VERSION
 from ..replay.layer import Pipeline
 from .files import SCHEMA_FILE, render_corpus_files, schema_text
 from .model_cases import MODEL_FILE, ModelRoundsCase, model_cases
-from .replay_decodes import (
+from .replay_batches import (
     BATCH_SHAPE,
     LATER_BATCH_PLANS,
     PROMPT_BATCH_PLANS,
     WIDE_BATCH_PLANS,
     alone_cases,
     batch_cases,
-    engine_rounds_cases,
-    ggml_cases,
     prefix_hit_cases,
-    rounds_cases,
 )
+from .replay_decodes import engine_rounds_cases, ggml_cases, rounds_cases
 from .replay_draws import ENGINE_SHAPE, MODEL_PIPELINES
 from .replay_format import (
     BATCH_ALONE_FILE,

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ENGINE_DESIGNS",
     "ENGINE_SHAPE",
+    "K_CEILING",
     "MODEL_PIPELINES",
     "SHAPES",
     "SNAPSHOT",
@@ -37,6 +38,8 @@ __all__ = [
     "model_cases",
 ]
 
+#: The largest window of the decodes and the batches (their K ceiling).
+K_CEILING: Final = 4
 #: The pipelines the model's own cases use, generated first and unchanged by the engines'.
 MODEL_PIPELINES: Final = (Pipeline.FLOAT64, Pipeline.TRANSFORMERS_BF16)
 #: The layer of the engine cases: SGLang's verify kernel needs a key head of
