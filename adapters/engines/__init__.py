@@ -23,7 +23,7 @@ One module (or one small package) per engine, on a shared base:
 
 The engines: ``vllm/`` and ``sglang/`` (each ``load.py``, ``adapter.py``,
 ``batch.py``) and ``fla.py``. Each declares its ``WHEEL`` (its release, from
-``spec/sizing/releases.py``, and the files it imports), its ``load`` and its
+``spec/releases.py``, and the files it imports), its ``load`` and its
 ``ADAPTER``; a new engine is one more such module and its row in the registry
 (CONTRIBUTING.md, "Adding an engine").
 """

@@ -39,7 +39,7 @@ import importlib
 import sys
 from typing import TYPE_CHECKING, Any, Final
 
-from ssm_rollback_spec.sizing.releases import FLA
+from ssm_rollback_spec.releases import FLA
 
 from . import kernels, serve, wheels
 

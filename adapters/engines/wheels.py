@@ -7,7 +7,7 @@ wheel and the few files the adapters import from it are kept under the cache
 folder, ``$SSM_ROLLBACK_ENGINE_CACHE`` or ``~/.cache/ssm-rollback-spec/engines``.
 
 Each engine's module declares its :class:`Engine` (``WHEEL``): its pinned
-release, read from ``spec/sizing/releases.py`` (which declares it once), and
+release, read from ``spec/releases.py`` (which declares it once), and
 the files its kernels import; the registry (``registry.py``) lists them. An
 adapter's ``--version`` asks for another release of the same engine
 (:func:`release`), which is fetched and cached under its own version beside
@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
-    from ssm_rollback_spec.sizing.releases import Release
+    from ssm_rollback_spec.releases import Release
 
 __all__ = [
     "CACHE_ENV",
@@ -85,7 +85,7 @@ class Engine:
         also_supported: tuple[str, ...] = (),
         moved: tuple[tuple[str, str, str], ...] = (),
     ) -> Engine:
-        """Engine ``name`` pinned at ``release`` (``spec/sizing/releases.py``).
+        """Engine ``name`` pinned at ``release`` (``spec/releases.py``).
 
         The pinned release is supported, and ``also_supported`` besides.
         """

@@ -3,11 +3,11 @@
 
 Standard library only. One module per concept: :mod:`.dimensions` (a
 config's GDN and attention shapes), :mod:`.dtypes`, :mod:`.rings` (the seed's
-replay ring and the minimal ring), one module per engine view with the
-version it follows and its cited facts (:mod:`.vllm`, :mod:`.sglang`,
-:mod:`.replayssm`), the releases they follow (:mod:`.releases`), one unit
-per engine behind one interface (:mod:`.engines`, :mod:`.engine`) listed in
-:mod:`.registry`, :mod:`.views`, which puts them side by side, and
+replay ring and the minimal ring), one package per engine under
+:mod:`.engines` (its facts, citations and plan in ``facts``, its unit in
+``unit``) behind one interface
+(:mod:`.engine`) listed in :mod:`.registry`, following the releases of
+:mod:`ssm_rollback_spec.releases`, :mod:`.views`, which puts them side by side, and
 :mod:`.review`, one ``size`` review from a typed request to a typed report, made
 from the flags' values by :mod:`.request`, each value read by :mod:`.options`
 and :mod:`.units`. The figures are estimates for comparison, not part of the

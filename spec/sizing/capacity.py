@@ -26,7 +26,9 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypedDict
 
-from . import replayssm, sglang, vllm
+from .engines.replayssm import facts as replayssm
+from .engines.sglang import facts as sglang
+from .engines.vllm import facts as vllm
 from .rings import seed_ring_bytes
 
 if TYPE_CHECKING:
@@ -131,17 +133,17 @@ def vllm_fit(
     """
     d = model.dimensions
     dtypes = vllm.view_dtypes(model, setup)
-    kv_dtype = vllm.kv_cache_dtype(model, setup.vllm)
+    kv_dtype = vllm.kv_cache_dtype(model, vllm.options(setup))
     layers = {"attention_layers": model.attention_layers, "drafter_layers": model.drafter_layers}
     snapshot = vllm.vllm_plan(
-        d, model.attention, dtypes, kv_dtype, setup.vllm, num_spec=num_drafts, **layers
+        d, model.attention, dtypes, kv_dtype, vllm.options(setup), num_spec=num_drafts, **layers
     )
     seed = vllm.vllm_plan(
         d,
         model.attention,
         dtypes,
         kv_dtype,
-        setup.vllm,
+        vllm.options(setup),
         num_spec=num_drafts,
         spec_columns=0,
         speculative_blocks=0,
@@ -152,7 +154,7 @@ def vllm_fit(
         model.attention,
         dtypes,
         kv_dtype,
-        setup.vllm,
+        vllm.options(setup),
         num_spec=num_drafts,
         speculative_blocks=0,
         **layers,
@@ -163,7 +165,7 @@ def vllm_fit(
         Design.SEED_ROW: (seed, seed_ring_bytes(d, num_drafts + 1, 1)),
         Design.REPLAYSSM: (
             replay,
-            setup.replayssm_cache_len * record * d.num_gdn_layers if num_drafts else 0,
+            replayssm.cache_len(setup) * record * d.num_gdn_layers if num_drafts else 0,
         ),
     }
     return [
@@ -334,7 +336,7 @@ def _sglang_design(  # noqa: PLR0913 - the design and SGLang's inputs, each sepa
             mamba_bytes_per_state=per_state,
             kv_bytes_per_token=per_token,
             drafts=num_drafts,
-            radix_cache=setup.sglang.radix_cache,
+            radix_cache=sglang.options(setup).radix_cache,
             multimodal=model.architecture in sglang.MULTIMODAL_ARCHITECTURES,
             state=state,
             ring_bytes_per_request=ring,
@@ -369,7 +371,7 @@ def sglang_fit(
         Design.SEED_ROW: (sglang.view_dtypes, seed_ring_bytes(sglang_d, num_drafts + 1, 1)),
         Design.REPLAYSSM: (
             replayssm.view_dtypes,
-            setup.replayssm_cache_len * record * layers if num_drafts else 0,
+            replayssm.cache_len(setup) * record * layers if num_drafts else 0,
         ),
     }
     return [

@@ -23,6 +23,7 @@ __all__ = [
     "AttentionDimensions",
     "ConfigError",
     "GdnDimensions",
+    "ModelLength",
     "NotGatedDeltaNetError",
     "TensorParallelError",
     "architecture_from_config",
@@ -362,3 +363,22 @@ def architecture_from_config(config: Mapping[str, object], /) -> str | None:
     if isinstance(architectures, list) and architectures and isinstance(architectures[0], str):
         return architectures[0]
     return None
+
+
+@dataclass(frozen=True)
+class ModelLength:
+    """The longest ``--max-model-len`` vLLM starts with, as it derives it from the config."""
+
+    #: The derived length, and the config key it came from.
+    tokens: int
+    key: str
+
+    def refuses(self, max_model_len: int, /) -> bool:
+        """Whether vLLM refuses ``max_model_len`` (``SOURCES["max_model_len check"]``).
+
+        The ``model_max_length`` that check lets a longer length through with
+        is the text config's (``hf_config`` there is ``hf_text_config``,
+        vllm/config/model.py:2160-2161, 2661), which, when set, is already the
+        derived length: a top config's is not read.
+        """
+        return max_model_len > self.tokens

@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING, ClassVar, Final, TypedDict
 from .wording import human
 
 if TYPE_CHECKING:
+    from ..releases import Release
     from .capacity import SglangFitReport, VllmFitReport
     from .dimensions import GdnDimensions
     from .dtypes import StateDtypes
     from .facts import Source
-    from .releases import Release
     from .state import Drafting, Model, Setup, SnapshotSizing
     from .wording import Row, Section
 

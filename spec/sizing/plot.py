@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
+from ..releases import SGLANG
 from .registry import ENGINES
-from .releases import SGLANG
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

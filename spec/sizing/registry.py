@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
-from .engines.llamacpp import LLAMA_CPP_VIEW
+from .engines.llamacpp.unit import LLAMA_CPP_VIEW
 from .engines.module import MODULE
-from .engines.replayssm import SGLANG_REPLAYSSM
-from .engines.sglang import SGLANG_VIEW
-from .engines.vllm import VLLM_VIEW
+from .engines.replayssm.unit import SGLANG_REPLAYSSM
+from .engines.sglang.unit import SGLANG_VIEW
+from .engines.vllm.unit import VLLM_VIEW
 
 if TYPE_CHECKING:
     from .engine import MemoryFit, SizingEngine

@@ -14,8 +14,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Final
 
 from . import dimensions as dims
-from . import replayssm, sglang, vllm
 from .dtypes import Dtype, UnsupportedDtypeError
+from .engines.replayssm import facts as replayssm
+from .engines.sglang import facts as sglang
+from .engines.vllm import facts as vllm
 from .memory import FitFlagsError, fit_for, flags
 from .options import DIMENSION_FLAGS, SPELLING
 from .review import (
@@ -152,14 +154,20 @@ def _dimensions(
 def _setup(values: Mapping[str, Any], /) -> Setup:
     length = values["linear_replayssm_cache_len"]
     return Setup(
-        vllm=vllm.VllmSetup(
-            prefix_caching=values["prefix_caching"],
-            gpu=vllm.Gpu(values["gpu"]),
-            method=vllm.SpeculativeMethod(values["speculative_method"]),
-            kv_cache_dtype=None if values["kv_cache_dtype"] == "auto" else values["kv_cache_dtype"],
-        ),
-        sglang=sglang.SglangSetup(radix_cache=not values["disable_radix_cache"]),
-        replayssm_cache_len=length or replayssm.DEFAULT_CACHE_LEN,
+        options={
+            vllm.NAME: vllm.VllmSetup(
+                prefix_caching=values["prefix_caching"],
+                gpu=vllm.Gpu(values["gpu"]),
+                method=vllm.SpeculativeMethod(values["speculative_method"]),
+                kv_cache_dtype=(
+                    None if values["kv_cache_dtype"] == "auto" else values["kv_cache_dtype"]
+                ),
+            ),
+            sglang.NAME: sglang.SglangSetup(radix_cache=not values["disable_radix_cache"]),
+            replayssm.NAME: replayssm.ReplaySsmSetup(
+                cache_len=length or replayssm.DEFAULT_CACHE_LEN
+            ),
+        },
         recurrent=None if values["state_dtype"] is None else Dtype(values["state_dtype"]),
         conv=None if values["conv_dtype"] is None else Dtype(values["conv_dtype"]),
     )

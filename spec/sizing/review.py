@@ -16,9 +16,10 @@ from typing import TYPE_CHECKING, Final, TypedDict
 from .. import SPEC_VERSION
 from ..rollback import USIZE_MAX
 from . import dimensions as dims
-from . import rings, vllm
+from . import rings
 from .dtypes import dtypes_from_config
-from .engines.replayssm import SGLANG_REPLAYSSM
+from .engines.replayssm.unit import SGLANG_REPLAYSSM
+from .engines.vllm import facts as vllm
 from .registry import ALIASES, DEFAULT, ENGINES
 from .state import Drafting, Model, Setup, SnapshotFigures
 from .views import SweepFigures, SweepRow, sweep

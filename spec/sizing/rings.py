@@ -6,7 +6,7 @@ The seed's ring is the contract's (``ssm_replay_row_bytes`` and
 (RB-REPLAY-5, :mod:`ssm_rollback_spec.replay_rows`) keeps the pre-conv q, k, v and g, beta
 of each token: it is minimal for the seed's design, which replays from a
 checkpoint, not for SGLang's ReplaySSM, which keeps other records
-(:mod:`.replayssm`).
+(:mod:`.engines.replayssm`).
 """
 
 from __future__ import annotations

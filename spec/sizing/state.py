@@ -6,11 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypedDict
 
-from . import replayssm, sglang, vllm
 from .dtypes import ConfigDtypes, Dtype, StateDtypes
 
 if TYPE_CHECKING:
-    from .dimensions import AttentionDimensions, GdnDimensions
+    from collections.abc import Mapping
+
+    from .dimensions import AttentionDimensions, GdnDimensions, ModelLength
 
 __all__ = ["Drafting", "Model", "Setup", "SnapshotFigures", "SnapshotSizing"]
 
@@ -30,16 +31,19 @@ class Model:
     #: The GDN layers SGLang counts from ``full_attention_interval`` (None: as ``dimensions``).
     sglang_gdn_layers: int | None = None
     #: The longest ``--max-model-len`` vLLM starts with (None: the config names no length).
-    max_length: vllm.ModelLength | None = None
+    max_length: ModelLength | None = None
 
 
 @dataclass(frozen=True)
 class Setup:
-    """How each engine is served, and the dtypes a review forces on every view."""
+    """How each engine is served, and the dtypes a review forces on every view.
 
-    vllm: vllm.VllmSetup = field(default_factory=vllm.VllmSetup)
-    sglang: sglang.SglangSetup = field(default_factory=sglang.SglangSetup)
-    replayssm_cache_len: int = replayssm.DEFAULT_CACHE_LEN
+    ``options`` holds each engine's own setup by its registry name (``--engine``);
+    an engine reads its entry itself and takes its defaults where there is none,
+    so this layer names no engine.
+    """
+
+    options: Mapping[str, object] = field(default_factory=dict)
     recurrent: Dtype | None = None
     conv: Dtype | None = None
 
@@ -108,7 +112,6 @@ class SnapshotSizing:
     speculative_bytes_per_request: int
     base_padding_bytes: int = 0
     speculative_padding_bytes: int = 0
-    plan: vllm.VllmPlan | None = None
     replayssm_record_bytes: int | None = None
     replayssm_cache_len: int | None = None
 
@@ -128,9 +131,7 @@ class SnapshotSizing:
         return self.base_bytes + self.speculative_bytes
 
     def as_dict(self) -> SnapshotFigures:
-        """The figures as a JSON-ready mapping."""
-        plan = self.plan
-        page = None if plan is None else plan.layout
+        """The figures as a JSON-ready mapping (an engine's unit fills its own layout's)."""
         return SnapshotFigures(
             view=self.view,
             engine=self.engine,
@@ -147,17 +148,15 @@ class SnapshotSizing:
             base_bytes=self.base_bytes,
             speculative_bytes=self.speculative_bytes,
             total_bytes=self.total_bytes,
-            page_bytes=None if page is None else page.page_bytes,
-            padded_page_bytes=None if page is None else page.padded_page_bytes,
-            block_size=None if page is None else page.block_size,
-            group_size=None if plan is None else plan.group_size,
-            gdn_groups=None if plan is None else plan.gdn_groups,
-            block_bytes=None if plan is None else plan.block_bytes,
-            resident_blocks=None if plan is None else plan.resident_blocks,
-            admission_blocks=None if plan is None else plan.admission_blocks,
-            admission_bytes_per_request=(
-                None if plan is None else plan.admission_bytes_per_request
-            ),
+            page_bytes=None,
+            padded_page_bytes=None,
+            block_size=None,
+            group_size=None,
+            gdn_groups=None,
+            block_bytes=None,
+            resident_blocks=None,
+            admission_blocks=None,
+            admission_bytes_per_request=None,
             replayssm_record_bytes=self.replayssm_record_bytes,
             replayssm_cache_len=self.replayssm_cache_len,
         )

@@ -2,7 +2,7 @@
 """How ``size`` reads a byte count or a token count, the same for every flag that takes one.
 
 A byte flag takes plain digits, vLLM's suffixes (``10G`` is 10 x 2^30, ``10g``
-10 x 10^9; :func:`.vllm.human_readable_int`) and the unit names with their
+10 x 10^9; :func:`human_readable_int`) and the unit names with their
 meanings (``10GiB`` is 10 x 2^30, ``10GB`` 10 x 10^9). A token flag takes
 plain digits and vLLM's suffixes (``128K`` is 131,072, ``128k`` 128,000). Both
 read what vLLM reads as vLLM reads it, so a value pasted from a ``vllm serve``
@@ -15,14 +15,13 @@ import re
 from fractions import Fraction
 from typing import Final
 
-from . import vllm
-
 __all__ = [
     "BYTE_SPELLINGS",
     "LARGEST",
     "LENGTH_SPELLINGS",
     "SizeTextError",
     "byte_count",
+    "human_readable_int",
     "token_count",
 ]
 
@@ -43,6 +42,31 @@ _BYTE_UNITS: Final = {
     "TB": 10**12,
 }
 _UNIT_NUMBER: Final = re.compile(r"(\d+(?:\.\d+)?)(" + "|".join(_BYTE_UNITS) + ")")
+
+_DECIMAL_SUFFIXES: Final = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
+_BINARY_SUFFIXES: Final = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+_HUMAN_INT: Final = re.compile(r"(\d+(?:\.\d+)?)([kKmMgGtT])")
+
+
+def human_readable_int(text: str, /) -> int | None:
+    """A number with a suffix as vLLM reads its integer flags; None for one without.
+
+    ``10G`` is 10 x 2^30 and ``128K`` 131,072; ``25.6k`` is 25,600, truncated as
+    vLLM truncates ``float(number) x 1000`` (the vLLM view's
+    ``SOURCES["human-readable integers"]``).
+
+    Raises:
+        ValueError: a decimal with a binary suffix, which vLLM refuses.
+    """
+    found = _HUMAN_INT.fullmatch(text.strip())
+    if found is None:
+        return None
+    number, suffix = found.groups()
+    if suffix in _DECIMAL_SUFFIXES:
+        return int(float(number) * _DECIMAL_SUFFIXES[suffix])
+    if "." in number:
+        raise ValueError(f"vLLM takes no decimals with {suffix} (did you mean {suffix.lower()}?)")
+    return int(number) * _BINARY_SUFFIXES[suffix]
 
 
 class SizeTextError(ValueError):
@@ -70,7 +94,7 @@ def _count(text: str, /, *, what: str, spellings: str) -> int:
         value: int | None = int(stripped)
     else:
         try:
-            value = vllm.human_readable_int(stripped)
+            value = human_readable_int(stripped)
         except ValueError as error:
             raise SizeTextError(f"{error}: {text!r}") from None
     if value is None:

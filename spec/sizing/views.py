@@ -23,12 +23,13 @@ import enum
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypedDict
 
-from . import replayssm, sglang
+from ..releases import SGLANG
 from .dtypes import UnsupportedDtypeError
 from .engines.module import MODULE_ENGINE
-from .engines.vllm import vllm_plan
+from .engines.replayssm import facts as replayssm
+from .engines.sglang import facts as sglang
+from .engines.vllm.unit import vllm_plan
 from .registry import ENGINES
-from .releases import SGLANG
 from .rings import minimal_ring_bytes, seed_ring_bytes
 from .state import Drafting, Model, Setup, SnapshotFigures, SnapshotSizing
 
@@ -198,7 +199,7 @@ def sweep(  # noqa: PLR0913 - each is a separate dimension of the review
         ring_dtype = sglang.sglang_dtypes(model.dtypes).conv
     record = replayssm.replayssm_record_bytes(d, ring_dtype)
     sglang_layers = model.sglang_gdn_layers or d.num_gdn_layers
-    replay_ring = setup.replayssm_cache_len * record * sglang_layers
+    replay_ring = replayssm.cache_len(setup) * record * sglang_layers
     rows = []
     for drafts in num_drafts:
         k = drafts + 1

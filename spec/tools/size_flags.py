@@ -7,8 +7,9 @@ import argparse
 import textwrap
 from typing import TYPE_CHECKING, Final, TypeVar
 
-from ..sizing import units, vllm
+from ..sizing import units
 from ..sizing.dtypes import Dtype
+from ..sizing.engines.vllm import facts as vllm
 from ..sizing.memory import flags as memory_flags
 from ..sizing.options import (
     DIMENSION_FLAGS,

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from ssm_rollback_spec.sizing.releases import SGLANG, VLLM
+from ssm_rollback_spec.releases import SGLANG, VLLM
 
 __all__ = ["MUTANTS", "Mutant", "MutantError", "MutatedCache"]
 

@@ -57,6 +57,7 @@ from typing import TYPE_CHECKING, Final, NotRequired, TypedDict
 
 from ssm_rollback_spec import SPEC_VERSION
 from ssm_rollback_spec.harness.clauses import CLAUSES
+from ssm_rollback_spec.releases import LLAMA_CPP, LLAMA_CPP_COMMIT
 from ssm_rollback_spec.results import (
     WEB_ADDRESS,
     Known,
@@ -67,7 +68,6 @@ from ssm_rollback_spec.results import (
     read_report,
 )
 from ssm_rollback_spec.results.matrix import FAILING
-from ssm_rollback_spec.sizing.releases import LLAMA_CPP, LLAMA_CPP_COMMIT
 from ssm_rollback_spec.tools.report import LABELS, OUTCOMES, Row, clause_summary, counts
 from tests.child import ROOT, run_module
 

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Final, NamedTuple, TypedDict, cast
 import pytest
 
 from ssm_rollback_spec.sizing.dimensions import GdnDimensions
-from ssm_rollback_spec.sizing.engines.llamacpp import LLAMA_CPP_VIEW, LlamaCppSizing
+from ssm_rollback_spec.sizing.engines.llamacpp.unit import LLAMA_CPP_VIEW, LlamaCppSizing
 from ssm_rollback_spec.sizing.state import Drafting, Model, Setup
 
 if TYPE_CHECKING:

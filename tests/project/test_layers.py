@@ -56,15 +56,17 @@ THIRD_PARTY: Final = {
     "ssm_rollback_spec.corpus.replay_format": {"numpy"},
     "ssm_rollback_spec.corpus.replay_draws": {"numpy"},
     "ssm_rollback_spec.corpus.replay_decodes": {"numpy"},
+    "ssm_rollback_spec.corpus.replay_batches": {"numpy"},
 }
 # The replay corpus's generator (its entry, what it draws from, its single
-# windows, its decodes and its refusals) and its format, read back into the
+# windows, its decodes, its batches and its refusals) and its format, read back into the
 # model: numpy.
 REPLAY_CORPUS: Final = {
     "ssm_rollback_spec.corpus.replay_cases",
     "ssm_rollback_spec.corpus.replay_draws",
     "ssm_rollback_spec.corpus.replay_windows",
     "ssm_rollback_spec.corpus.replay_decodes",
+    "ssm_rollback_spec.corpus.replay_batches",
     "ssm_rollback_spec.corpus.replay_refusals",
     "ssm_rollback_spec.corpus.replay_format",
 }
@@ -85,6 +87,9 @@ INDEPENDENT: Final = {
     ("ssm_rollback_spec.rollback", "ssm_rollback_spec.model"),
 }
 #: The floors, bottom up; a module's floor is its longest matching prefix.
+#: ssm_rollback_spec.releases (the engine releases, standard library only)
+#: sits on the contract's floor so that sizing, the adapters and the tiers
+#: read one version without reaching into sizing; no vendored file imports it.
 FLOORS: Final = (
     ("ssm_rollback_spec", 1),
     ("ssm_rollback_spec.harness", 2),

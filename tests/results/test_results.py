@@ -17,10 +17,10 @@ from ssm_rollback_spec.harness import check_report
 from ssm_rollback_spec.harness.clauses import CLAUSES
 from ssm_rollback_spec.harness.files import MAX_FILE_BYTES
 from ssm_rollback_spec.harness.pytest_plugin import MEASURED
+from ssm_rollback_spec.releases import LLAMA_CPP_COMMIT
 from ssm_rollback_spec.results import WEB_ADDRESS, Report, read_report
 from ssm_rollback_spec.results.matrix import SECTIONS, Standing
 from ssm_rollback_spec.results.page import REASONS_HEADING
-from ssm_rollback_spec.sizing.releases import LLAMA_CPP_COMMIT
 from ssm_rollback_spec.tools.cli import main
 from tests.child import ROOT, run_module
 from tests.e2e import results as e2e_results

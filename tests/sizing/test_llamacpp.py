@@ -18,11 +18,11 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
-from ssm_rollback_spec.sizing import llamacpp
+from ssm_rollback_spec.releases import LLAMA_CPP, LLAMA_CPP_COMMIT
 from ssm_rollback_spec.sizing.dimensions import GdnDimensions
-from ssm_rollback_spec.sizing.engines.llamacpp import LLAMA_CPP_VIEW, LlamaCppSizing
+from ssm_rollback_spec.sizing.engines.llamacpp import facts as llamacpp
+from ssm_rollback_spec.sizing.engines.llamacpp.unit import LLAMA_CPP_VIEW, LlamaCppSizing
 from ssm_rollback_spec.sizing.presentation import rejoined
-from ssm_rollback_spec.sizing.releases import LLAMA_CPP, LLAMA_CPP_COMMIT
 from ssm_rollback_spec.sizing.review import model_from_config, model_from_dimensions
 from ssm_rollback_spec.sizing.state import Drafting, Setup
 from ssm_rollback_spec.tools.cli import main

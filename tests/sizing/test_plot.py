@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from ssm_rollback_spec.releases import LLAMA_CPP, LLAMA_CPP_COMMIT
 from ssm_rollback_spec.sizing import plot
-from ssm_rollback_spec.sizing.releases import LLAMA_CPP, LLAMA_CPP_COMMIT
 from ssm_rollback_spec.tools.cli import main
 
 if TYPE_CHECKING:

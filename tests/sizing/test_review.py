@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Final
 import pytest
 
 from ssm_rollback_spec.sizing import dimensions as dims
-from ssm_rollback_spec.sizing import vllm
+from ssm_rollback_spec.sizing.engines.vllm import facts as vllm
 from ssm_rollback_spec.sizing.presentation import rejoined
 from ssm_rollback_spec.sizing.registry import ENGINES
 from ssm_rollback_spec.sizing.wording import human, short

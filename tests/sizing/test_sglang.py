@@ -14,7 +14,8 @@ from typing import Final
 
 import pytest
 
-from ssm_rollback_spec.sizing import capacity, sglang
+from ssm_rollback_spec.sizing import capacity
+from ssm_rollback_spec.sizing.engines.sglang import facts as sglang
 from ssm_rollback_spec.sizing.memory import FitFlagsError, FitKind, fit_kind
 from ssm_rollback_spec.sizing.presentation import rejoined
 from ssm_rollback_spec.sizing.review import model_from_config
@@ -56,7 +57,7 @@ def test_the_startup_figures_are_sglangs(
         mem_fraction_static=fraction,
         context_length=32_768,
     )
-    setup = Setup(sglang=sglang.SglangSetup(radix_cache=radix))
+    setup = Setup(options={sglang.NAME: sglang.SglangSetup(radix_cache=radix)})
     fit = capacity.sglang_fit(_model(name, tp), setup, memory, num_drafts=drafts)[design]
     assert fit.startup is not None
     up = fit.startup

@@ -19,8 +19,10 @@ from typing import Final
 import pytest
 
 from ssm_rollback_spec.sizing import dimensions as dims
-from ssm_rollback_spec.sizing import replayssm, sglang, vllm
 from ssm_rollback_spec.sizing.dtypes import ConfigDtypes, Dtype, StateDtypes, dtypes_from_config
+from ssm_rollback_spec.sizing.engines.replayssm import facts as replayssm
+from ssm_rollback_spec.sizing.engines.sglang import facts as sglang
+from ssm_rollback_spec.sizing.engines.vllm import facts as vllm
 from ssm_rollback_spec.sizing.presentation import COLUMNS, rejoined
 from ssm_rollback_spec.sizing.views import Model, Setup, View, size_view, sweep
 from tests.child import run_module
@@ -39,7 +41,7 @@ UNEVEN_VALUE_HEADS: Final = [
     "--num-drafts", "3", "--mtp-slots", "1", "--tp", "16",
 ]  # fmt: skip
 REVIEW: Final = ["--config", str(QWEN3_NEXT), "--num-drafts", "3", "--mtp-slots", "1"]
-NO_PREFIX_CACHING: Final = Setup(vllm=vllm.VllmSetup(prefix_caching=False))
+NO_PREFIX_CACHING: Final = Setup(options={vllm.NAME: vllm.VllmSetup(prefix_caching=False)})
 
 
 def _load(path: Path) -> dict[str, object]:
@@ -105,7 +107,7 @@ def test_sglang_keeps_five_states_per_request_with_the_radix_cache() -> None:
 
 def test_sglang_without_the_radix_cache_keeps_one_state() -> None:
     # kv_cache_configurator.py, lines 3063-3064: one state per request.
-    setup = Setup(sglang=sglang.SglangSetup(radix_cache=False))
+    setup = Setup(options={sglang.NAME: sglang.SglangSetup(radix_cache=False)})
     sized = size_view(View.SGLANG, _model(), num_drafts=3, requests=1, setup=setup)
     assert sized.base_bytes_per_request == 2_146_304 * 36 == 77_266_944
 

@@ -15,8 +15,9 @@ from typing import Final
 
 import pytest
 
-from ssm_rollback_spec.sizing import capacity, vllm
+from ssm_rollback_spec.sizing import capacity
 from ssm_rollback_spec.sizing import dimensions as dims
+from ssm_rollback_spec.sizing.engines.vllm import facts as vllm
 from ssm_rollback_spec.sizing.presentation import rejoined
 from ssm_rollback_spec.sizing.review import model_from_config
 from ssm_rollback_spec.sizing.views import Model, Setup, View, size_view, vllm_plan
@@ -34,7 +35,7 @@ def _model(path: Path = QWEN3_NEXT, *, tp: int = 1) -> Model:
 
 
 def _setup(**options: object) -> Setup:
-    return Setup(vllm=vllm.VllmSetup(**options))  # type: ignore[arg-type]
+    return Setup(options={vllm.NAME: vllm.VllmSetup(**options)})  # type: ignore[arg-type]
 
 
 def test_the_mtp_drafter_adds_an_attention_layer_and_sets_the_group_size() -> None:

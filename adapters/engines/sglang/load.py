@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from ssm_rollback_spec.sizing.releases import SGLANG
+from ssm_rollback_spec.releases import SGLANG
 
 from .. import kernels, wheels
 from ..kernels import Device

@@ -24,7 +24,7 @@ import sys
 import types
 from typing import Any, Final
 
-from ssm_rollback_spec.sizing.releases import VLLM
+from ssm_rollback_spec.releases import VLLM
 
 from .. import kernels, wheels
 from ..kernels import Device

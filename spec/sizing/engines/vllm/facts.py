@@ -13,19 +13,21 @@ from __future__ import annotations
 
 import enum
 import math
-import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
-from .dtypes import ConfigDtypes, Dtype, StateDtypes, UnsupportedDtypeError
-from .releases import VLLM
-from .vllm_sources import SOURCES
+from ....releases import VLLM
+from ...dimensions import ModelLength
+from ...dtypes import ConfigDtypes, Dtype, StateDtypes, UnsupportedDtypeError
+from ...state import SnapshotSizing
+from ...units import human_readable_int
+from .sources import SOURCES
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from .dimensions import AttentionDimensions, GdnDimensions
-    from .state import Model, Setup
+    from ...dimensions import AttentionDimensions, GdnDimensions
+    from ...state import Model, Setup, SnapshotFigures
 
 __all__ = [
     "ALIGN_BASE_BLOCKS",
@@ -36,6 +38,7 @@ __all__ = [
     "FLASH_ATTN_KERNEL_BLOCK",
     "KV_CACHE_DTYPES",
     "MAMBA_DTYPES",
+    "NAME",
     "NONE_BASE_BLOCKS",
     "NULL_BLOCKS",
     "PREFILL_CHECKPOINT_BLOCKS",
@@ -49,11 +52,13 @@ __all__ = [
     "VllmLayout",
     "VllmPlan",
     "VllmSetup",
+    "VllmSizing",
     "human_readable_int",
     "kv_cache_dtype",
     "max_num_seqs",
     "model_dtype",
     "model_length",
+    "options",
     "view_dtypes",
     "vllm_capacity",
     "vllm_dtypes",
@@ -98,9 +103,6 @@ KV_CACHE_DTYPES: Final = {
     "fp8_e5m2": Dtype.FP8,
 }
 #: vLLM's integer suffixes: decimal in lower case, binary in upper case (whole numbers only).
-_DECIMAL_SUFFIXES: Final = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
-_BINARY_SUFFIXES: Final = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
-_HUMAN_INT: Final = re.compile(r"(\d+(?:\.\d+)?)([kKmMgGtT])")
 #: The cache block size before any alignment (``CacheConfig.DEFAULT_BLOCK_SIZE``).
 DEFAULT_BLOCK_SIZE: Final = 16
 #: FlashAttention's kernel block sizes are multiples of 16 on CUDA.
@@ -128,6 +130,16 @@ QWEN3_5_SSM_DTYPE_HOOK: Final = frozenset(
         "Qwen3_5MoeForCausalLM",
     }
 )
+
+
+#: The view's registry name (``--engine``), which keys its entry of :attr:`.Setup.options`.
+NAME: Final = "vllm"
+
+
+def options(setup: Setup, /) -> VllmSetup:
+    """How ``setup`` serves vLLM: its entry under :data:`NAME`, else the defaults."""
+    found = setup.options.get(NAME)
+    return found if isinstance(found, VllmSetup) else VllmSetup()
 
 
 @dataclass(frozen=True)
@@ -287,26 +299,6 @@ def kv_cache_dtype(model: Model, setup: VllmSetup, /) -> Dtype:
     return KV_CACHE_DTYPES[setup.kv_cache_dtype]
 
 
-def human_readable_int(text: str, /) -> int | None:
-    """A number with a suffix as vLLM reads its integer flags; None for one without.
-
-    ``10G`` is 10 x 2^30 and ``128K`` 131,072; ``25.6k`` is 25,600, truncated as
-    vLLM truncates ``float(number) x 1000`` (``SOURCES["human-readable integers"]``).
-
-    Raises:
-        ValueError: a decimal with a binary suffix, which vLLM refuses.
-    """
-    found = _HUMAN_INT.fullmatch(text.strip())
-    if found is None:
-        return None
-    number, suffix = found.groups()
-    if suffix in _DECIMAL_SUFFIXES:
-        return int(float(number) * _DECIMAL_SUFFIXES[suffix])
-    if "." in number:
-        raise ValueError(f"vLLM takes no decimals with {suffix} (did you mean {suffix.lower()}?)")
-    return int(number) * _BINARY_SUFFIXES[suffix]
-
-
 #: The config keys vLLM derives the model's length from, the smallest found winning.
 _LENGTH_KEYS: Final = (
     "max_position_embeddings",
@@ -323,25 +315,6 @@ _LENGTH_KEYS: Final = (
 _PRESCALED_ROPE: Final = frozenset(
     {"su", "longrope", "llama3", "yarn", "deepseek_yarn", "deepseek_llama_scaling"}
 )
-
-
-@dataclass(frozen=True)
-class ModelLength:
-    """The longest ``--max-model-len`` vLLM starts with, as it derives it from the config."""
-
-    #: The derived length, and the config key it came from.
-    tokens: int
-    key: str
-
-    def refuses(self, max_model_len: int, /) -> bool:
-        """Whether vLLM refuses ``max_model_len`` (``SOURCES["max_model_len check"]``).
-
-        The ``model_max_length`` that check lets a longer length through with
-        is the text config's (``hf_config`` there is ``hf_text_config``,
-        vllm/config/model.py:2160-2161, 2661), which, when set, is already the
-        derived length: a top config's is not read.
-        """
-        return max_model_len > self.tokens
 
 
 def _whole(value: object, /) -> int | None:
@@ -528,3 +501,28 @@ def vllm_capacity(plan: VllmPlan, /, *, kv_cache_bytes: int, max_model_len: int)
         concurrency=concurrency,
         fits=per_request * plan.block_bytes <= kv_cache_bytes - plan.block_bytes,
     )
+
+
+@dataclass(frozen=True)
+class VllmSizing(SnapshotSizing):
+    """The vLLM view's figures, with the plan its blocks follow (None: not planned)."""
+
+    plan: VllmPlan | None = None
+
+    def as_dict(self) -> SnapshotFigures:
+        """The figures as a JSON-ready mapping, with the plan's page and blocks."""
+        figures = super().as_dict()
+        plan = self.plan
+        if plan is None:
+            return figures
+        page = plan.layout
+        figures["page_bytes"] = page.page_bytes
+        figures["padded_page_bytes"] = page.padded_page_bytes
+        figures["block_size"] = page.block_size
+        figures["group_size"] = plan.group_size
+        figures["gdn_groups"] = plan.gdn_groups
+        figures["block_bytes"] = plan.block_bytes
+        figures["resident_blocks"] = plan.resident_blocks
+        figures["admission_blocks"] = plan.admission_blocks
+        figures["admission_bytes_per_request"] = plan.admission_bytes_per_request
+        return figures

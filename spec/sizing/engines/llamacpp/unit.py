@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT OR Apache-2.0
 """The llama.cpp unit: what llama.cpp 0c1e57098 holds per sequence, and its server's copies.
 
-The facts are :mod:`ssm_rollback_spec.sizing.llamacpp`'s. Per sequence and GDN
+The facts are :mod:`.facts`'s. Per sequence and GDN
 layer, FP32: base h + (K-1)c; speculative ``n_rs_seq`` x (h + (K-1)c), the
 snapshots, with ``n_rs_seq`` = the drafts per step where the architecture has
 them (Qwen3.5); for Qwen3-Next, which has none, one whole-state checkpoint
@@ -15,17 +15,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
-from .. import llamacpp, replayssm
-from ..engine import SizingEngine, layer_bytes
-from ..releases import LLAMA_CPP, LLAMA_CPP_COMMIT
-from ..rings import SizingOverflowError, seed_ring_bytes
-from ..state import SnapshotFigures, SnapshotSizing
-from ..wording import count, human, ratio
+from ....releases import LLAMA_CPP, LLAMA_CPP_COMMIT
+from ...engine import SizingEngine, layer_bytes
+from ...rings import SizingOverflowError, seed_ring_bytes
+from ...state import SnapshotFigures, SnapshotSizing
+from ...wording import count, human, ratio
+from ..replayssm import facts as replayssm
+from . import facts as llamacpp
 
 if TYPE_CHECKING:
-    from ..dtypes import StateDtypes
-    from ..state import Drafting, Model, Setup
-    from ..wording import Row
+    from ...dtypes import StateDtypes
+    from ...state import Drafting, Model, Setup
+    from ...wording import Row
 
 __all__ = ["LLAMA_CPP_VIEW", "LlamaCppFigures", "LlamaCppSizing", "LlamaCppView"]
 
@@ -147,7 +148,7 @@ class LlamaCppView(SizingEngine):
             seed_ring_bytes_per_slot=seed_ring,
             # SGLang allocates its ring only to speculate.
             replayssm_ring_bytes_per_request=(
-                setup.replayssm_cache_len * record * layers if drafting.num_drafts else 0
+                replayssm.cache_len(setup) * record * layers if drafting.num_drafts else 0
             ),
         )
 

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT OR Apache-2.0
 """The sglang unit: SGLang's view with one draft chain, its memory fit and its startup line.
 
-The arithmetic and the cited facts are :mod:`ssm_rollback_spec.sizing.sglang`'s.
+The arithmetic and the cited facts are :mod:`.facts`'s.
 Per request and GDN layer: base R (h + (K-1)c), R = 5 states with the radix
 cache, 1 without; speculative D h + (D+K-2)c, D = s + 1; one padding slot in
 each pool. :func:`sglang_sizing` is shared with the ReplaySSM view.
@@ -12,8 +12,9 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Final
 
-from .. import capacity, sglang
-from ..engine import (
+from ....releases import SGLANG
+from ... import capacity
+from ...engine import (
     FitKind,
     FitOutcome,
     MemoryFit,
@@ -25,17 +26,17 @@ from ..engine import (
     layer_bytes,
     whole,
 )
-from ..releases import SGLANG
-from ..state import SnapshotSizing
-from ..wording import count, human, short
+from ...state import SnapshotSizing
+from ...wording import count, human, short
+from . import facts as sglang
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-    from ..dtypes import StateDtypes
-    from ..engine import Given
-    from ..state import Drafting, Model, Setup
-    from ..wording import Row, Section
+    from ...dtypes import StateDtypes
+    from ...engine import Given
+    from ...state import Drafting, Model, Setup
+    from ...wording import Row, Section
 
 __all__ = ["SGLANG_FIT", "SGLANG_VIEW", "SglangFitOutcome", "SglangStaticFit", "SglangView"]
 
@@ -350,7 +351,7 @@ class SglangStaticFit(MemoryFit):
             memory,
             least=least,
             least_start=least_start,
-            setup=setup.sglang,
+            setup=sglang.options(setup),
             drafts=num_drafts,
         )
 
@@ -386,7 +387,7 @@ def sglang_sizing(
         setup=view.describe(setup),
         dtypes=dtypes,
         requests=requests,
-        base_bytes_per_request=layers * setup.sglang.state_slots_per_request * state,
+        base_bytes_per_request=layers * sglang.options(setup).state_slots_per_request * state,
         speculative_bytes_per_request=layers * per_layer,
         base_padding_bytes=padding * state,
         speculative_padding_bytes=padding * per_layer,
@@ -409,7 +410,7 @@ _MORE_WITH_A_RING: Final = (
 class SglangView(SizingEngine):
     """SGLang with one draft chain, radix cache on unless ``--disable-radix-cache``."""
 
-    name = "sglang"
+    name = sglang.NAME
     engine = SGLANG.engine
     plot_label = f"{SGLANG.engine} snapshot (one draft chain)"
     base_formula = "R x (h + (K-1) conv columns), R states per running request"
@@ -420,10 +421,10 @@ class SglangView(SizingEngine):
 
     def describe(self, setup: Setup, /) -> str:
         """The SGLang setup, as an SGLang user would say it."""
-        return setup.sglang.describe()
+        return sglang.options(setup).describe()
 
     def dtypes(self, model: Model, setup: Setup, /) -> StateDtypes:
-        """SGLang's state dtypes (:func:`ssm_rollback_spec.sizing.sglang.view_dtypes`)."""
+        """SGLang's state dtypes (:func:`.facts.view_dtypes`)."""
         return sglang.view_dtypes(model, setup)
 
     def need(

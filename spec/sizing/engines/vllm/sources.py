@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT OR Apache-2.0
-"""Where vLLM 0.33.0 says each fact of the vLLM view (:mod:`.vllm`): file, lines, and what they say.
+"""Where vLLM 0.33.0 says each fact of its view (:mod:`.facts`): file, lines, what they say.
 
 Read from the released wheel (``pip download --no-deps vllm==0.33.0``);
 ``size`` prints these beside its figures and docs/sizing.md cites them.
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from .facts import Source
+from ...facts import Source
 
 __all__ = ["SOURCES"]
 

@@ -7,7 +7,7 @@ slot and GDN layer, ``--linear-replayssm-cache-len`` (L, default 16) records,
 over ``spec_state_size + 1`` slots. A record holds d (value heads x value head
 dim) and the normalized k (key heads x key head dim) in the conv dtype, their
 low parts in the conv dtype when that is not fp32, and the scalar log-decay g
-per value head in fp32. The base states are SGLang's (:mod:`.sglang`).
+per value head in fp32. The base states are SGLang's (:mod:`..sglang.facts`).
 
 vLLM 0.33.0 has no GDN ReplaySSM: ``use_replayssm`` (``vllm/config/cache.py``
 318-328) zeroes the speculative blocks of every mamba spec
@@ -18,23 +18,27 @@ not model it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
-from ..replay_rows import GdnShape, RecordStorage
-from ..replay_rows import replayssm_record_bytes as _record_bytes
-from .dtypes import Dtype, StateDtypes
-from .facts import Source
-from .releases import SGLANG
-from .sglang import sglang_dtypes
+from ....releases import SGLANG
+from ....replay_rows import GdnShape, RecordStorage
+from ....replay_rows import replayssm_record_bytes as _record_bytes
+from ...dtypes import Dtype, StateDtypes
+from ...facts import Source
+from ..sglang.facts import sglang_dtypes
 
 if TYPE_CHECKING:
-    from .dimensions import GdnDimensions
-    from .state import Model, Setup
+    from ...dimensions import GdnDimensions
+    from ...state import Model, Setup
 
 __all__ = [
     "DEFAULT_CACHE_LEN",
     "ENGINE",
+    "NAME",
     "SOURCES",
+    "ReplaySsmSetup",
+    "cache_len",
     "replayssm_record_bytes",
     "view_dtypes",
 ]
@@ -43,6 +47,22 @@ __all__ = [
 ENGINE: Final = SGLANG.engine
 #: ``--linear-replayssm-cache-len``'s default: records per slot and layer.
 DEFAULT_CACHE_LEN: Final = 16
+#: The view's registry name (``--engine``), which keys its entry of :attr:`.Setup.options`.
+NAME: Final = "sglang-replayssm"
+
+
+@dataclass(frozen=True)
+class ReplaySsmSetup:
+    """How SGLang's ReplaySSM ring is served: ``--linear-replayssm-cache-len``."""
+
+    cache_len: int = DEFAULT_CACHE_LEN
+
+
+def cache_len(setup: Setup, /) -> int:
+    """The ring's records per slot and layer in ``setup`` (its entry under :data:`NAME`)."""
+    found = setup.options.get(NAME)
+    return found.cache_len if isinstance(found, ReplaySsmSetup) else DEFAULT_CACHE_LEN
+
 
 #: Each fact of this view and where SGLang 0.5.23 says it.
 SOURCES: Final = {

@@ -17,12 +17,12 @@ import enum
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
-from .dtypes import ConfigDtypes, Dtype, StateDtypes, UnsupportedDtypeError
-from .facts import Source
-from .releases import SGLANG
+from ....releases import SGLANG
+from ...dtypes import ConfigDtypes, Dtype, StateDtypes, UnsupportedDtypeError
+from ...facts import Source
 
 if TYPE_CHECKING:
-    from .state import Model, Setup
+    from ...state import Model, Setup
 
 __all__ = [
     "ENGINE",
@@ -33,6 +33,7 @@ __all__ = [
     "MAMBA_DTYPES",
     "MAMBA_FULL_MEMORY_RATIO",
     "MULTIMODAL_ARCHITECTURES",
+    "NAME",
     "OVERLAP_TRACKING_SLOTS",
     "POOL_PADDING_SLOTS",
     "RADIX_BASE_RATIO",
@@ -46,6 +47,7 @@ __all__ = [
     "SglangStartError",
     "SglangStartup",
     "SpeculativeState",
+    "options",
     "sglang_dtypes",
     "sglang_startup",
     "view_dtypes",
@@ -256,6 +258,16 @@ SOURCES: Final = {
         "CUDA-graph batch sizes: not modelled, so the view takes the value SGLang logs",
     ),
 }
+
+
+#: The view's registry name (``--engine``), which keys its entry of :attr:`.Setup.options`.
+NAME: Final = "sglang"
+
+
+def options(setup: Setup, /) -> SglangSetup:
+    """How ``setup`` serves SGLang: its entry under :data:`NAME`, else the defaults."""
+    found = setup.options.get(NAME)
+    return found if isinstance(found, SglangSetup) else SglangSetup()
 
 
 @dataclass(frozen=True)

@@ -25,13 +25,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
-from .dtypes import Dtype, StateDtypes, UnsupportedDtypeError
-from .facts import Source
-from .releases import LLAMA_CPP, LLAMA_CPP_COMMIT
+from ....releases import LLAMA_CPP, LLAMA_CPP_COMMIT
+from ...dtypes import Dtype, StateDtypes, UnsupportedDtypeError
+from ...facts import Source
 
 if TYPE_CHECKING:
-    from .dimensions import GdnDimensions
-    from .state import Model, Setup
+    from ...dimensions import GdnDimensions
+    from ...state import Model, Setup
 
 __all__ = [
     "CHECKPOINT_HEADER_BYTES",

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT OR Apache-2.0
 """The sglang-replayssm unit: SGLang with ``--enable-linear-replayssm-spec``.
 
-The ring's facts are :mod:`ssm_rollback_spec.sizing.replayssm`'s. Per request
+The ring's facts are :mod:`.facts`'s. Per request
 and GDN layer: base as ``sglang``; speculative (D+K-2)c plus L records; one
 padding slot. Its fit is SGLang's (:data:`.sglang.SGLANG_FIT`).
 """
@@ -10,16 +10,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
-from .. import replayssm
-from ..engine import SizingEngine
-from ..releases import SGLANG
-from ..wording import human
-from .sglang import SGLANG_FIT, sglang_sizing
+from ....releases import SGLANG
+from ...engine import SizingEngine
+from ...wording import human
+from ..sglang import facts as sglang
+from ..sglang.unit import SGLANG_FIT, sglang_sizing
+from . import facts as replayssm
 
 if TYPE_CHECKING:
-    from ..dtypes import StateDtypes
-    from ..state import Drafting, Model, Setup, SnapshotSizing
-    from ..wording import Row
+    from ...dtypes import StateDtypes
+    from ...state import Drafting, Model, Setup, SnapshotSizing
+    from ...wording import Row
 
 __all__ = ["SGLANG_REPLAYSSM", "ReplaySsmView"]
 
@@ -27,7 +28,7 @@ __all__ = ["SGLANG_REPLAYSSM", "ReplaySsmView"]
 class ReplaySsmView(SizingEngine):
     """SGLang's GDN ReplaySSM ring: the conv windows kept, L records per slot and layer."""
 
-    name = "sglang-replayssm"
+    name = replayssm.NAME
     engine = replayssm.ENGINE
     plot_label = f"{SGLANG.engine} ReplaySSM ring + conv windows"
     base_formula = "R x (h + (K-1) conv columns), R states per running request"
@@ -40,7 +41,7 @@ class ReplaySsmView(SizingEngine):
         """The ring's flags, then the SGLang setup."""
         return (
             f"--enable-linear-replayssm-spec, --linear-replayssm-cache-len "
-            f"{setup.replayssm_cache_len}; {setup.sglang.describe()}"
+            f"{replayssm.cache_len(setup)}; {sglang.options(setup).describe()}"
         )
 
     def dtypes(self, model: Model, setup: Setup, /) -> StateDtypes:
@@ -51,7 +52,7 @@ class ReplaySsmView(SizingEngine):
         """The conv windows and L records per request, D = the drafts + 1."""
         d = model.dimensions
         windows = drafting.num_drafts + 1 + d.conv_kernel - 2
-        length = setup.replayssm_cache_len
+        length = replayssm.cache_len(setup)
 
         def speculative(
             h: int, column: int, dtypes: StateDtypes

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT OR Apache-2.0
 """The vllm unit: vLLM's view, its two memory fits and its startup line.
 
-The arithmetic and the cited facts are :mod:`ssm_rollback_spec.sizing.vllm`'s;
+The arithmetic and the cited facts are :mod:`.facts`'s;
 this unit puts them behind :class:`..engine.SizingEngine`. Per request and GDN
 group: blocks of one page, h + (K-1+s)c padded to the attention page;
 ``2 + s + 1`` blocks by default (align mode, FlashInfer checkpoint block),
@@ -13,8 +13,9 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Final
 
-from .. import capacity, vllm
-from ..engine import (
+from ....releases import VLLM
+from ... import capacity
+from ...engine import (
     FitFlagsError,
     FitKind,
     FitOutcome,
@@ -27,17 +28,16 @@ from ..engine import (
     layer_bytes,
     whole,
 )
-from ..releases import VLLM
-from ..state import SnapshotSizing
-from ..wording import count, human, short
+from ...wording import count, human, short
+from . import facts as vllm
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from ..dtypes import StateDtypes
-    from ..engine import Given
-    from ..state import Drafting, Model, Setup
-    from ..wording import Row, Section
+    from ...dtypes import StateDtypes
+    from ...engine import Given
+    from ...state import Drafting, Model, Setup, SnapshotSizing
+    from ...wording import Row, Section
 
 __all__ = ["VLLM_VIEW", "KvBytesFit", "UtilizationFit", "VllmFitOutcome", "VllmView", "vllm_plan"]
 
@@ -52,8 +52,8 @@ def vllm_plan(model: Model, setup: Setup, num_drafts: int, /) -> vllm.VllmPlan:
         model.dimensions,
         model.attention,
         vllm.view_dtypes(model, setup),
-        vllm.kv_cache_dtype(model, setup.vllm),
-        setup.vllm,
+        vllm.kv_cache_dtype(model, vllm.options(setup)),
+        vllm.options(setup),
         num_spec=num_drafts,
         attention_layers=model.attention_layers,
         drafter_layers=model.drafter_layers,
@@ -389,7 +389,7 @@ def _fit(  # noqa: PLR0913 - the fit's inputs, each separate
     return VllmFitOutcome(
         fits,
         utilization,
-        setup=setup.vllm,
+        setup=vllm.options(setup),
         max_num_seqs=_given_seqs(given),
         max_length=model.max_length,
     )
@@ -444,7 +444,7 @@ class UtilizationFit(MemoryFit):
 class VllmView(SizingEngine):
     """VLLM as ``vllm serve`` runs by default (:class:`..state.Setup` selects other setups)."""
 
-    name = "vllm"
+    name = vllm.NAME
     engine = VLLM.engine
     plot_label = f"{VLLM.engine} snapshot (resident blocks)"
     base_formula = "the resident blocks with no drafts (GDN groups x blocks of the pool)"
@@ -456,10 +456,10 @@ class VllmView(SizingEngine):
 
     def describe(self, setup: Setup, /) -> str:
         """The vLLM setup, as a vLLM user would say it."""
-        return setup.vllm.describe()
+        return vllm.options(setup).describe()
 
     def dtypes(self, model: Model, setup: Setup, /) -> StateDtypes:
-        """VLLM's state dtypes (:func:`ssm_rollback_spec.sizing.vllm.view_dtypes`)."""
+        """VLLM's state dtypes (:func:`.facts.view_dtypes`)."""
         return vllm.view_dtypes(model, setup)
 
     def size(self, model: Model, setup: Setup, drafting: Drafting, /) -> SnapshotSizing:
@@ -470,7 +470,7 @@ class VllmView(SizingEngine):
         # What a decoding request holds with no drafts: no drafter layer, no
         # speculative blocks, a page without the widened window.
         held = vllm_plan(model, setup, 0).resident_bytes_per_request
-        return SnapshotSizing(
+        return vllm.VllmSizing(
             view=self.name,
             engine=self.engine,
             setup=self.describe(setup),
@@ -487,7 +487,8 @@ class VllmView(SizingEngine):
 
     def rows(self, sizing: SnapshotSizing, /) -> list[Row]:
         """VLLM's page, grouping, pool block and per-request blocks."""
-        return [] if sizing.plan is None else _plan_rows(sizing.plan)
+        plan = sizing.plan if isinstance(sizing, vllm.VllmSizing) else None
+        return [] if plan is None else _plan_rows(plan)
 
     def need(
         self, model: Model, setup: Setup, /, *, requests: int, context: int, num_drafts: int
