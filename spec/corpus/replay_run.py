@@ -33,6 +33,7 @@ from .protocol_run import CaseResult
 from .replay_offer import (
     FORM_LISTED,
     FORM_NOT_LISTED,
+    ReplayCase,
     ReplayOffer,
     ReplayOfferError,
     not_offered,
@@ -83,45 +84,6 @@ _STATE_FILES: Final = {
     "refusals.json": "refusal",
 }
 _DIMS: Final = ("num_key_heads", "key_head_dim", "num_value_heads", "value_head_dim", "conv_kernel")
-
-
-@dataclass(frozen=True)
-class ReplayCase:
-    """One replay case as sent: its request, the state expected after each round, its bound."""
-
-    case_id: str
-    clauses: list[str]
-    pipeline: str
-    request: dict[str, object]
-    #: One ``{"conv": ..., "h": ...}`` of float.hex strings per round.
-    expected: list[dict[str, object]]
-    #: The relative bound ``max |actual - expected| / max |expected|`` per field.
-    tolerance: float
-    #: The request's layout, ``pre-conv`` or ``post-conv``.
-    layout: str = "pre-conv"
-    #: The design whose lifecycle the case's rounds follow, when the case names one.
-    design: str | None = None
-    #: The bound for an implementation compared with itself (check's replay
-    #: properties), when the case file states one apart ("self"); else ``tolerance``.
-    self_tolerance: float | None = None
-    #: A case judged against the implementation itself (``batch_alone.json``): the
-    #: pairs ``(i, j)`` of replied states that must be the same within ``tolerance``
-    #: (0 but for an engine whose kernels differ), and ``expected`` empty (RB-REPLAY-13).
-    alone: tuple[tuple[int, int], ...] = ()
-    #: The states ``tolerance`` holds for, where not every one: an alone case's
-    #: ``rerouted`` entries (``batch_alone.json``), each other state bit for bit.
-    #: None: every state within ``tolerance``.
-    bounded: frozenset[int] | None = None
-    #: A case of ``refusals.json``: True when its only allowed reply is
-    #: ``bad-request``, False when it is at a rule's bound and must be answered
-    #: with ``expected``; None for every other case.
-    refused: bool | None = None
-    #: A refusal sent only to an adapter whose describe does not list this batch form.
-    without_form: str | None = None
-
-    def bound(self, number: int, /) -> float:
-        """The bound of state ``number``: ``tolerance``, or 0 where ``bounded`` leaves it out."""
-        return self.tolerance if self.bounded is None or number in self.bounded else 0.0
 
 
 _GATE_INPUTS: Final = ("a", "b")

@@ -36,13 +36,13 @@ if TYPE_CHECKING:
     from collections.abc import Collection, Iterable, Sequence
 
     from ..corpus import CaseResult
-    from .report import Row
 
 __all__ = [
     "Deviation",
     "DeviationList",
     "DeviationsError",
     "Judged",
+    "Row",
     "Target",
     "apply_deviations",
     "read_deviations",
@@ -178,6 +178,27 @@ def apply_deviations(
         if not failed and any(item.outcome == "passed" for item in matched):
             conforming.append(deviation)
     return deviating, conforming
+
+
+@dataclass(frozen=True)
+class Row:
+    """One property's or case's line of a report, which a deviation entry may mark.
+
+    Defined beside the entries that mark it, so that the report's module
+    (:mod:`.report`) and this one do not import each other.
+    """
+
+    name: str
+    clauses: Sequence[str]
+    outcome: str
+    detail: str = ""
+    seconds: float | None = None
+    #: The deviation entry a failure is known by (the outcome is then ``deviation``).
+    known: Deviation | None = None
+    #: The largest relative error measured, and the bound it was judged within
+    #: (a replay case or property, RB-REPLAY-1); None where nothing was measured.
+    distance: float | None = None
+    bound: float | None = None
 
 
 @dataclass(frozen=True)

@@ -6,16 +6,17 @@ from __future__ import annotations
 import json
 import sys
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
+from .deviations import Row
 from .errors import CliError
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
 
     from .deviations import Deviation
+
 
 __all__ = [
     "LABELS",
@@ -46,23 +47,6 @@ LABELS: Final = {
 
 #: The message for a deviation entry that no longer deviates.
 CONFORMS: Final = "listed as deviating, but it conforms: remove the entry"
-
-
-@dataclass(frozen=True)
-class Row:
-    """One property's or case's line of a report, with what follows it."""
-
-    name: str
-    clauses: Sequence[str]
-    outcome: str
-    detail: str = ""
-    seconds: float | None = None
-    #: The deviation entry a failure is known by (the outcome is then ``deviation``).
-    known: Deviation | None = None
-    #: The largest relative error measured, and the bound it was judged within
-    #: (a replay case or property, RB-REPLAY-1); None where nothing was measured.
-    distance: float | None = None
-    bound: float | None = None
 
 
 def measured(row: Row, /) -> dict[str, float]:
