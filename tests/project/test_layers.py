@@ -125,8 +125,9 @@ CORPUS_ENGINE: Final = "ssm_rollback_spec.corpus.files"
 #: The tools' share of the package's lines: a thin command line. (1900 with
 #: report, --require-race and size cut to parsing and printing; 2193 with the
 #: preflight, 136 lines, moved in from the harness, where no flag is named, and
-#: size's launch flags, one-line flag errors and the JSON's record of every flag.)
-TOOLS_LINES_AT_MOST: Final = 2200
+#: size's launch flags, one-line flag errors and the JSON's record of every flag;
+#: 2555 with serve-check's flags and printing, and the protocol-version preflight.)
+TOOLS_LINES_AT_MOST: Final = 2600
 
 
 def _side(module: str) -> str | None:

@@ -16,6 +16,8 @@ MIRRORED: Final = ("corpus", "harness", "results", "serving", "sizing", "tools")
 #: Test files of those folders that test several modules together, and what they test.
 ACROSS_MODULES: Final = {
     "corpus/test_vectors.py": "the committed vectors, through vectors generate and vectors run",
+    "harness/test_schemas.py": "the protocol's message schemas, against the corpus's requests "
+    "and the reference adapter's replies",
     "results/test_results.py": "report: the reports read back, the matrix, the page, the badges",
     "results/test_results_browser.py": "the results page in headless Chromium",
     "sizing/test_rederive.py": "every view's figures against a re-derivation from the engines",
