@@ -32,6 +32,7 @@ from .report import Row, write_json, write_junit
 if TYPE_CHECKING:
     import argparse
 
+    from ..serving.dialects import Dialect
     from ..serving.workload import Workload
 
 __all__ = ["add_arguments"]
@@ -283,7 +284,11 @@ def _run(arguments: argparse.Namespace, /) -> int:
 
 
 def _judge(
-    arguments: argparse.Namespace, servers: list[Server], workload: Workload, dialect: object, /
+    arguments: argparse.Namespace,
+    servers: list[Server],
+    workload: Workload,
+    dialect: Dialect | None,
+    /,
 ) -> int:
     reference, target, *rest = servers
     options = Options(top=arguments.logprobs, factor=arguments.noise_factor)
@@ -294,7 +299,7 @@ def _judge(
         options,
         calibration=rest[0] if rest else None,
         model=arguments.model,
-        dialect=dialect,  # type: ignore[arg-type]
+        dialect=dialect,
     )
     verdict = decide(judged)
     shrunk = None
