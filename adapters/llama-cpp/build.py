@@ -376,18 +376,15 @@ def _own_test_flags() -> list[str]:
     return [*kept, *OWN_TEST_FLAGS]
 
 
-def build_own_test(version: str = PINNED, /) -> OwnTest:
-    """llama.cpp's own rollback test, built in the release's tree the first time, found after.
+def _build_target(version: str, target: str, record_name: str, /) -> OwnTest:
+    """``target`` built in the release's tree with :func:`_own_test_flags` the first time.
 
-    The libraries, adapters and models come first (:func:`build`), so the
-    tier's other checks never wait on this build.
-
-    Raises:
-        LlamaCppBuildError: a step failed (the library build, cmake, ninja).
+    The libraries, adapters and models come first (:func:`build`); the record
+    ``record_name`` in the cache finds the target after, while the flags hold.
     """
     built = build(version)
     folder = cache_folder(version)
-    record = folder / "own-test.json"
+    record = folder / record_name
     flags = _own_test_flags()
     with (folder / ".lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -397,7 +394,7 @@ def build_own_test(version: str = PINNED, /) -> OwnTest:
                 return found
         build_dir = folder / "build"
         _run(
-            "cmake configure with the common library and tests",
+            "cmake configure with the common library, the tests, the tools and the server",
             [
                 *_NICE,
                 "cmake",
@@ -408,17 +405,29 @@ def build_own_test(version: str = PINNED, /) -> OwnTest:
                 *flags,
             ],
         )
-        _run(f"ninja {OWN_TEST}", [*_NICE, "ninja", "-C", str(build_dir), _JOBS, OWN_TEST])
-        binary = build_dir / "bin" / OWN_TEST
+        _run(f"ninja {target}", [*_NICE, "ninja", "-C", str(build_dir), _JOBS, target])
+        binary = build_dir / "bin" / target
         if not binary.is_file():
-            raise LlamaCppBuildError(f"ninja {OWN_TEST} made no {binary}")
-        own = OwnTest(
+            raise LlamaCppBuildError(f"ninja {target} made no {binary}")
+        made = OwnTest(
             version=version, commit=built["commit"], binary=str(binary), cmake_flags=flags
         )
         partial = record.with_suffix(".partial")
-        partial.write_text(json.dumps(own, indent=2) + "\n", encoding="utf-8")
+        partial.write_text(json.dumps(made, indent=2) + "\n", encoding="utf-8")
         partial.replace(record)
-        return own
+        return made
+
+
+def build_own_test(version: str = PINNED, /) -> OwnTest:
+    """llama.cpp's own rollback test, built in the release's tree the first time, found after.
+
+    The libraries, adapters and models come first (:func:`build`), so the
+    tier's other checks never wait on this build.
+
+    Raises:
+        LlamaCppBuildError: a step failed (the library build, cmake, ninja).
+    """
+    return _build_target(version, OWN_TEST, "own-test.json")
 
 
 def build_server(version: str = PINNED, /) -> OwnTest:
@@ -430,40 +439,7 @@ def build_server(version: str = PINNED, /) -> OwnTest:
     Raises:
         LlamaCppBuildError: a step failed (the library build, cmake, ninja).
     """
-    built = build(version)
-    folder = cache_folder(version)
-    record = folder / "server.json"
-    flags = _own_test_flags()
-    with (folder / ".lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if record.exists():
-            found: OwnTest = json.loads(record.read_text(encoding="utf-8"))
-            if found["cmake_flags"] == flags and Path(found["binary"]).is_file():
-                return found
-        build_dir = folder / "build"
-        _run(
-            "cmake configure with the common library, the tools and the server",
-            [
-                *_NICE,
-                "cmake",
-                "-S",
-                str(folder / "src" / "vendor" / "llama.cpp"),
-                "-B",
-                str(build_dir),
-                *flags,
-            ],
-        )
-        _run(f"ninja {SERVER}", [*_NICE, "ninja", "-C", str(build_dir), _JOBS, SERVER])
-        binary = build_dir / "bin" / SERVER
-        if not binary.is_file():
-            raise LlamaCppBuildError(f"ninja {SERVER} made no {binary}")
-        server = OwnTest(
-            version=version, commit=built["commit"], binary=str(binary), cmake_flags=flags
-        )
-        partial = record.with_suffix(".partial")
-        partial.write_text(json.dumps(server, indent=2) + "\n", encoding="utf-8")
-        partial.replace(record)
-        return server
+    return _build_target(version, SERVER, "server.json")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -130,27 +130,26 @@ def build(version: str | None = None, /) -> Built:
     return cast("Built", json.loads(done.stdout))
 
 
-def build_own_test(version: str | None = None, /) -> OwnTest:
-    """Run ``build.py --own-test`` (the libraries first, then the common library and the test).
-
-    Raises:
-        AdapterError: the build failed; the message is build.py's one line.
-    """
+def _build_more(flag: str, version: str | None, /) -> OwnTest:
     done = subprocess.run(
-        [
-            sys.executable,
-            str(BUILD_SCRIPT),
-            "--own-test",
-            *(["--version", version] if version else []),
-        ],
+        [sys.executable, str(BUILD_SCRIPT), flag, *(["--version", version] if version else [])],
         capture_output=True,
         text=True,
         timeout=_BUILD_SECONDS,
         check=False,
     )
     if done.returncode != 0:
-        raise AdapterError(done.stderr.strip() or f"build.py --own-test exited {done.returncode}")
+        raise AdapterError(done.stderr.strip() or f"build.py {flag} exited {done.returncode}")
     return cast("OwnTest", json.loads(done.stdout))
+
+
+def build_own_test(version: str | None = None, /) -> OwnTest:
+    """Run ``build.py --own-test`` (the libraries first, then the common library and the test).
+
+    Raises:
+        AdapterError: the build failed; the message is build.py's one line.
+    """
+    return _build_more("--own-test", version)
 
 
 def build_server(version: str | None = None, /) -> OwnTest:
@@ -159,21 +158,7 @@ def build_server(version: str | None = None, /) -> OwnTest:
     Raises:
         AdapterError: the build failed; the message is build.py's one line.
     """
-    done = subprocess.run(
-        [
-            sys.executable,
-            str(BUILD_SCRIPT),
-            "--server",
-            *(["--version", version] if version else []),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=_BUILD_SECONDS,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise AdapterError(done.stderr.strip() or f"build.py --server exited {done.returncode}")
-    return cast("OwnTest", json.loads(done.stdout))
+    return _build_more("--server", version)
 
 
 Logits = list[list[float]]
