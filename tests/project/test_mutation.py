@@ -11,17 +11,32 @@ It is the slow gate (four to eight minutes on two cores), so the everyday
 ``python -m pytest`` leaves it out (``-m "not mutation"`` in pyproject.toml);
 ``.ci/run`` installs the ``mutation`` extra (mutmut) and runs it as a step of
 its own, ``python -m pytest -m mutation``.
+
+The judges' gate (``python -m pytest -m judge_mutation``) mutates the code that
+decides whether an engine passes (``[tool.mutmut-judges]`` in pyproject.toml)
+from a folder of its own, ``build/judge-mutation/``, whose pyproject.toml
+holds that table as its ``[tool.mutmut]``; its survivors are listed in
+:mod:`tests.project.judge_mutants`.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
-from typing import Final
+import subprocess
+import sys
+import tomllib
+from collections import Counter
+from typing import TYPE_CHECKING, Final
 
 import pytest
 
-from tests.child import ROOT, run_module
+from tests.child import ROOT
+from tests.project.judge_mutants import JUDGE_EQUIVALENT, JUDGE_UNKILLED
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 #: (function, line removed, line added) -> why no test can tell it apart.
 EQUIVALENT: Final = {
@@ -100,16 +115,57 @@ EQUIVALENT: Final = {
 
 _SHOWN: Final = re.compile(r"^([-+]) {4,}(.*)$")
 
+#: Where the judges' gate runs: mutmut reads the [tool.mutmut] of the folder it runs in.
+JUDGES_TREE: Final = ROOT / "build" / "judge-mutation"
+#: What the judges' tree links from the clone (its pyproject.toml is written).
+_LINKED: Final = ("ssm_rollback_spec", "tests", "vectors", "examples", "docs", "SPEC.md")
 
-def _mutmut(*arguments: str) -> str:
-    finished = run_module("mutmut", *arguments, timeout=2400)
+
+def _mutmut(*arguments: str, cwd: Path = ROOT) -> str:
+    storage = {"HYPOTHESIS_STORAGE_DIRECTORY": str(ROOT / ".hypothesis")}
+    env = {**storage, **os.environ, "HYPOTHESIS_PROFILE": "ci"}
+    for name in ("SSM_ROLLBACK_IMPL_CMD", "SSM_ROLLBACK_IMPL_MODULE"):
+        env.pop(name, None)
+    finished = subprocess.run(
+        [sys.executable, "-m", "mutmut", *arguments],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=3600,
+        check=False,
+    )
     assert finished.returncode == 0, finished.stdout[-3000:] + finished.stderr[-3000:]
     return finished.stdout
 
 
-def _change(name: str) -> tuple[str, str, str]:
+def judges_pyproject(text: str, /) -> str:
+    """``text`` (pyproject.toml) with its [tool.mutmut-judges] table as its [tool.mutmut]."""
+    kept: list[str] = []
+    skipping = False
+    for line in text.splitlines(keepends=True):
+        if line.startswith("["):
+            skipping = line.strip() == "[tool.mutmut]"
+            if line.strip() == "[tool.mutmut-judges]":
+                line = "[tool.mutmut]\n"  # noqa: PLW2901 - the one header renamed
+        if not skipping:
+            kept.append(line)
+    return "".join(kept)
+
+
+def _judges_tree() -> Path:
+    shutil.rmtree(JUDGES_TREE, ignore_errors=True)
+    JUDGES_TREE.mkdir(parents=True)
+    for name in _LINKED:
+        (JUDGES_TREE / name).symlink_to(ROOT / name)
+    text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    (JUDGES_TREE / "pyproject.toml").write_text(judges_pyproject(text), encoding="utf-8")
+    return JUDGES_TREE
+
+
+def _change(name: str, cwd: Path, /) -> tuple[str, str, str]:
     removed = added = ""
-    for line in _mutmut("show", name).splitlines():
+    for line in _mutmut("show", name, cwd=cwd).splitlines():
         match = _SHOWN.match(line)
         if match and match[1] == "-" and not removed:
             removed = match[2].strip()
@@ -118,19 +174,47 @@ def _change(name: str) -> tuple[str, str, str]:
     return name.split("__mutmut_", maxsplit=1)[0], removed, added
 
 
-@pytest.mark.mutation
-def test_every_mutant_is_killed_or_a_listed_equivalent() -> None:
-    shutil.rmtree(ROOT / "mutants", ignore_errors=True)
-    _mutmut("run")
+def _survivors(cwd: Path, /) -> dict[tuple[str, str, str], tuple[str, str]]:
+    """Run mutmut in ``cwd`` afresh; each mutant not killed, by its change: (name, status)."""
+    shutil.rmtree(cwd / "mutants", ignore_errors=True)
+    _mutmut("run", cwd=cwd)
     statuses = {}
-    for line in _mutmut("results", "--all", "true").splitlines():
+    for line in _mutmut("results", "--all", "true", cwd=cwd).splitlines():
         name, _, status = line.strip().rpartition(": ")
         if name:
             statuses[name] = status
     assert len(statuses) > 500, "mutmut made suspiciously few mutants"
     not_killed = {n: s for n, s in statuses.items() if s not in {"killed", "timeout"}}
-    survivors = {_change(name): (name, status) for name, status in not_killed.items()}
+    return {_change(name, cwd): (name, status) for name, status in not_killed.items()}
+
+
+@pytest.mark.mutation
+def test_every_mutant_is_killed_or_a_listed_equivalent() -> None:
+    survivors = _survivors(ROOT)
     unexplained = {change: found for change, found in survivors.items() if change not in EQUIVALENT}
     assert not unexplained, f"mutants no test kills: {unexplained}"
     stale = set(EQUIVALENT) - set(survivors)
     assert not stale, f"listed equivalents mutmut no longer makes: {stale}"
+
+
+@pytest.mark.judge_mutation
+def test_every_judge_mutant_is_killed_or_listed() -> None:
+    survivors = _survivors(_judges_tree())
+    stale = JUDGE_EQUIVALENT.keys() - survivors.keys()
+    assert not stale, f"listed judge equivalents mutmut no longer makes: {stale}"
+    unkilled = Counter(change[0] for change in survivors if change not in JUDGE_EQUIVALENT)
+    more = {name: count for name, count in unkilled.items() if count > JUDGE_UNKILLED.get(name, 0)}
+    assert not more, f"judge mutants no test kills, past the ones listed: {more}: {survivors}"
+    fewer = {
+        name: unkilled[name] for name, count in JUDGE_UNKILLED.items() if unkilled[name] < count
+    }
+    assert not fewer, f"fewer judge mutants survive: lower JUDGE_UNKILLED to {fewer}"
+
+
+def test_the_judges_pyproject_swaps_in_the_judges_table_alone() -> None:
+    text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    swapped = tomllib.loads(judges_pyproject(text))
+    original = tomllib.loads(text)
+    assert swapped["tool"]["mutmut"] == original["tool"]["mutmut-judges"]
+    assert "mutmut-judges" not in swapped["tool"]
+    assert swapped["tool"]["pytest"] == original["tool"]["pytest"]

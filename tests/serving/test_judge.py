@@ -152,3 +152,72 @@ def test_a_target_whose_logprobs_move_within_the_bound_passes_and_past_it_fails(
     largest = max(abs(a - b) for a, b in positions)
     outcome = compare(reference, target, bound=bound).outcome
     assert outcome is (Outcome.FAILED if largest > bound else Outcome.PASSED)
+
+
+# The judge at its edges: a bound met exactly, ties in where it looks, short listings.
+
+
+def test_a_drift_equal_to_the_bound_is_within_it_and_the_failure_is_the_margins() -> None:
+    # 0.25 and 0.5 are exact in binary, so the drift is the bound to the last bit.
+    reference = Generation(("a", "b"), ({"a": -0.5}, {"b": -0.1, "c": -1.0}))
+    target = Generation(("a", "c"), ({"a": -0.25}, {"b": -0.1, "c": -1.0}))
+    comparison = compare(reference, target, bound=0.25)
+    assert comparison.outcome is Outcome.FAILED
+    assert comparison.drift == 0.25
+    assert comparison.margin_at_least is False
+    assert (
+        comparison.sentence() == "first differs at position 1: reference b (margin 0.9), target c"
+    )
+
+
+def test_of_two_equal_drifts_the_first_position_is_reported() -> None:
+    reference = Generation(("a", "b"), ({"a": -0.5}, {"b": -0.5}))
+    target = Generation(("a", "b"), ({"a": -0.25}, {"b": -0.25}))
+    comparison = compare(reference, target, bound=0.5)
+    assert (comparison.outcome, comparison.drift, comparison.drift_position) == (
+        Outcome.PASSED,
+        0.25,
+        0,
+    )
+
+
+def test_runs_that_agree_exactly_report_their_first_position_as_the_drifts() -> None:
+    run = Generation(("a", "b"), ({"a": -0.5}, {"b": -0.5}))
+    comparison = compare(run, run, bound=0.0)
+    assert (comparison.drift, comparison.drift_position) == (0.0, 0)
+    assert comparison.margin_at_least is False
+    assert comparison.margin is None
+
+
+def test_a_difference_where_the_reference_listed_nothing_has_no_margin() -> None:
+    # The reference's listing stops before the first differing position.
+    reference = Generation(("a", "b"), ({"a": -0.5},))
+    target = Generation(("a", "c"), ({"a": -0.5}, {"c": -0.1}, {"d": -0.1}))
+    comparison = compare(reference, target, bound=0.1)
+    assert comparison.outcome is Outcome.INCONCLUSIVE
+    assert (comparison.position, comparison.margin, comparison.compared) == (1, None, 1)
+
+
+def test_positions_compared_stop_at_the_targets_shorter_listing() -> None:
+    reference = Generation(("a", "b", "c"), ({"a": -0.5}, {"b": -0.5}, {"c": -0.5}))
+    target = Generation(("a", "b", "d"), ({"a": -0.5},))
+    comparison = compare(reference, target, bound=0.1)
+    assert (comparison.position, comparison.compared) == (2, 1)
+    # The reference listed only its own token: the margin is at least 0, a near tie.
+    assert (comparison.outcome, comparison.margin, comparison.margin_at_least) == (
+        Outcome.INCONCLUSIVE,
+        0.0,
+        True,
+    )
+
+
+def test_a_run_that_ends_first_is_compared_against_the_end() -> None:
+    reference = Generation(("a",), ({"a": -0.5},))
+    target = Generation(("a", "b"), ({"a": -0.5}, {"b": -0.5}))
+    comparison = compare(reference, target, bound=0.1)
+    assert (comparison.position, comparison.reference_token, comparison.target_token) == (
+        1,
+        ENDED,
+        "b",
+    )
+    assert (comparison.outcome, comparison.margin) == (Outcome.INCONCLUSIVE, None)

@@ -211,3 +211,11 @@ def test_a_report_is_named_as_asked_and_otherwise_by_its_dialect_and_model() -> 
     plain = report_document(run, verdict, _server("target", 8001), "", [])
     assert parse_report(named).name == "engine X, ngram"
     assert parse_report(plain).name == f"{run.dialect} served ({run.model})"
+
+
+def test_one_accepted_draft_is_enough_to_pass() -> None:
+    verdict = decide(_run([(_SAME, _SAME)], accepted=1.0, drafted=4.0))
+    assert verdict.kind is VerdictKind.PASS
+    assert verdict.reason == (
+        "1 of 1 requests generate the same with speculation (0 inconclusive near ties)"
+    )
