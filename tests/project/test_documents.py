@@ -98,11 +98,14 @@ def test_what_is_not_run_is_marked_for_readers_with_its_reason() -> None:
         if (found := BLOCK_UNTESTED.match(line.strip())) is not None
     }
     assert {reason for _, reason in untested} == {reason for _, reason in shown}
-    # Only what cannot run here: a clone's own commands, a root install, a big extra.
+    # Only what cannot run here: a clone's own commands, a root install, a big extra,
+    # servers of the reader's own (which the serving tier stands in for).
     assert {reason for _, reason in untested} == {
         "in a clone of this repository (.ci/run runs these lines)",
         "needs root and the network (the job's image)",
         "needs the plot extra, matplotlib (tests/sizing/test_plot.py draws the plot)",
+        "needs two servers of yours (tests/e2e/test_served.py runs it against vLLM's)",
+        "needs vLLM and a model (tests/e2e/test_served.py runs it on a tiny one)",
     }
 
 
