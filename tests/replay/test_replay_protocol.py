@@ -8,7 +8,7 @@ import hashlib
 import json
 import re
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import pytest
 
@@ -22,6 +22,9 @@ from ssm_rollback_spec.harness.replay_wire import ENGINE_PIPELINES, ReplayLayout
 from ssm_rollback_spec.tools.check import REPLAY_PROPERTY_CLAUSES
 from tests.child import run_module
 from tests.replay.shipped import shipped_replay_cases
+
+if TYPE_CHECKING:
+    from tests.replay.conftest import Generated
 
 REPLAY: Final = Path(__file__).resolve().parents[2] / "vectors" / "replay"
 # The refusals (refusals.json) are judged by their reply, not by states.
@@ -176,17 +179,16 @@ def test_check_knows_which_draft_clauses_the_replay_properties_cite() -> None:
 
 
 def test_vectors_generate_writes_the_replay_corpus_beside_the_protocol_corpus(
-    tmp_path: Path,
+    generated_vectors: Generated,
 ) -> None:
-    finished = run_module(
-        "ssm_rollback_spec.tools.cli", "vectors", "generate", "--out", str(tmp_path)
-    )
-    assert finished.returncode == 0, finished.stderr
-    written = sorted(path.name for path in (tmp_path / "replay").iterdir())
+    out, stdout = generated_vectors
+    assert (out / "manifest.json").is_file()
+    written = sorted(path.name for path in (out / "replay").iterdir())
     assert written == sorted(path.name for path in REPLAY.iterdir())
     for name in written:
-        assert (tmp_path / "replay" / name).read_bytes() == (REPLAY / name).read_bytes(), name
-    assert f"{tmp_path / 'replay' / 'rounds.json'}\n" in finished.stdout
+        assert (out / "replay" / name).read_bytes() == (REPLAY / name).read_bytes(), name
+    assert f"{out / 'manifest.json'}\n" in stdout
+    assert f"{out / 'replay' / 'rounds.json'}\n" in stdout
 
 
 def test_vectors_where_names_the_corpus_then_the_replay_corpus() -> None:

@@ -6,14 +6,13 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import jsonschema
 import numpy as np
 import pytest
 
 from ssm_rollback_spec.corpus.model_cases import MODEL_FILE
-from ssm_rollback_spec.corpus.replay_cases import generate_replay_vectors
 from ssm_rollback_spec.corpus.replay_draws import SNAPSHOT
 from ssm_rollback_spec.corpus.replay_format import (
     BATCH_ALONE_FILE,
@@ -32,6 +31,9 @@ from ssm_rollback_spec.replay.decoders import reference_decoder
 from ssm_rollback_spec.replay.layer import Array, GdnLayer, LayerState, Pipeline, delta_rule_step
 from ssm_rollback_spec.replay_rows import ReplayDesign
 from tests import traceability
+
+if TYPE_CHECKING:
+    from tests.replay.conftest import Generated
 
 REPLAY_VECTORS: Final = Path(__file__).resolve().parents[2] / "vectors" / "replay"
 CASE_FILES: Final = (
@@ -56,12 +58,18 @@ def _cases(name: str, /) -> list[RebuildCase]:
     return cases
 
 
-def test_the_committed_files_are_a_fresh_generation_byte_for_byte() -> None:
-    fresh = generate_replay_vectors()
+def test_the_committed_files_are_a_fresh_generation_byte_for_byte(
+    generated_vectors: Generated,
+) -> None:
+    # The generation is the command's, once a run (tests/replay/conftest.py):
+    # it writes what generate_replay_vectors() returns, in a process of its own.
+    fresh = generated_vectors.out / "replay"
     committed = sorted(path.name for path in REPLAY_VECTORS.iterdir())
-    assert committed == sorted(fresh), "run: ssm-rollback-spec vectors generate"
-    for name, text in fresh.items():
-        assert (REPLAY_VECTORS / name).read_bytes() == text.encode("ascii"), (
+    assert committed == sorted(path.name for path in fresh.iterdir()), (
+        "run: ssm-rollback-spec vectors generate"
+    )
+    for name in committed:
+        assert (REPLAY_VECTORS / name).read_bytes() == (fresh / name).read_bytes(), (
             f"vectors/replay/{name} is stale: run ssm-rollback-spec vectors generate"
         )
 
