@@ -43,8 +43,13 @@ def _well_formed(case: corpus.Case, /) -> bool:
     return all("ok" in reply or reply["error"]["kind"] in _WELL_FORMED_ERRORS for reply in expected)
 
 
-def _sent() -> list[dict[str, Any]]:
-    """Every well-formed request the shipped corpus sends, replay's and model's included."""
+@functools.cache
+def _sent() -> tuple[dict[str, Any], ...]:
+    """Every well-formed request the shipped corpus sends, replay's and model's included.
+
+    Read once a process: the two tests below send the same requests, and the
+    replay corpus takes a second or more to load.
+    """
     protocol = [case["request"] for case in corpus.load_cases(VECTORS) if _well_formed(case)]
     replay = [
         case.request for case in corpus.load_replay_cases(VECTORS / "replay") if not case.refused
@@ -57,7 +62,7 @@ def _sent() -> list[dict[str, Any]]:
         {"op": "race_cells", "rounds": 3, "events": events, "spans": True},
         {"op": "race_cells", "rounds": 1, "events": events},
     ]
-    return [*protocol, *replay, *scripts, *races]
+    return (*protocol, *replay, *scripts, *races)
 
 
 def test_every_operation_has_a_request_and_a_reply_schema() -> None:
