@@ -297,7 +297,19 @@ def test_the_contract_floor_vendors_under_another_name_on_the_bare_standard_libr
     )
 
 
+@pytest.mark.slow
 def test_the_whole_property_suite_passes_against_a_vendored_copy(tmp_path: Path) -> None:
+    """Every property, in a pytest run of its own, against the floor copied under a new name.
+
+    With the long runs (issue 58): a whole suite in a child process. The
+    everyday suite keeps the same behaviour cheaper: the copy imports alone on
+    the bare standard library and answers under its new name
+    (test_the_contract_floor_vendors_under_another_name_on_the_bare_standard_library
+    above), and ``check --impl-module`` passes a vendored copy's RB-PARSE
+    properties and its option from the folder that holds it
+    (tests/scenarios/test_first_hour.py,
+    test_a_vendored_copy_is_checked_from_the_folder_that_holds_it).
+    """
     _vendor(tmp_path)
     copy = "host_runtime._vendor.rollback_spec.rollback"
     finished = run_module(
