@@ -160,7 +160,7 @@ def test_the_tables_read_are_the_ones_benchmarks_md_keeps() -> None:
 @pytest.mark.xfail(
     raises=AssertionError,
     reason="the last whole cold run (24a4cf1, 3,228 s) passes 45 min at `-m e2e` and has no "
-    "row for the serving step added since; issue 58, point 2 (xfail_strict: remove this "
+    "row for the serving step added since (xfail_strict: remove this "
     "mark once BENCHMARKS.md has a cold run within the budget)",
 )
 def test_every_ci_step_was_measured_and_the_whole_is_within_the_budget() -> None:

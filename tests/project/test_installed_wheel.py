@@ -8,6 +8,8 @@ import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+import pytest
+
 from tests.child import ROOT, run_module
 
 if TYPE_CHECKING:
@@ -99,7 +101,44 @@ def test_check_passes_installed_with_the_same_results_as_from_the_clone(
     assert set(_outcomes(installed_report)) == cloned
 
 
+def test_the_installed_python_adapter_passes_the_parse_cases(
+    installed: Installed, tmp_path: Path
+) -> None:
+    """The installed command runs the installed Python adapter and judges it, one family's cases.
+
+    The everyday stand-in for the whole corpus through it (below, with the
+    long runs): the same adapter and runner, installed, on the cases of RB-PARSE.
+    """
+    report = tmp_path / "report.json"
+    finished = installed.run(
+        "vectors", "run", "--impl-cmd", installed.adapter(), "--clause", "RB-PARSE",
+        "--json", str(report),
+    )  # fmt: skip
+    assert finished.returncode == 0, finished.stdout[-3000:] + finished.stderr
+    cases = _json(report)["cases"]
+    parse = [
+        case["id"]
+        for path in sorted(CORPUS.glob("*.json"))
+        for case in _json(path).get("cases", [])
+        if any(clause.startswith("RB-PARSE") for clause in case["clauses"])
+    ]
+    assert parse
+    assert sorted(case["id"] for case in cases) == sorted(parse)
+    assert {case["outcome"] for case in cases} == {"passed"}
+
+
+@pytest.mark.slow
 def test_vectors_run_passes_installed(installed: Installed, tmp_path: Path) -> None:
+    """The whole shipped corpus through the installed Python adapter.
+
+    With the long runs, to keep the everyday suite short: the corpus through the Python adapter is
+    judged every day from the clone (tests/corpus/test_vectors.py,
+    test_the_python_adapter_passes_every_case_and_does_not_offer_replay), the
+    installed runner over the whole corpus on the Rust adapter
+    (test_vectors_run_installed_runs_the_replay_cases_on_the_rust_adapter), and
+    the installed Python adapter on the parse cases
+    (test_the_installed_python_adapter_passes_the_parse_cases).
+    """
     report = tmp_path / "report.json"
     finished = installed.run(
         "vectors", "run", "--impl-cmd", installed.adapter(), "--json", str(report)

@@ -301,7 +301,7 @@ def test_the_contract_floor_vendors_under_another_name_on_the_bare_standard_libr
 def test_the_whole_property_suite_passes_against_a_vendored_copy(tmp_path: Path) -> None:
     """Every property, in a pytest run of its own, against the floor copied under a new name.
 
-    With the long runs (issue 58): a whole suite in a child process. The
+    With the long runs, to keep the everyday suite short: a whole suite in a child process. The
     everyday suite keeps the same behaviour cheaper: the copy imports alone on
     the bare standard library and answers under its new name
     (test_the_contract_floor_vendors_under_another_name_on_the_bare_standard_library
