@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 import pytest
 
+from ssm_rollback_spec import corpus
+from ssm_rollback_spec.corpus.replay_offer import FIRST_OFFER
 from tests.child import ROOT, run_module
 
 if TYPE_CHECKING:
@@ -31,11 +33,11 @@ def test_the_wheel_carries_the_suite_and_the_corpus(installed: Installed) -> Non
     shipped = Path(first)
     assert shipped.is_relative_to(installed.root)
     assert Path(replay) == shipped / "replay"
-    for corpus, copy in ((CORPUS, shipped), (CORPUS / "replay", Path(replay))):
+    for folder, copy in ((CORPUS, shipped), (CORPUS / "replay", Path(replay))):
         assert sorted(p.name for p in copy.glob("*.json")) == sorted(
-            p.name for p in corpus.glob("*.json")
+            p.name for p in folder.glob("*.json")
         )
-        for path in corpus.glob("*.json"):
+        for path in folder.glob("*.json"):
             assert (copy / path.name).read_bytes() == path.read_bytes(), path.name
     suite = shipped.parent / "suite"
     assert sorted(p.name for p in suite.glob("*.py")) == sorted(p.name for p in SUITE.glob("*.py"))
@@ -152,18 +154,18 @@ def test_vectors_run_passes_installed(installed: Installed, tmp_path: Path) -> N
         len(_json(path)["cases"]) for path in CORPUS.glob("*.json") if "cases" in _json(path)
     )
     assert counts["failed"] == counts["not-run"] == 0
-    # The Python adapter does not offer replay: its replay cases are not offered.
+    # The Python adapter does not offer replay, as the clone's own run shows case
+    # by case (tests/corpus/test_vectors.py): installed, every replay case and
+    # round script is skipped, each with the reason that rule gives it.
+    replay = corpus.load_replay_cases(CORPUS / "replay")
+    scripts = corpus.load_model_cases(CORPUS / "replay")
+    sent = {"replay": corpus.NOT_OFFERED, "replay_batch": corpus.BATCH_NOT_OFFERED}
+    expected = [
+        corpus.not_offered(case, FIRST_OFFER) or sent[str(case.request["op"])] for case in replay
+    ] + [corpus.MODEL_NOT_DESCRIBED] * len(scripts)
     skipped = [case for case in _json(report)["cases"] if case["outcome"] == "skipped"]
-    # 40 rebuilds, 4 post-conv rebuilds, 10 decodes, 31 batches, 12 batches run
-    # alone and 70 refusals; and 28 round scripts of the model operation.
-    assert counts["skipped"] == len(skipped) == 167 + 28
-    assert {case["detail"] for case in skipped} == {
-        "not offered: the adapter answered unknown-op to replay",
-        "not offered: the adapter answered unknown-op to replay_batch",
-        "not offered: the adapter's describe does not list batch form prefix-hits",
-        "not offered: the adapter's describe does not list batch form prompt-chunks",
-        "not offered: the adapter's describe names no model",
-    }
+    assert counts["skipped"] == len(skipped) == len(replay) + len(scripts)
+    assert [case["detail"] for case in skipped] == expected
 
 
 def test_vectors_run_installed_runs_the_replay_cases_on_the_rust_adapter(
