@@ -17,6 +17,7 @@ from ssm_rollback_spec.harness import check_report
 from ssm_rollback_spec.harness.clauses import CLAUSES
 from ssm_rollback_spec.harness.files import MAX_FILE_BYTES
 from ssm_rollback_spec.harness.pytest_plugin import MEASURED
+from ssm_rollback_spec.harness.versions import CURRENT
 from ssm_rollback_spec.releases import LLAMA_CPP_COMMIT
 from ssm_rollback_spec.results import WEB_ADDRESS, Report, read_report
 from ssm_rollback_spec.results.matrix import SECTIONS, Standing
@@ -306,7 +307,11 @@ def test_the_reports_of_vectors_run_and_check_name_the_implementation_its_link_a
                           "--json", str(check), timeout=300)  # fmt: skip
     assert finished.returncode == 0, finished.stderr
     document = json.loads(vectors.read_text(encoding="utf-8"))
-    reference = {"name": "ssm_rollback_spec.rollback (Python reference)", "usize_bits": 64}
+    reference = {
+        "name": "ssm_rollback_spec.rollback (Python reference)",
+        "usize_bits": 64,
+        "protocol": str(CURRENT),
+    }
     assert document["describe"] == reference | {"release": "0.1.0"}
     assert json.loads(check.read_text(encoding="utf-8"))["describe"] == document["describe"]
     assert document["conforming"] == [
