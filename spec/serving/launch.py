@@ -50,10 +50,15 @@ class Started:
             raise ServerStartError(f"{flag} {command!r}: not a command line ({error})") from None
         if not argv:
             raise ServerStartError(f"{flag} {command!r}: an empty command")
+        self._argv = argv
+        self._command = command
         self._output = log.open("wb")
+        self.process = self._spawn()
+
+    def _spawn(self) -> subprocess.Popen[bytes]:
         try:
-            self.process: Final = subprocess.Popen(  # noqa: S603 - the user's own command, no shell
-                argv,
+            return subprocess.Popen(  # noqa: S603 - the user's own command, no shell
+                self._argv,
                 stdin=subprocess.DEVNULL,
                 stdout=self._output,
                 stderr=subprocess.STDOUT,
@@ -62,8 +67,19 @@ class Started:
         except OSError as error:
             self._output.close()
             raise ServerStartError(
-                f"{flag} {command!r}: cannot start {argv[0]!r} ({error.strerror or error})"
+                f"{self.flag} {self._command!r}: cannot start {self._argv[0]!r} "
+                f"({error.strerror or error})"
             ) from None
+
+    def restart(self, deadline: float, /) -> None:
+        """End the server's process group, start its command again and wait until it answers.
+
+        Raises:
+            ServerStartError: the command could not start again, exited, or never answered.
+        """
+        end_group(self.process)
+        self.process = self._spawn()
+        self.wait_ready(deadline)
 
     def last_line(self) -> str:
         """The log's last non-empty line, or a note that it has none."""

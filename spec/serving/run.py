@@ -36,6 +36,7 @@ __all__ = [
     "measure_noise",
     "observe",
     "prepare",
+    "send",
 ]
 
 #: The figures of a model's entry two servers of one model must share, where both give them.
@@ -95,7 +96,7 @@ def prepare(
     return model, names.pop()
 
 
-def _send(
+def send(
     server: Server, workload: Workload, batch: Sequence[int], top: int, /
 ) -> dict[int, Generation]:
     """The requests of ``batch`` sent to ``server`` at once, each on a thread of its own."""
@@ -157,12 +158,12 @@ def observe(server: Server, workload: Workload, options: Options, /) -> Observed
     try:
         for batch in workload.batches:
             seen.failed_batch = batch
-            seen.batched |= _send(server, workload, batch, options.top)
+            seen.batched |= send(server, workload, batch, options.top)
             _say(options, f"{server.role}: batch of {len(batch)} served")
         for index in range(len(workload.requests)):
             seen.failed_batch = (index,)
             before = server.counters()
-            seen.alone |= _send(server, workload, (index,), options.top)
+            seen.alone |= send(server, workload, (index,), options.top)
             counted = _difference(before, server.counters())
             generation = seen.alone[index]
             if counted is None and generation.drafted is not None:
@@ -358,6 +359,6 @@ def still_fails(  # noqa: PLR0913, PLR0917 - one try, as the run judged
     from .workload import Workload  # noqa: PLC0415 - the dataclass only
 
     workload = Workload(tuple(requests), (tuple(range(len(requests))),))
-    truth = _send(reference, workload, (focus,), top)[focus]
-    served = _send(target, workload, workload.batches[0], top)[focus]
+    truth = send(reference, workload, (focus,), top)[focus]
+    served = send(target, workload, workload.batches[0], top)[focus]
     return compare(truth, served, bound=bound).outcome is Outcome.FAILED

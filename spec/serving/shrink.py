@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from .errors import ServerFailedError
 from .judge import Outcome
-from .run import still_fails
+from .run import send, still_fails
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from .run import Run
     from .workload import Request
 
-__all__ = ["Shrunk", "shrink"]
+__all__ = ["Shrunk", "shrink", "shrink_crash"]
 
 
 @dataclass(frozen=True)
@@ -113,3 +113,55 @@ def _shrink_prompt(
                 start += chunk
         chunk //= 2
     return requests
+
+
+def _crashes(target: Server, requests: list[Request], top: int, /) -> bool:
+    from .workload import Workload  # noqa: PLC0415 - the dataclass only
+
+    workload = Workload(tuple(requests), (tuple(range(len(requests))),))
+    try:
+        send(target, workload, workload.batches[0], top)
+    except ServerFailedError as error:
+        if error.role == "target":
+            return True
+        raise
+    return False
+
+
+def shrink_crash(
+    target: Server,
+    run: Run,
+    restart: Callable[[], None],
+    /,
+    *,
+    tries: int,
+    top: int,
+) -> Shrunk:
+    """The smallest set of the batch a target died on that still kills it.
+
+    ``restart`` starts the target again (it died in the run, and dies again in
+    every try that still fails). Each request of the batch is tried alone,
+    shortest prompt first; where none fails alone, the batch stands.
+
+    Raises:
+        ServerFailedError: the reference failed a request.
+        ServerStartError: the target could not be started again.
+    """
+    batch = run.target.failed_batch
+    requests = [run.workload.requests[i] for i in batch]
+    spent = 0
+    if len(requests) == 1:
+        return Shrunk(tuple(requests), 0, spent, batch[0])
+    restart()
+
+    def length(index: int) -> int:
+        prompt = requests[index]["prompt"]
+        return len(prompt)
+
+    for index in sorted(range(len(requests)), key=length):
+        if spent >= tries:
+            break
+        spent += 1
+        if _crashes(target, [requests[index]], top):
+            return Shrunk((requests[index],), 0, spent, batch[index])
+    return Shrunk(tuple(requests), 0, spent, batch[0])

@@ -27,7 +27,8 @@ What it gets wrong on purpose:
   are in flight (as a GPU kernel's tiling follows the batch);
 - ``--spec never``: speculation on, with a drafter that never drafts: every
   step is a verify of one row (with ``--verify-noise``, noisy as any verify);
-- ``--die-after N`` (answers HTTP 500 to request N + 1, then exits),
+- ``--die-after N`` (answers HTTP 500 to request N + 1, then exits), ``--die-on
+  TOKEN`` (the same, for a prompt that holds that token id),
   ``--hang-after N`` (never answers after N requests; with ``--pid-file
   PATH``, it writes its pid to PATH when it first hangs), ``--not-openai``
   (answers every path with a web page), ``--model NAME`` and
@@ -77,6 +78,8 @@ class Config:
     model: str = "toy-recurrent"
     dialect: str = "vllm"
     die_after: int | None = None
+    #: A prompt holding this token id kills the server, as a crash in the engine would.
+    die_on: int | None = None
     hang_after: int | None = None
     not_openai: bool = False
     seed: int = 7
@@ -268,7 +271,9 @@ class _Handler(BaseHTTPRequestHandler):
             # Until the server is ended: a thread of a test's own process ends with it.
             self.server.stopping.wait(3600)
             return
-        if config.die_after is not None and number > config.die_after:
+        prompt = body.get("prompt")
+        killed = config.die_on is not None and isinstance(prompt, list) and config.die_on in prompt
+        if killed or (config.die_after is not None and number > config.die_after):
             self._json(
                 {"error": "The size of tensor a (6) must match the size of tensor b (4)"}, 500
             )
@@ -391,6 +396,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default="toy-recurrent")
     parser.add_argument("--as", dest="dialect", choices=("vllm", "llama.cpp"), default="vllm")
     parser.add_argument("--die-after", type=int)
+    parser.add_argument("--die-on", type=int)
     parser.add_argument("--hang-after", type=int)
     parser.add_argument("--not-openai", action="store_true")
     parser.add_argument("--pid-file", type=Path)
@@ -404,6 +410,7 @@ def main(argv: list[str] | None = None) -> int:
         model=arguments.model,
         dialect=arguments.dialect,
         die_after=arguments.die_after,
+        die_on=arguments.die_on,
         hang_after=arguments.hang_after,
         not_openai=arguments.not_openai,
     )

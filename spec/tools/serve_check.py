@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
@@ -16,7 +17,7 @@ from ..serving.errors import (
 from ..serving.launch import started
 from ..serving.run import Options, run
 from ..serving.selftest import self_test
-from ..serving.shrink import shrink
+from ..serving.shrink import shrink, shrink_crash
 from ..serving.verdict import (
     CLAUSES,
     VerdictKind,
@@ -31,6 +32,7 @@ from .report import Row, write_json, write_junit
 
 if TYPE_CHECKING:
     import argparse
+    from collections.abc import Callable
 
     from ..serving.dialects import Dialect
     from ..serving.workload import Workload
@@ -271,8 +273,11 @@ def _run(arguments: argparse.Namespace, /) -> int:
             if (command := getattr(arguments, f"{server.role}_cmd")) is not None
         ]
         logs = None if arguments.server_logs is None else Path(arguments.server_logs)
-        with started(commands, deadline=arguments.start_timeout, logs=logs):
-            return _judge(arguments, servers, workload, dialect)
+        with started(commands, deadline=arguments.start_timeout, logs=logs) as launched:
+            # A target the command started can be started again, to shrink a crash.
+            again = {server.role: server for server in launched}.get("target")
+            restart = None if again is None else partial(again.restart, arguments.start_timeout)
+            return _judge(arguments, servers, workload, dialect, restart)
     except (
         ValueError,
         ServerUnreachableError,
@@ -288,6 +293,7 @@ def _judge(
     servers: list[Server],
     workload: Workload,
     dialect: Dialect | None,
+    restart: Callable[[], None] | None,
     /,
 ) -> int:
     reference, target, *rest = servers
@@ -306,6 +312,10 @@ def _judge(
     if verdict.kind is VerdictKind.FAIL and judged.target.failure is None:
         shrunk = shrink(
             reference, target, judged, tries=arguments.shrink_tries, top=arguments.logprobs
+        )
+    elif judged.target.failure is not None and restart is not None and arguments.shrink_tries:
+        shrunk = shrink_crash(
+            target, judged, restart, tries=arguments.shrink_tries, top=arguments.logprobs
         )
     if shrunk is not None:
         failing = shrunk.requests

@@ -295,3 +295,44 @@ def test_a_target_command_that_exits_at_once_is_one_line_and_leaves_nothing(
         f"answering at {url}: no GPU\n"
     )
     assert status == 2
+
+
+def test_a_target_that_dies_is_started_again_to_shrink_its_crash_to_one_request(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # The target dies on any prompt that holds token 63; the command started it, so it
+    # starts it again and tries each request of the batch it died on alone.
+    port = _closed_port()
+    url = f"http://127.0.0.1:{port}"
+    toy = [sys.executable, "-m", "ssm_rollback_spec.serving.toy", "--port", str(port)]
+    command = shlex.join([*toy, "--spec", "ngram", "--die-on", "63"])
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text(
+        '{"prompt": [1, 2, 3, 1, 2, 3], "max_tokens": 8, "batch": 0}\n'
+        '{"prompt": [5, 63, 7], "max_tokens": 8, "batch": 0}\n'
+        '{"prompt": [9, 10], "max_tokens": 8, "batch": 0}\n',
+        encoding="utf-8",
+    )
+    with serving(Config()) as reference:
+        status = main(
+            [
+                "serve-check",
+                "--reference",
+                reference,
+                "--target",
+                url,
+                "--target-cmd",
+                command,
+                "--prompts",
+                str(prompts),
+                "--vocab-size",
+                "64",
+            ]
+        )
+    out = capsys.readouterr().out.splitlines()
+    assert status == 1
+    assert out[0].startswith("serve-check: FAIL: the target server answered HTTP 500 to request")
+    shrunk = out.index("requests (a --prompts file; sent at once):")
+    assert out[shrunk - 1].startswith("shrunk in ")
+    assert out[shrunk + 1] == '  {"prompt": [5, 63, 7], "max_tokens": 8, "batch": 0}'
+    assert out[shrunk + 2].startswith("request 0, reference: curl -s ")
