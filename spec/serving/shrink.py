@@ -141,7 +141,8 @@ def shrink_crash(
 
     ``restart`` starts the target again (it died in the run, and dies again in
     every try that still fails). Each request of the batch is tried alone,
-    shortest prompt first; where none fails alone, the batch stands.
+    shortest prompt first; where none kills it alone, the requests of the batch
+    are dropped one at a time while the rest still kill it.
 
     Raises:
         ServerFailedError: the reference failed a request.
@@ -164,4 +165,15 @@ def shrink_crash(
         spent += 1
         if _crashes(target, [requests[index]], top):
             return Shrunk((requests[index],), 0, spent, batch[index])
-    return Shrunk(tuple(requests), 0, spent, batch[0])
+    # None dies alone: the requests it dies on together, one dropped at a time.
+    kept = list(range(len(requests)))
+    position = 0
+    while position < len(kept) and len(kept) > 2 and spent < tries:
+        candidate = kept[:position] + kept[position + 1 :]
+        spent += 1
+        if _crashes(target, [requests[i] for i in candidate], top):
+            kept = candidate
+            restart()
+        else:
+            position += 1
+    return Shrunk(tuple(requests[i] for i in kept), 0, spent, batch[kept[0]])

@@ -28,7 +28,8 @@ What it gets wrong on purpose:
 - ``--spec never``: speculation on, with a drafter that never drafts: every
   step is a verify of one row (with ``--verify-noise``, noisy as any verify);
 - ``--die-after N`` (answers HTTP 500 to request N + 1, then exits), ``--die-on
-  TOKEN`` (the same, for a prompt that holds that token id),
+  TOKEN`` (the same, for a prompt that holds that token id), ``--die-with N``
+  (the same, for a request that arrives with N others in flight; with ``--step``),
   ``--hang-after N`` (never answers after N requests; with ``--pid-file
   PATH``, it writes its pid to PATH when it first hangs), ``--not-openai``
   (answers every path with a web page), ``--model NAME`` and
@@ -80,6 +81,9 @@ class Config:
     die_after: int | None = None
     #: A prompt holding this token id kills the server, as a crash in the engine would.
     die_on: int | None = None
+    #: A request that arrives with this many others in flight kills the server: a crash
+    #: that only requests sent together cause (give the toy a ``step`` so they overlap).
+    die_with: int | None = None
     hang_after: int | None = None
     not_openai: bool = False
     seed: int = 7
@@ -273,6 +277,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         prompt = body.get("prompt")
         killed = config.die_on is not None and isinstance(prompt, list) and config.die_on in prompt
+        killed |= config.die_with is not None and engine.in_flight >= config.die_with
         if killed or (config.die_after is not None and number > config.die_after):
             self._json(
                 {"error": "The size of tensor a (6) must match the size of tensor b (4)"}, 500
@@ -397,6 +402,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--as", dest="dialect", choices=("vllm", "llama.cpp"), default="vllm")
     parser.add_argument("--die-after", type=int)
     parser.add_argument("--die-on", type=int)
+    parser.add_argument("--die-with", type=int)
+    parser.add_argument("--step", type=float, default=_STEP)
     parser.add_argument("--hang-after", type=int)
     parser.add_argument("--not-openai", action="store_true")
     parser.add_argument("--pid-file", type=Path)
@@ -411,6 +418,8 @@ def main(argv: list[str] | None = None) -> int:
         dialect=arguments.dialect,
         die_after=arguments.die_after,
         die_on=arguments.die_on,
+        die_with=arguments.die_with,
+        step=arguments.step,
         hang_after=arguments.hang_after,
         not_openai=arguments.not_openai,
     )

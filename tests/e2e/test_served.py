@@ -205,6 +205,8 @@ def test_the_released_build_served_with_ngram_fails_on_its_short_verify(
     )
     assert done.returncode == 1, done.stdout + done.stderr
     assert done.stdout.startswith("serve-check: FAIL: the target server "), done.stdout
+    # serve-check started the target, so it started it again to shrink the crash.
+    assert "shrunk in " in done.stdout, done.stdout
     assert "request 0, target: curl -s " in done.stdout, done.stdout
     assert "must match the size of tensor b" in log.read_text(encoding="utf-8", errors="replace")
     assert document["verdict"] == "FAIL", document
