@@ -33,10 +33,13 @@ __all__ = [
     "Options",
     "RequestResult",
     "Run",
+    "judge_requests",
     "measure_noise",
     "observe",
     "prepare",
+    "run",
     "send",
+    "still_fails",
 ]
 
 #: The figures of a model's entry two servers of one model must share, where both give them.
