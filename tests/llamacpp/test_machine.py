@@ -151,3 +151,24 @@ def test_the_teardown_after_a_round_cut_at_a_rollback_judges_only_kept_tokens() 
     with pytest.raises(_OutOfDataError):
         run.verify_round(cast("st.DataObject", _Scripted([[2, 1], [3, 4], [1, 2, 3, 4], 0])))
     assert engine.held == run.kept == [[], [0, 1], []]
+
+
+def test_the_teardown_judges_a_sequence_whose_rounds_kept_no_token() -> None:
+    # v0.5.0's qwen35moe checkpoint run drew examples whose every round rolled
+    # its whole window back: no token kept, none compared. The teardown judges
+    # each sequence a round decoded into, one rolled back to nothing included,
+    # so such an example compares a token, with no assume() in teardown (which
+    # raised Hypothesis's Frozen after a draw ran out of data).
+    judged = machine.Judged()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(machine, "Engine", _Tracked)
+        rounds = machine.rounds_machine(
+            cast("Built", {}), Way.CHECKPOINT, whole_window=True, judged=judged
+        )
+        run = rounds()
+    run.verify_round(cast("st.DataObject", _Scripted([[1], [0, 1, 2], 3])))
+    assert run.kept == [[], [], []]
+    assert judged.tokens == 0
+    run.teardown()
+    assert judged.tokens == 1
+    assert run.kept == [[], [1], []]
