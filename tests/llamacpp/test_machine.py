@@ -172,3 +172,31 @@ def test_the_teardown_judges_a_sequence_whose_rounds_kept_no_token() -> None:
     run.teardown()
     assert judged.tokens == 1
     assert run.kept == [[], [1], []]
+
+
+def test_every_example_of_the_machine_compares_a_token() -> None:
+    # Run under Hypothesis as the tier runs it, on the stand-in, rounds that
+    # may roll a whole window back: each example that took a step judged at
+    # least one token. (One cut at its first draw took none: Hypothesis
+    # discards it as overrun.) Drawing finishes before any round failed this.
+    per_example: list[int] = []
+    judged = machine.Judged()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(machine, "Engine", _Tracked)
+        base = machine.rounds_machine(
+            cast("Built", {}), Way.SNAPSHOT, whole_window=True, judged=judged
+        )
+
+        class Counted(base):  # type: ignore[misc,valid-type]
+            def __init__(self) -> None:
+                super().__init__()
+                self.start = judged.tokens
+
+            def teardown(self) -> None:
+                super().teardown()
+                if self.history:
+                    per_example.append(judged.tokens - self.start)
+
+        machine.run_rounds(Counted)
+    assert len(per_example) >= 8
+    assert min(per_example) > 0
