@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 //
 // llama-rollback: llama.cpp's own recurrent rollback, driven through llama.h
-// over a JSON-lines protocol (docs/engines.md, the llama.cpp row), so that a
+// over a JSON-lines protocol (docs/engines-llama-cpp.md, the llama.cpp row), so that a
 // property test can draw speculative rounds the way runtimes make them.
 //
 //   llama-rollback make-model OUT.gguf SEED [ARCH]

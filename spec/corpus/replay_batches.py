@@ -140,7 +140,7 @@ LATER_BATCH_PLANS: Final[Mapping[str, tuple[int, tuple[tuple[_Planned, ...], ...
         ),
     ),
 }
-#: Prompts beside verifies (vLLM's mixed batches, docs/engines.md, "Prompts beside
+#: Prompts beside verifies (vLLM's mixed batches, docs/engines-vllm.md, "Prompts beside
 #: verifies"): prompts of every length from 1 to K + 2 rows, K and K + 1 among
 #: them (vLLM #53051: a prompt of 1 + K tokens taken for a verify), each joining in
 #: a step where its neighbours verify; a prompt split into chunks over steps, as
@@ -346,7 +346,7 @@ def batch_cases(
     for planned_name, (slots, plan) in plans.items():
         for pipeline in pipelines:
             # An engine runs a prompt with its chunked rule, not its verify kernel
-            # (vLLM's is further than its pipeline's bound from the model: docs/engines.md),
+            # (vLLM's is further than its pipeline's bound from the model: docs/engines-vllm.md),
             # so an engine's sequences join from their checkpoint, without prefill rows.
             dropped = pipeline.engine and any(entry[4] for step in plan for entry in step)
             name = f"{planned_name}-without-prefill" if dropped else planned_name
@@ -384,7 +384,7 @@ def _batch_case(  # noqa: PLR0913, PLR0917 (the case's parts, each its own)
 
 
 #: A join that a prefix cache serves (vLLM #53912, #43559: prefix caching with
-#: speculative decoding; docs/engines.md, "Prefix-cache hits"): ``s0`` joins
+#: speculative decoding; docs/engines-vllm.md, "Prefix-cache hits"): ``s0`` joins
 #: from its checkpoint and verifies three windows, the third starting at its
 #: eighth token, so that a block of 4 or 8 tokens ends with that window's
 #: first row; ``s1`` then joins with ``s0``'s checkpoint and a prompt of

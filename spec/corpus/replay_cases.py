@@ -102,9 +102,10 @@ _ENGINE_SEED: Final = 20261201
 _BATCH_SEED: Final = 20261202
 #: ggml's cases draw from their own stream, so the other cases stay as they were.
 _GGML_SEED: Final = 20261203
-#: The engine pipelines whose adapters offer replay_batch (docs/engines.md), each
-#: with the seed of its own stream, so that adding one keeps the others' draws:
-#: their batches are the same plans, in the engine cases' layer.
+#: The engine pipelines whose adapters offer replay_batch (docs/engines-vllm.md and
+#: docs/engines-sglang.md), each with the seed of its own stream, so that adding
+#: one keeps the others' draws: their batches are the same plans, in the engine
+#: cases' layer.
 _ENGINE_BATCHES: Final = ((Pipeline.VLLM_BF16, 20261203), (Pipeline.SGLANG_BF16, 20261204))
 #: The stream of the batch plans added since (``LATER_BATCH_PLANS``), every pipeline's.
 _LATER_BATCH_SEED: Final = 20261205

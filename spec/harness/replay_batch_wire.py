@@ -155,7 +155,7 @@ def rerouted_entries(steps: Sequence[Sequence[Mapping[str, object]]], /) -> list
     through its chunked rule where verifies are beside it (``gdn_attn.py``
     lines 422-430) or a longer prompt chunk comes before it (``split_decodes_and_prefills``,
     ``v1/attention/backends/utils.py`` lines 879-882), one BF16 rounding of h
-    away from the decode (docs/engines.md, "Prompts beside verifies"). Every
+    away from the decode (docs/engines-vllm.md, "Prompts beside verifies"). Every
     other entry must be the same bit for bit in a batch as alone (RB-REPLAY-13).
     """
     marked: set[str] = set()

@@ -31,7 +31,7 @@ Every speculative run carries 0.33.0's conv roll put back into 0.32.0
 (``draft-group-fixed``): without them vLLM 0.32.0 is wrong (two findings,
 held here as deviations; docs/findings/). The self-test's fault, an
 accepted count one too many, is rejected, under the draft model and under
-MTP. docs/engines.md ("vLLM end to end
+MTP. docs/engines-vllm-e2e.md ("vLLM end to end
 on a CPU") gives the measured figures.
 """
 
@@ -67,7 +67,7 @@ K: Final = 3
 #: logprob of every request equal bit for bit between the reference and the ngram
 #: and draft-model runs (the same kernels on both sides); the fault changes every
 #: request, moving logprobs by up to 0.47 before its first changed token
-#: (docs/engines.md).
+#: (docs/engines-vllm-e2e.md).
 BOUND: Final = 0.0
 #: The model's vocabulary and its successor map's cycle (driver.py).
 _VOCAB: Final = 512

@@ -193,7 +193,7 @@ def _prompt_shapes(cases: list[BatchCase] | list[AloneCase], /) -> dict[str, set
     return shapes
 
 
-#: The prompt shapes docs/engines.md names: every length from 1 to K + 2 (K and K + 1
+#: The prompt shapes docs/engines-vllm.md names: every length from 1 to K + 2 (K and K + 1
 #: among them, vLLM #53051), chunks over steps, a slot reused at once, both forms.
 _PROMPT_SHAPES: Final = {
     *(("prompt rows beside verifies", length) for length in range(1, 7)),
