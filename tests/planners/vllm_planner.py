@@ -19,7 +19,8 @@ and no GPU is needed. What stands in for the hardware, and nothing else:
   processor's imports name, is a module of placeholders.
 
 Then vLLM's own chain: ``EngineArgs.create_engine_config``; the model's mixer
-layers (its GDN and attention layers, and the MTP drafter's attention layers)
+layers (its GDN and attention layers, and the MTP drafter's attention layers;
+a GraniteMoeHybrid config's Mamba-2 and attention layers, for vLLM #57721)
 built on the meta device, as the model classes build them;
 ``update_block_size_for_backend``; the runner's ``get_kv_cache_spec``;
 ``resolve_kv_cache_layout``; ``get_global_kv_cache_groups``; the worker's
@@ -171,6 +172,9 @@ def _mixers(
     from vllm.model_executor.models.qwen3_5 import mrope_positions_factor  # noqa: PLC0415
     from vllm.model_executor.models.qwen3_next import Qwen3NextAttention  # noqa: PLC0415
 
+    if text.model_type == "granitemoehybrid":
+        _granite_mixers(vllm_config, model_config, text, prefix, layer_types)
+        return
     qwen3_5 = str(text.model_type).startswith("qwen3_5")
     for index, kind in layer_types:
         if kind == "linear_attention":
@@ -189,6 +193,49 @@ def _mixers(
             quant_config=None,
             prefix=f"{prefix}.{index}.self_attn",
             **extra,
+        )
+
+
+def _granite_mixers(
+    vllm_config: Any,
+    model_config: Any,
+    text: Any,
+    prefix: str,
+    layer_types: list[tuple[int, str]],
+) -> None:
+    # As GraniteMoeHybridMambaDecoderLayer and GraniteMoeHybridAttentionDecoderLayer
+    # (granitemoehybrid.py:57-88, 145-164) build their mixers.
+    from vllm.model_executor.layers.mamba.mamba_mixer2 import MambaMixer2  # noqa: PLC0415
+    from vllm.model_executor.models.granitemoehybrid import (  # noqa: PLC0415
+        GraniteMoeHybridAttention,
+    )
+
+    for index, kind in layer_types:
+        if kind != "full_attention":
+            MambaMixer2(
+                hidden_size=text.hidden_size,
+                ssm_state_size=text.mamba_d_state,
+                conv_kernel_size=text.mamba_d_conv,
+                intermediate_size=text.mamba_expand * text.hidden_size,
+                use_conv_bias=text.mamba_conv_bias,
+                use_bias=text.mamba_proj_bias,
+                n_groups=text.mamba_n_groups,
+                num_heads=text.mamba_n_heads,
+                head_dim=text.mamba_d_head,
+                rms_norm_eps=text.rms_norm_eps,
+                activation=text.hidden_act,
+                model_config=model_config,
+                cache_config=vllm_config.cache_config,
+                quant_config=None,
+                prefix=f"{prefix}.{index}.mixer",
+            )
+            continue
+        GraniteMoeHybridAttention(
+            text,
+            model_config=model_config,
+            cache_config=vllm_config.cache_config,
+            quant_config=None,
+            prefix=f"{prefix}.{index}.self_attn",
         )
 
 
