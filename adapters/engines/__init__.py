@@ -22,7 +22,8 @@ One module (or one small package) per engine, on a shared base:
 - ``registry.py``: the table of engines, one row (an ``ADAPTER``) each.
 
 The engines: ``vllm/`` and ``sglang/`` (each ``load.py``, ``adapter.py``,
-``batch.py``) and ``fla.py``. Each declares its ``WHEEL`` (its release, from
+``batch.py`` and the modules its batch runs on, listed in its ``__init__.py``)
+and ``fla.py``. Each declares its ``WHEEL`` (its release, from
 ``spec/releases.py``, and the files it imports), its ``load`` and its
 ``ADAPTER``; a new engine is one more such module and its row in the registry
 (CONTRIBUTING.md, "Adding an engine").

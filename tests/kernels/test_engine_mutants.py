@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Final
 import pytest
 
 from adapters.engines import wheels
-from adapters.engines.sglang.batch import sources
+from adapters.engines.sglang.wheel_code import sources
 from adapters.engines.vllm.load import WHEEL
 from tests.child import ROOT
 from tests.kernels.engines import DRAWN_PROPERTIES, check_run, vectors_run

@@ -56,6 +56,7 @@ from ssm_rollback_spec.harness.replay_wire import BatchForm
 from .. import kernels, serve
 from . import batch as sglang_batch
 from .load import WHEEL, load
+from .shapes import Shapes
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -78,7 +79,7 @@ def replay(  # noqa: PLR0915 - one round of the engine, step by step
     conv_module, replayssm = load()
     on = torch.device(device.value)
     bf16, f32 = torch.bfloat16, torch.float32
-    shapes = sglang_batch.Shapes(*request.dims)
+    shapes = Shapes(*request.dims)
     nv, dv, dk, dk_given = shapes.nv, shapes.dv, shapes.dk, shapes.dk_given
     key_dim, conv_dim, width = shapes.key_dim, shapes.conv_dim, shapes.width
     nk = shapes.nk

