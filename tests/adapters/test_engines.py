@@ -17,7 +17,7 @@ from typing import Final
 import pytest
 
 from adapters.engines.registry import ENGINES
-from adapters.engines.vllm.batch import PrefixCache
+from adapters.engines.vllm.prefix_cache import PrefixCache
 from tests.child import ROOT
 from tests.properties.replay_reference import SMALL_REPLAY
 

@@ -6,6 +6,12 @@
 - ``adapter.py``: ``replay`` with the two kernels, ``replay_batch`` through
   ``batch.py``, and ``ADAPTER``, the engine's row in ``registry.py``;
 - ``batch.py``: vLLM's own GDN bookkeeping over a batch;
+- ``batch_inputs.py``: the batch as the engine takes it, its options and the
+  runner's draft count by release;
+- ``pool.py``: the batch's requests and its slots' blocks;
+- ``prefix_cache.py``: vLLM's prefix cache in mode "align";
+- ``align_copies.py``: the runner's copies between blocks in mode "align";
+- ``stand_ins.py``: the layer and configuration standing in for vLLM's model;
 - ``__main__.py``: the command.
 """
 

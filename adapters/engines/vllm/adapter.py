@@ -42,7 +42,16 @@ from typing import TYPE_CHECKING, Any, Final
 from ssm_rollback_spec.harness.replay_wire import BatchForm
 
 from .. import kernels, serve, wheels
-from . import batch as vllm_batch
+from .batch import run_batch
+from .batch_inputs import (
+    ALIGN_COPIES_SINCE,
+    BLOCK_SIZE,
+    BLOCK_SIZES,
+    BatchInputs,
+    BlockSizeError,
+    CacheMode,
+    Runner,
+)
 from .load import WHEEL, load, load_package
 
 if TYPE_CHECKING:
@@ -183,13 +192,13 @@ def replay_batch(
         tensor(request.get("a_log", [])),
         tensor(request.get("dt_bias", [])),
     )
-    batch = vllm_batch.BatchInputs(
+    batch = BatchInputs(
         dims=shape,
         weights=weights,
         steps=steps,
         slots=request["slots"],
-        mode=vllm_batch.CacheMode(options["cache-mode"]),
-        runner=vllm_batch.Runner(options["runner"]),
+        mode=CacheMode(options["cache-mode"]),
+        runner=Runner(options["runner"]),
         block_size=int(options["block-size"]),
         on=on,
         release=_release(),
@@ -197,13 +206,13 @@ def replay_batch(
     return _run_batch(engine, batch)
 
 
-def _run_batch(engine: Any, batch: vllm_batch.BatchInputs, /) -> list[ReplayState]:
-    """:func:`batch.run_batch`, its limits answered as the engine's (``bad-request``)."""
+def _run_batch(engine: Any, batch: BatchInputs, /) -> list[ReplayState]:
+    """``batch.py``'s :func:`run_batch`, its limits answered as the engine's (``bad-request``)."""
     from triton.runtime.errors import InterpreterError  # noqa: PLC0415
 
     try:
-        return vllm_batch.run_batch(engine, batch)
-    except vllm_batch.BlockSizeError as error:
+        return run_batch(engine, batch)
+    except BlockSizeError as error:
         raise serve.EngineLimitError(str(error)) from None
     except InterpreterError as error:
         # Before 0.32.0 vLLM's FLA chunk rule (its prefill, which a decode with
@@ -217,17 +226,15 @@ def _run_batch(engine: Any, batch: vllm_batch.BatchInputs, /) -> list[ReplayStat
 
 #: The flags vLLM's batch form takes: its cache mode, and the runner whose counts it takes.
 BATCH_OPTIONS: Final = (
-    serve.BatchOption(
-        "cache-mode", tuple(mode.value for mode in vllm_batch.CacheMode), "vLLM's cache mode"
-    ),
+    serve.BatchOption("cache-mode", tuple(mode.value for mode in CacheMode), "vLLM's cache mode"),
     serve.BatchOption(
         "runner",
-        tuple(runner.value for runner in vllm_batch.Runner),
+        tuple(runner.value for runner in Runner),
         "the model runner whose accepted counts the builder is handed",
     ),
     serve.BatchOption(
         "block-size",
-        tuple(str(size) for size in vllm_batch.BLOCK_SIZES),
+        tuple(str(size) for size in BLOCK_SIZES),
         "the tokens of a block in mode align (vLLM's --block-size; below the default,"
         " every batch crosses blocks and the runner's copies between them run)",
     ),
@@ -243,14 +250,15 @@ def _forms_with(options: Mapping[str, str], /) -> tuple[BatchForm, ...]:
     """``prefix-hits`` where the runner's copies save blocks a join can hit.
 
     That is V1's runner in mode "align", in blocks small enough for a batch to
-    fill one, in a release that has the fused copies (``batch.py``).
+    fill one, in a release that has the fused copies (``batch_inputs.py``'s
+    ``ALIGN_COPIES_SINCE``).
     """
     release = _release()
     copies = (
-        options["cache-mode"] == vllm_batch.CacheMode.ALIGN.value
-        and options["runner"] == vllm_batch.Runner.V1.value
-        and int(options["block-size"]) != vllm_batch.BLOCK_SIZE
-        and release >= vllm_batch.ALIGN_COPIES_SINCE
+        options["cache-mode"] == CacheMode.ALIGN.value
+        and options["runner"] == Runner.V1.value
+        and int(options["block-size"]) != BLOCK_SIZE
+        and release >= ALIGN_COPIES_SINCE
     )
     return (BatchForm.PREFIX_HITS,) if copies else ()
 

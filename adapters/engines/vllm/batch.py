@@ -57,7 +57,7 @@ What stands in, and why:
 - The platform: vLLM's CUDA platform with its hardware probes answered (no
   PDL, not a CPU), so the Triton kernels run, under Triton's interpreter.
 - Mode "align": the runner's copies between blocks run as the runner runs
-  them (:class:`_AlignCopies`): before each forward
+  them (``align_copies.py``): before each forward
   ``mamba_utils.preprocess_mamba`` (``v1/worker/mamba_utils.py``, vLLM 0.33.0
   lines 1446-1549; the runner's call, ``gpu_model_runner.py`` 4049-4090,
   with its count re-sync and ``stage_postprocess_inputs_to_gpu``), which moves
@@ -78,7 +78,7 @@ What stands in, and why:
 - Mode "align"'s prefix cache: a join whose checkpoint and first prompt rows
   are a cached prefix starts from the cached block, as a hit in vLLM's KV
   cache manager does; the manager's hashing and lookup stand in
-  (:class:`PrefixCache`, which says where it offers a hit), each row's
+  (``prefix_cache.py``, which says where it offers a hit), each row's
   bytes its token id.
 
 The CUDA-only decode op (``fused_gdn_decode``, ``VLLM_GDN_DECODE_KERNEL=cuda``)
@@ -87,369 +87,22 @@ is not taken: ``_forward_core`` is the Triton path (docs/engines.md).
 
 from __future__ import annotations
 
-import enum
 import functools
 import types
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
+
+from .align_copies import AlignCopies
+from .batch_inputs import BLOCK_SIZE, BatchInputs, BlockSizeError, CacheMode, Runner, draft_count
+from .pool import Pool, Request, longest_request
+from .prefix_cache import PrefixCache, row_tokens, stand_in_token
+from .stand_ins import LAYER_PREFIX, Layer, vllm_config
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from ssm_rollback_spec.harness.replay_wire import ReplayState
 
-__all__ = [
-    "ALIGN_COPIES_SINCE",
-    "BLOCK_SIZE",
-    "BLOCK_SIZES",
-    "ZERO_DRAFT_DECODE_IS_SPEC_SINCE",
-    "BatchInputs",
-    "BlockSizeError",
-    "CacheMode",
-    "Layer",
-    "Pool",
-    "PrefixCache",
-    "Request",
-    "Runner",
-    "draft_count",
-    "run_batch",
-]
-
-#: Tokens per block in mode "align" by default: more than any request of the corpus
-#: holds, so no request crosses a block and the runner's copies between blocks copy nothing.
-BLOCK_SIZE: Final = 4096
-#: The block sizes ``--block-size`` takes: the default, and two that every batch crosses.
-BLOCK_SIZES: Final = (BLOCK_SIZE, 8, 4)
-#: The first release whose runner's align copies are the fused ones this adapter runs
-#: (``v1/worker/mamba_utils.py``'s ``MambaBuffers``; ``load.py`` looks for them).
-ALIGN_COPIES_SINCE: Final = (0, 33, 0)
-#: The layer's name in the forward context's metadata.
-_PREFIX: Final = "model.layers.0.linear_attn"
-
-
-class BlockSizeError(ValueError):
-    """A block size below :data:`BLOCK_SIZE` where the release's align copies are not run."""
-
-    def __init__(self, block_size: int, /) -> None:
-        super().__init__(
-            f"--block-size {block_size} needs vLLM's fused align copies"
-            " (v1/worker/mamba_utils.py's MambaBuffers, from 0.33.0) and --runner v1"
-        )
-
-
-class CacheMode(enum.Enum):
-    """vLLM's ``mamba_cache_mode``: "align" (with prefix caching, the default) or "none"."""
-
-    ALIGN = "align"
-    NONE = "none"
-
-
-class Runner(enum.Enum):
-    """vLLM's model runner whose accepted counts the batch takes: V1's, or V2's own."""
-
-    V1 = "v1"
-    V2 = "v2"
-
-
-class Layer(types.SimpleNamespace):
-    """The GDN layer's attributes ``_forward_core`` reads (module docstring)."""
-
-
-class Request:
-    """One request of the batch: its id, slot, block row, computed tokens and last accepted count.
-
-    ``tokens`` stand in for its token ids, one a computed token, for the
-    prefix cache (:class:`PrefixCache`): its checkpoint's, then each row it kept.
-    """
-
-    def __init__(self, name: str, slot: int, row: list[int], /) -> None:
-        self.name, self.slot, self.row = name, slot, row
-        self.computed = 1
-        self.accepted = 1
-        self.tokens: list[bytes] = []
-
-
-def _token(*values: Any) -> bytes:
-    """A stand-in token id: the bytes of a row's inputs (or a checkpoint's), in float32."""
-    return b"".join(value.float().cpu().contiguous().numpy().tobytes() for value in values)
-
-
-def _row_tokens(rows: dict[str, Any], /) -> list[bytes]:
-    """Each row's stand-in token id."""
-    keys = ("qkv", "a", "b")
-    return [_token(*(rows[key][index] for key in keys)) for index in range(len(rows["qkv"]))]
-
-
-class PrefixCache:
-    """vLLM's prefix cache in mode "align", as its scheduler offers a hit: blocks by token prefix.
-
-    Stands in for the KV cache manager's hashing and lookup
-    (``v1/core/kv_cache_manager.py``, vLLM 0.33.0 lines 266-328 and 621-625;
-    ``single_type_kv_cache_manager.py``, ``MambaManager``, 1470-1547). A
-    block is cached under the tokens it ends, at two points where the
-    scheduler hashes the block of a boundary ``n`` (a multiple of the block
-    size) while that block is the request's running one: a prompt chunk that
-    ends at ``n``, whose state the chunk leaves in place; and a verify whose
-    first row is the ``n``-th token, whose fused post-copy saves the state
-    after that row into the block where the kept tokens reach no later
-    boundary (``mamba_utils.py`` 455-476). A join whose tokens begin with a
-    cached prefix, and go on past it (the last token is
-    never a hit, line 302), takes the longest one cached before this step (a
-    block cached in the step is put off, 1704-1712): its row is the null
-    block below that column and the cached block at it, and vLLM's own
-    pre-copy moves the state out of it. What it does not offer, vLLM might:
-    a boundary a verify crossed within its window, hashed at a later step.
-    A slot taken again drops the blocks its row held.
-    """
-
-    def __init__(self, block_size: int, /) -> None:
-        self.block_size = block_size
-        #: Tokens of a prefix -> (its block, the step it was cached in).
-        self.blocks: dict[tuple[bytes, ...], tuple[int, int]] = {}
-
-    def save(self, tokens: list[bytes], row: list[int], step: int, /) -> None:
-        """Cache the block that ends ``tokens``, if they end at a block boundary."""
-        if tokens and len(tokens) % self.block_size == 0:
-            self.blocks[tuple(tokens)] = (row[len(tokens) // self.block_size - 1], step)
-
-    def drop(self, row: list[int], /) -> None:
-        """Forget every prefix whose block is in ``row`` (its slot is taken again)."""
-        held = set(row)
-        self.blocks = {key: value for key, value in self.blocks.items() if value[0] not in held}
-
-    def hit(self, tokens: list[bytes], step: int, /) -> tuple[int, int] | None:
-        """The longest prefix of ``tokens`` cached before ``step``, never all: (length, block)."""
-        for end in range(len(tokens) - 1, 0, -1):
-            found = self.blocks.get(tuple(tokens[:end])) if end % self.block_size == 0 else None
-            if found is not None and found[1] < step:
-                return end, found[0]
-        return None
-
-
-@dataclass(frozen=True)
-class BatchInputs:
-    """A ``replay_batch`` request as the engine takes it (BF16 tensors on ``on``)."""
-
-    #: (num_key_heads, key_head_dim, num_value_heads, value_head_dim, conv_kernel).
-    dims: tuple[int, int, int, int, int]
-    #: (conv weight, A_log, dt_bias).
-    weights: tuple[Any, Any, Any]
-    #: Per step, per entry: ``sequence``, ``slot``, ``finish``; but for a prompt
-    #: chunk alone, ``qkv``, ``a``, ``b`` (its rows) and ``accepted`` (the count
-    #: handed to vLLM); on a first entry ``conv`` and ``h`` (its checkpoint); before
-    #: the request's first verify, optionally ``prefill`` (``qkv``, ``a``, ``b``).
-    steps: Sequence[Sequence[dict[str, Any]]]
-    slots: int
-    mode: CacheMode
-    #: The torch device.
-    on: Any
-    #: The vLLM release's version as numbers, for its runner's step (:func:`draft_count`).
-    release: tuple[int, ...]
-    #: Whose accepted counts the builder is handed (the module docstring).
-    runner: Runner = Runner.V1
-    #: Tokens per block in mode "align" (the module docstring).
-    block_size: int = BLOCK_SIZE
-
-
-def _config(vllm: Any, mode: CacheMode, num_spec: int, slots: int, /) -> Any:
-    # Eager, as --enforce-eager runs it: no CUDA graph is captured here.
-    compilation = vllm.config.CompilationConfig(cudagraph_mode=vllm.config.CUDAGraphMode.NONE)
-    speculative = types.SimpleNamespace(
-        num_speculative_tokens=num_spec,
-        parallel_drafting=False,
-        use_eagle_block_drop=lambda: False,
-    )
-    return types.SimpleNamespace(
-        compilation_config=compilation,
-        speculative_config=speculative,
-        cache_config=types.SimpleNamespace(
-            mamba_cache_mode=mode.value, hash_block_size=None, cache_hit_alignment_tokens=None
-        ),
-        scheduler_config=types.SimpleNamespace(max_num_seqs=max(slots, 1)),
-        parallel_config=types.SimpleNamespace(decode_context_parallel_size=1),
-        additional_config={"gdn_prefill_backend": "triton"},
-        use_v2_model_runner=False,
-        num_hash_lookahead_tokens=0,
-        # Read for the head sizes when the prefill backend is chosen; triton is asked for.
-        model_config=types.SimpleNamespace(hf_text_config=types.SimpleNamespace()),
-    )
-
-
-#: The first release whose runner counts a decode with no drafts as a speculative
-#: row with zero drafts (``gpu_model_runner.py``, vLLM 0.32.0 lines 2211-2224, the
-#: ``zero_draft_decode_mask``): before it, such a row is -1, a plain decode, which
-#: ``gdn_attn.py`` gives block-table column 0 (vLLM #39273, #52942). The one
-#: difference between releases this adapter keeps, and it is the runner's, not
-#: the builder's: each release's builder and layer run as they are.
-ZERO_DRAFT_DECODE_IS_SPEC_SINCE: Final = (0, 32, 0)
-
-
-def draft_count(drafts: int, verifies: bool, release: tuple[int, ...], /) -> int:  # noqa: FBT001
-    """``num_decode_draft_tokens_cpu`` for a row, as ``release``'s runner sets it.
-
-    A prompt chunk is -1; a verify with drafts, its count; a decode with none,
-    0 from vLLM 0.32.0 on and -1 before (:data:`ZERO_DRAFT_DECODE_IS_SPEC_SINCE`).
-    """
-    if not verifies:
-        return -1
-    if drafts == 0 and release < ZERO_DRAFT_DECODE_IS_SPEC_SINCE:
-        return -1
-    return drafts
-
-
-class Pool:
-    """The blocks of the batch's slots, and the block table rows vLLM's scheduler gives them.
-
-    Block 0 is vLLM's null block. Mode "none": slot ``s`` owns ``1 + num_spec``
-    blocks, its row of the table. Mode "align": its row is ``columns`` blocks of
-    the block size, enough for its longest request and ``num_spec`` more; the
-    builder takes the row's ``1 + num_spec`` from ``seq_lens``.
-    """
-
-    def __init__(self, mode: CacheMode, slots: int, num_spec: int, columns: int, /) -> None:
-        self.mode = mode
-        self.width = 1 + num_spec if mode is CacheMode.NONE else columns
-        self.blocks = 1 + slots * self.width
-
-    def row(self, slot: int, /) -> list[int]:
-        """The block table row of slot ``slot``."""
-        return [1 + slot * self.width + column for column in range(self.width)]
-
-
-def _longest_request(steps: Sequence[Sequence[dict[str, Any]]], /) -> int:
-    """The most tokens one request of ``steps`` computes, its checkpoint's one included."""
-    tokens: dict[str, int] = {}
-    longest = 1
-    for step in steps:
-        for entry in step:
-            name = entry["sequence"]
-            count = tokens.pop(name, 1)
-            count += len(entry["prefill"]["qkv"]) if "prefill" in entry else 0
-            count += len(entry["qkv"]) if "qkv" in entry else 0
-            if not entry["finish"]:
-                tokens[name] = count
-            longest = max(longest, count)
-    return longest
-
-
-class _AlignCopies:
-    """vLLM's runner's copies between blocks in mode "align", over the batch's pool.
-
-    The release's own ``preprocess_mamba``, ``stage_postprocess_inputs_to_gpu``
-    and ``postprocess_mamba_align_gpu`` (``v1/worker/mamba_utils.py``), with the
-    runner's inputs standing in as the module docstring says. Their Triton
-    kernels address the caches and the block table by raw pointer, so the
-    table is one tensor for the whole batch, its rows rewritten in each
-    forward's order, as the runner's input batch keeps its rows.
-    """
-
-    def __init__(self, engine: Any, batch: _Batch, spec: Any, layer: Layer, /) -> None:
-        torch, on = batch.torch, batch.inputs.on
-        self.utils = engine.mamba_utils
-        self.batch = batch
-        group = engine.KVCacheGroupSpec(layer_names=[_PREFIX], kv_cache_spec=spec)
-        self.config = engine.KVCacheConfig(
-            num_blocks=batch.pool.blocks, kv_cache_tensors=[], kv_cache_groups=[group]
-        )
-        self.copy_funcs = {
-            spec.mamba_type: engine.MambaStateCopyFuncCalculator.gated_delta_net_state_copy_func()
-        }
-        rows = max(batch.inputs.slots, 1)
-
-        def make_buffer(*size: int, dtype: Any, numpy: bool = True) -> Any:
-            # The runner's _make_buffer, without pinned memory: there is no CUDA host here.
-            return engine.CpuGpuBuffer(
-                *size, dtype=dtype, device=on, pin_memory=False, with_numpy=numpy
-            )
-
-        self.buffers = self.utils.MambaBuffers.create(
-            max_num_reqs=rows,
-            kv_cache_config=self.config,
-            copy_funcs=self.copy_funcs,
-            make_buffer=make_buffer,
-            device=on,
-            with_postprocess_align=True,
-        )
-        self.table = torch.zeros(rows, batch.pool.width, dtype=torch.int32, device=on)
-        self.accepted = torch.ones(rows, dtype=torch.int32)
-        self.input_batch = types.SimpleNamespace(
-            req_ids=[],
-            block_table=[types.SimpleNamespace(get_device_tensor=lambda n: self.table[:n])],
-            num_accepted_tokens_cpu=self.accepted.numpy(),
-            num_accepted_tokens_cpu_tensor=self.accepted,
-        )
-        self.forward_context = {_PREFIX: layer}
-        #: The runner's ``mamba_state_idx``: each request's running block column.
-        self.state_idx: dict[str, int] = {}
-        self.finished: set[str] = set()
-
-    def before(self, rows: list[tuple[Request, dict[str, Any], bool]], /) -> list[int]:
-        """The runner's steps before the builder; the counts it then hands the builder."""
-        n = len(rows)
-        for index, (request, _, _) in enumerate(rows):
-            self.table[index] = self.batch.torch.tensor(request.row)
-            self.accepted[index] = request.accepted
-        self.input_batch.req_ids = [request.name for request, _, _ in rows]
-        requests = {
-            request.name: types.SimpleNamespace(
-                num_computed_tokens=request.computed, block_ids=(request.row,)
-            )
-            for request, _, _ in rows
-        }
-        scheduled = types.SimpleNamespace(
-            finished_req_ids=self.finished,
-            preempted_req_ids=set(),
-            scheduled_cached_reqs=types.SimpleNamespace(resumed_req_ids=set()),
-            num_scheduled_tokens={r.name: len(inputs["qkv"]) for r, inputs, _ in rows},
-            scheduled_spec_decode_tokens={
-                r.name: [0] * (len(inputs["qkv"]) - 1) for r, inputs, verifies in rows if verifies
-            },
-        )
-        self.utils.preprocess_mamba(
-            scheduled,
-            self.config,
-            types.SimpleNamespace(enable_prefix_caching=True),
-            self.state_idx,
-            self.input_batch,
-            requests,
-            self.forward_context,
-            self.copy_funcs,
-            self.buffers.preprocess,
-            align_ctx=self.buffers.postprocess_align,
-        )
-        self.finished = set()
-        self.utils.stage_postprocess_inputs_to_gpu(
-            self.buffers.postprocess_align,
-            scheduled,
-            self.input_batch.req_ids,
-            n,
-            requests,
-            self.state_idx,
-        )
-        return [int(count) for count in self.accepted[:n]]
-
-    def after(
-        self, rows: list[tuple[Request, dict[str, Any], bool]], sampled: list[int], /
-    ) -> None:
-        """The runner's step after sampling: the fused post-copy, and each row's count after it."""
-        torch, n = self.batch.torch, len(rows)
-        counts = torch.tensor(sampled, dtype=torch.int32, device=self.batch.inputs.on)
-        self.utils.postprocess_mamba_align_gpu(
-            bufs=self.buffers,
-            num_reqs=n,
-            num_accepted_tokens_gpu=counts,
-            num_accepted_tokens_cpu_tensor=self.accepted,
-            input_batch=self.input_batch,
-            kv_cache_config=self.config,
-            forward_context=self.forward_context,
-            mamba_state_copy_funcs=self.copy_funcs,
-        )
-        for index, (request, _, _) in enumerate(rows):
-            request.accepted = int(self.accepted[index])
-
-    def column(self, request: Request, /) -> int:
-        """The block column the request's running state is in."""
-        return self.state_idx.get(request.name, 0)
+__all__ = ["run_batch"]
 
 
 class _Batch:
@@ -468,7 +121,7 @@ class _Batch:
         )
         num_spec = max(longest - 1, 1)
         block_size = inputs.block_size if inputs.mode is CacheMode.ALIGN else 1
-        columns = -(-_longest_request(inputs.steps) // block_size) + num_spec
+        columns = -(-longest_request(inputs.steps) // block_size) + num_spec
         self.pool = Pool(inputs.mode, inputs.slots, num_spec, columns)
         bf16, on = torch.bfloat16, inputs.on
         spec = engine.MambaSpec(
@@ -478,8 +131,8 @@ class _Batch:
             mamba_cache_mode=inputs.mode.value,
             num_speculative_blocks=num_spec,
         )
-        config = _config(engine, inputs.mode, num_spec, inputs.slots)
-        self.builder = engine.GDNAttentionMetadataBuilder(spec, [_PREFIX], config, on)
+        config = vllm_config(engine, inputs.mode, num_spec, inputs.slots)
+        self.builder = engine.GDNAttentionMetadataBuilder(spec, [LAYER_PREFIX], config, on)
         # vLLM's conv state layout: dim first ("DS") or state first ("SD").
         self.dim_first = engine.is_conv_state_dim_first()
         shape = (conv_dim, width - 1 + num_spec)
@@ -490,7 +143,7 @@ class _Batch:
         self.ssm_cache = torch.zeros(blocks, nv, dv, dk, dtype=bf16, device=on)
         conv_weight, a_log, dt_bias = inputs.weights
         layer = Layer(
-            prefix=_PREFIX,
+            prefix=LAYER_PREFIX,
             enable_packed_recurrent_decode=False,
             kv_cache=(self.conv_cache, self.ssm_cache),
             conv1d=types.SimpleNamespace(weight=conv_weight.reshape(conv_dim, 1, width), bias=None),
@@ -514,7 +167,7 @@ class _Batch:
         self.joins = 0
         self.rows = _rows_state(inputs) if inputs.runner is Runner.V2 else None
         self.copies = (
-            _AlignCopies(engine, self, spec, layer)
+            AlignCopies(engine, inputs, self.pool, spec, layer)
             if inputs.mode is CacheMode.ALIGN and inputs.runner is Runner.V1 and engine.mamba_utils
             else None
         )
@@ -574,7 +227,7 @@ class _Batch:
         )
         qkv, a, b = (torch.cat([inputs[key] for _, inputs, _ in rows]) for key in ("qkv", "a", "b"))
         out = torch.empty(starts[-1], *self.heads, dtype=torch.bfloat16, device=on)
-        self.engine.set_context(types.SimpleNamespace(attn_metadata={_PREFIX: metadata}))
+        self.engine.set_context(types.SimpleNamespace(attn_metadata={LAYER_PREFIX: metadata}))
         try:
             self.core(qkv, b, a, out)
         finally:
@@ -649,9 +302,9 @@ class _Batch:
             name = f"{entry['sequence']}#{self.joins}"
             row = self.pool.row(entry["slot"])
             request = self.running[entry["sequence"]] = Request(name, entry["slot"], row)
-            request.tokens = [_token(entry["conv"], entry["h"])]
+            request.tokens = [stand_in_token(entry["conv"], entry["h"])]
             if self.prefix is not None:
-                prompt = _row_tokens(entry["prefill"]) if "prefill" in entry else []
+                prompt = row_tokens(entry["prefill"]) if "prefill" in entry else []
                 found = self.prefix.hit(request.tokens + prompt, self.stepped)
                 if found is not None:
                     tokens, block = found
@@ -685,7 +338,7 @@ class _Batch:
         for entry in prompts:
             request = self.running[entry["sequence"]]
             request.computed += len(entry["prefill"]["qkv"])
-            request.tokens += _row_tokens(entry["prefill"])
+            request.tokens += row_tokens(entry["prefill"])
             if self.prefix is not None:
                 # A chunk that ends at a boundary leaves the state there in place.
                 self.prefix.save(request.tokens, request.row, self.stepped)
@@ -704,7 +357,7 @@ class _Batch:
         )
         for entry in verifies:
             request = self.running[entry["sequence"]]
-            window = _row_tokens(entry)
+            window = row_tokens(entry)
             if self.prefix is not None and entry["accepted"] <= self.prefix.block_size:
                 # The post-copy saved the state after the window's first row, where
                 # the kept tokens reach no later boundary (it saves the last one).
