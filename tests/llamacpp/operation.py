@@ -55,6 +55,12 @@ def describe(binary: str, model: str, /, *options: str) -> dict[str, Any]:
     return member
 
 
+#: A model reply decodes whole scripts through llama.cpp: on two loaded cores
+#: (the tier runs on every core) one took past the default 10 s, and check
+#: held the deviation for a hang in place of the rollback's difference.
+_SLOW_REPLIES: Final = ("--impl-timeout", "120")
+
+
 def _installed(
     installed: Installed, arguments: list[str], environment: Mapping[str, str] | None, /
 ) -> subprocess.CompletedProcess[str]:
@@ -86,7 +92,7 @@ def check(
 
     ``CI`` is set (the ``ci`` profile); ``environment`` is added to what the run is given.
     """
-    arguments = ["check", "--impl-cmd", impl, "--clause", "RB-REPLAY-14", *extra]
+    arguments = ["check", "--impl-cmd", impl, "--clause", "RB-REPLAY-14", *_SLOW_REPLIES, *extra]
     return _installed(installed, arguments, environment)
 
 
@@ -94,5 +100,6 @@ def vectors_run(
     installed: Installed, impl: str, /, *extra: str, environment: Mapping[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     """The installed wheel's ``vectors run --clause RB-REPLAY-14`` (round scripts) over ``impl``."""
-    arguments = ["vectors", "run", "--impl-cmd", impl, "--clause", "RB-REPLAY-14", *extra]
+    arguments = ["vectors", "run", "--impl-cmd", impl, "--clause", "RB-REPLAY-14", *_SLOW_REPLIES]
+    arguments += extra
     return _installed(installed, arguments, environment)

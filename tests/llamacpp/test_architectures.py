@@ -119,7 +119,7 @@ class Case(NamedTuple):
 #: (positions 0-8), then 1 more; roll back 3 (past the window, to position 7),
 #: which llama_memory_seq_rm accepts; decode a token at position 7. It is
 #: 8.3e-3 off on DeepSeek-V4, which both other cases leave exact. Read at
-#: 0c1e57098 (docs/engines.md): position 7 completes a compressed block whose
+#: 0c1e57098 (docs/engines-llama-cpp.md): position 7 completes a compressed block whose
 #: overlap compressor reads the previous block's rows (src/llama-kv-cache-dsv4.cpp
 #: 518-541), rows of a ring of 2 * 4 addressed by position (1315), and a
 #: rollback deeper than the last decode restores the state before that decode

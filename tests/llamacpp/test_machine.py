@@ -7,7 +7,7 @@ judgement is only sound if the engine holds exactly the tokens the machine
 thinks each sequence kept. A machine that decoded a round's windows before
 drawing their rollbacks broke it: cut at a rollback's draw, the engine held
 a whole window the machine never recorded, the teardown's token was off by
-up to 1.75e-1 on llama.cpp v0.5.0's checkpoint way (docs/engines.md), and
+up to 1.75e-1 on llama.cpp v0.5.0's checkpoint way (docs/engines-llama-cpp.md), and
 Hypothesis, which takes a failure after such a cut for a test that stopped,
 reported no example. These tests run the machine's own rules on a stand-in
 for the adapter that keeps each sequence's tokens; no llama.cpp is needed.
@@ -138,12 +138,13 @@ def test_a_round_cut_at_any_draw_leaves_the_engine_holding_what_the_machine_kept
 
 
 def test_the_teardown_after_a_round_cut_at_a_rollback_judges_only_kept_tokens() -> None:
-    # The cut that hid v0.5.0's checkpoint failure (docs/engines.md, "llama.cpp
-    # v0.5.0"), in its last round: sequences 2 and 1 decode windows in one
-    # llama_decode (2 tokens for sequence 2, as in the run that logged it;
-    # sequence 1's length was not logged), and the data runs out at sequence
-    # 1's rollback. The machine judged sequence 1's next token after its kept
-    # tokens; the engine had the whole window behind it (off by 6.95e-2).
+    # The cut that hid v0.5.0's checkpoint failure (docs/engines-llama-cpp.md,
+    # "llama.cpp v0.5.0 as node-llama-cpp 3.22.1 ships it, prebuilt"), in its
+    # last round: sequences 2 and 1 decode windows in one llama_decode (2
+    # tokens for sequence 2, as in the run that logged it; sequence 1's length
+    # was not logged), and the data runs out at sequence 1's rollback. The
+    # machine judged sequence 1's next token after its kept tokens; the engine
+    # had the whole window behind it (off by 6.95e-2).
     run = _machine(Way.CHECKPOINT)
     engine = cast("_Tracked", run.engine)
     run.verify_round(cast("st.DataObject", _Scripted([[1], [0, 1, 2], 1])))

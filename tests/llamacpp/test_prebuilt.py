@@ -243,4 +243,4 @@ def test_the_wheels_check_holds_the_prebuilt_releases_snapshot_rollback_as_a_lin
     assert "DEVIATION  RB-REPLAY-14" in done.stdout
     # Failed past the bound the adapter declared for the variant.
     assert row["outcome"] == "deviation"
-    assert f"within {bound:g} of a plain decode" in row["detail"]
+    assert f"within {bound:g} of a plain decode" in row["detail"], row["detail"][:3000]

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.llamacpp
 
 
 #: The shrunk case of the snapshot way's failure with several sequences
-#: (docs/engines.md, "What the suite finds in released engines"): sequence 0
+#: (docs/engines-llama-cpp.md, "What the suite finds in llama.cpp 0c1e57098"): sequence 0
 #: decodes a token; sequences 2, 0 and 1 decode windows of 2, 1 and 1 tokens in
 #: one llama_decode; sequence 2 rolls back 1 token (llama_memory_seq_rm says
 #: yes); sequence 2 decodes one more token.
@@ -36,7 +36,7 @@ DEVIATION_ROUNDS: Calls = (
 #: Where llama.cpp's tracker would take the finding (the closest open report).
 DEVIATION_LINK = "https://github.com/ggml-org/llama.cpp/issues/28019"
 #: The shrunk case of the snapshot way's failure past the window (#26695's
-#: case; docs/engines.md), as the machine shrank it with ``whole_window=True``
+#: case; docs/engines-llama-cpp.md), as the machine shrank it with ``whole_window=True``
 #: on one slot: sequence 0 decodes a token, then a window of one more, rolls
 #: that whole window back (llama_memory_seq_rm says yes) and decodes a token.
 #: The rollback asks for a snapshot plane the last decode did not write

@@ -11,7 +11,7 @@ lines 211-212: "random dummy models can still drift up to ~1.7e-5"). On the
 tier's Qwen3.5 model the test passes, but its split replay's logits are not
 its reference's: they differ by a few 1e-2 (logits of about 5), an nmse its
 bound lets through and the tier's (0, bit for bit, on the same portable
-one-thread build) would not (docs/engines.md). The file sorts after the
+one-thread build) would not (docs/engines-llama-cpp.md). The file sorts after the
 tier's other checks, so their results come before this one's long first build.
 """
 
@@ -56,7 +56,7 @@ def test_llama_cpps_own_rollback_test_passes_on_the_tiers_model_only_within_its_
     llamacpp: Built, own_test: OwnTest
 ) -> None:
     # Turns red the day its split replay matches its reference bit for bit:
-    # then docs/engines.md's note on it is stale.
+    # then docs/engines-llama-cpp.md's note on it is stale.
     assert own_test["commit"] == llamacpp["commit"] == "0c1e57098"
     done = subprocess.run(
         [own_test["binary"], "-m", llamacpp["model"], "-t", "1"],
