@@ -342,3 +342,19 @@ def test_the_whole_property_suite_passes_against_a_vendored_copy(tmp_path: Path)
         for line in reasons
     ), reasons
     assert " passed" in summary, summary
+
+
+#: The most lines one module of the package or of the adapters may have.
+MODULE_LINES_AT_MOST: Final = 600
+
+
+def test_no_module_of_the_package_or_the_adapters_is_past_600_lines() -> None:
+    modules = [*SPEC.rglob("*.py"), *(ROOT / "adapters").rglob("*.py")]
+    long = {
+        str(path.relative_to(ROOT)): lines
+        for path in modules
+        if "target" not in path.relative_to(ROOT).parts
+        and (lines := len(path.read_text(encoding="utf-8").splitlines())) > MODULE_LINES_AT_MOST
+    }
+    assert len(modules) > 100
+    assert long == {}
