@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Final
 import pytest
 
 from adapters.engines.registry import ENGINES
+from ssm_rollback_spec import __version__
 from ssm_rollback_spec.harness import check_report
 from ssm_rollback_spec.harness.clauses import CLAUSES
 from ssm_rollback_spec.harness.files import MAX_FILE_BYTES
@@ -312,7 +313,7 @@ def test_the_reports_of_vectors_run_and_check_name_the_implementation_its_link_a
         "usize_bits": 64,
         "protocol": str(CURRENT),
     }
-    assert document["describe"] == reference | {"release": "0.1.0"}
+    assert document["describe"] == reference | {"release": __version__}
     assert json.loads(check.read_text(encoding="utf-8"))["describe"] == document["describe"]
     assert document["conforming"] == [
         {"entry": "clause RB-SIZE-1", "reason": "was off once", "link": ""}
@@ -327,7 +328,7 @@ def test_the_reports_of_vectors_run_and_check_name_the_implementation_its_link_a
     page = run_module("ssm_rollback_spec.tools.cli", "report", str(vectors), str(check)).stdout
     assert "| [RB-REPLAY-4](SPEC.md#rb-replay-4) | **DEVIATION**<br>" in page
     assert f"*fails, known, linked*<br>[clause RB-REPLAY-4]({LINK}): post-conv not yet" in page
-    assert "ssm\\_rollback\\_spec.rollback (Python reference)<br>0.1.0" in page
+    assert "ssm\\_rollback\\_spec.rollback (Python reference)<br>" + __version__ in page
 
 
 def test_the_html_page_runs_no_script_and_fetches_nothing(
