@@ -176,7 +176,7 @@ class Server:
             with error:
                 detail = _first_line(error.read(4096).decode(errors="replace"))
             raise ServerFailedError(
-                self.role, f"answered HTTP {error.code} to {what}: {detail}"
+                self.role, f"answered HTTP {error.code} to {what}: {detail}", answered=True
             ) from None
         except TimeoutError:
             raise ServerFailedError(

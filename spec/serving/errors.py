@@ -38,12 +38,15 @@ class ServerFailedError(RuntimeError):
     """A server that died, hung or refused a request mid-run.
 
     ``role`` says which (``reference`` or ``target``): the target's failure is
-    a verdict on the engine, the reference's ends the run.
+    a verdict on the engine, the reference's ends the run. ``answered`` is
+    True when the server said what went wrong (an HTTP error status), False
+    when it went silent or dropped the connection.
     """
 
-    def __init__(self, role: str, message: str, /) -> None:
+    def __init__(self, role: str, message: str, /, *, answered: bool = False) -> None:
         super().__init__(f"the {role} server {message}")
         self.role = role
+        self.answered = answered
 
 
 class ServerStartError(RuntimeError):

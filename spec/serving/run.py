@@ -102,15 +102,21 @@ def prepare(
 def send(
     server: Server, workload: Workload, batch: Sequence[int], top: int, /
 ) -> dict[int, Generation]:
-    """The requests of ``batch`` sent to ``server`` at once, each on a thread of its own."""
+    """The requests of ``batch`` sent to ``server`` at once, each on a thread of its own.
+
+    Raises:
+        ServerFailedError: a request failed; of several, the first (by request
+            number) that the server answered with an error, which says what
+            went wrong, ahead of the connections its death cut.
+    """
     answers: dict[int, Generation] = {}
-    failures: list[ServerFailedError] = []
+    failures: dict[int, ServerFailedError] = {}
 
     def one(index: int) -> None:
         try:
             answers[index] = server.complete(workload.requests[index], top, number=index)
         except ServerFailedError as error:
-            failures.append(error)
+            failures[index] = error
 
     threads = [threading.Thread(target=one, args=(index,), daemon=True) for index in batch]
     for thread in threads:
@@ -119,7 +125,8 @@ def send(
     for thread in threads:
         thread.join()
     if failures:
-        raise failures[0]
+        first = min(failures, key=lambda index: (not failures[index].answered, index))
+        raise failures[first]
     return answers
 
 

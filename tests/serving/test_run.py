@@ -4,14 +4,23 @@
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING, Final
+import time
+from typing import TYPE_CHECKING, Final, cast
 
 import pytest
 
 from ssm_rollback_spec.serving.client import Generation, Server
 from ssm_rollback_spec.serving.errors import ServerFailedError, ServersDifferError
 from ssm_rollback_spec.serving.judge import Outcome
-from ssm_rollback_spec.serving.run import Observed, Options, measure_noise, observe, prepare, run
+from ssm_rollback_spec.serving.run import (
+    Observed,
+    Options,
+    measure_noise,
+    observe,
+    prepare,
+    run,
+    send,
+)
 from ssm_rollback_spec.serving.workload import draw_workload
 from tests.fakes.openai_engine import Config, serving
 
@@ -164,3 +173,35 @@ def test_a_bit_stable_engine_has_bound_zero_and_a_calibrated_noisy_one_a_bound_a
     assert all(result.outcome is Outcome.PASSED for result in stable.results)
     assert 0.0 < noisy.noise.bound < 0.1
     assert all(result.outcome is not Outcome.FAILED for result in noisy.results)
+
+
+class _Dying:
+    """A server whose requests fail as ``failures`` says, each after ``delays`` seconds."""
+
+    def __init__(self, failures: dict[int, ServerFailedError], delays: dict[int, float]) -> None:
+        self.failures, self.delays = failures, delays
+
+    def complete(self, request: object, top: int, /, *, number: int) -> Generation:
+        del request, top
+        time.sleep(self.delays.get(number, 0.0))
+        raise self.failures[number]
+
+
+def test_of_requests_a_dying_server_failed_the_one_it_answered_with_an_error_is_reported() -> None:
+    # The toy answers HTTP 500 to the request that kills it, then exits: its
+    # other requests' connections are cut, and one may be cut first.
+    cut = ServerFailedError("target", "stopped answering at request 0 (reset)")
+    answered = ServerFailedError("target", "answered HTTP 500 to request 2: boom", answered=True)
+    later = ServerFailedError("target", "answered HTTP 500 to request 3: boom", answered=True)
+    dying = _Dying({0: cut, 2: answered, 3: later}, {2: 0.05, 3: 0.01})
+    with pytest.raises(ServerFailedError) as raised:
+        send(cast("Server", dying), WORKLOAD, (0, 2, 3), 1)
+    assert raised.value is answered
+
+
+def test_of_requests_all_cut_the_first_by_number_is_reported() -> None:
+    cuts = {n: ServerFailedError("target", f"stopped answering at request {n}") for n in (1, 4)}
+    dying = _Dying(cuts, {1: 0.05})
+    with pytest.raises(ServerFailedError) as raised:
+        send(cast("Server", dying), WORKLOAD, (4, 1), 1)
+    assert raised.value is cuts[1]
