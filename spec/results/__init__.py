@@ -9,17 +9,17 @@ HTML, and :mod:`.badge` each implementation's badge. Standard library only.
 from __future__ import annotations
 
 from .badge import Badge, badge, badge_name, write_badges
-from .matrix import Cell, Column, Matrix, Standing, build_matrix
+from .matrix import Column, Matrix, MatrixCell, Standing, build_matrix
 from .page import html_page, markdown_page
 from .reports import WEB_ADDRESS, Known, Report, ReportError, Result, read_report
 
 __all__ = [
     "WEB_ADDRESS",
     "Badge",
-    "Cell",
     "Column",
     "Known",
     "Matrix",
+    "MatrixCell",
     "Report",
     "ReportError",
     "Result",

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
     from pathlib import Path
 
-    from .matrix import Cell, Column, Matrix
+    from .matrix import Column, Matrix, MatrixCell
 
 __all__ = ["LABEL", "Badge", "badge", "badge_name", "write_badges"]
 
@@ -37,7 +37,7 @@ def badge_name(column: Column, /) -> str:
     return f"{column.key}.json"
 
 
-def badge(column: Column, cells: Mapping[str, Cell], /, labels: Mapping[str, str]) -> Badge:
+def badge(column: Column, cells: Mapping[str, MatrixCell], /, labels: Mapping[str, str]) -> Badge:
     """The badge of one implementation: how many clauses it passes, and what else.
 
     The colour is red when a clause fails, is not run, or a deviation entry

@@ -26,9 +26,9 @@ __all__ = [
     "NO_REASON",
     "REASONED",
     "SECTIONS",
-    "Cell",
     "Column",
     "Matrix",
+    "MatrixCell",
     "Standing",
     "anchor",
     "build_matrix",
@@ -101,7 +101,7 @@ def _key(name: str, release: str, taken: set[str], /) -> str:
 
 
 @dataclass(frozen=True)
-class Cell:
+class MatrixCell:
     """One clause of one implementation: its outcome and what explains it."""
 
     #: None when no report of the implementation cites the clause.
@@ -129,7 +129,7 @@ class Matrix:
     clauses: tuple[str, ...]
     columns: tuple[Column, ...]
     #: ``cells[column index][clause]``.
-    cells: tuple[Mapping[str, Cell], ...]
+    cells: tuple[Mapping[str, MatrixCell], ...]
 
     def failing(self, clause: str, /) -> bool:
         """Whether some implementation fails the clause or did not run it."""
@@ -176,11 +176,13 @@ def _covered(entry: Known, results: Iterable[Result], /) -> tuple[str, ...]:
 def _cell(
     clause: str, results: Sequence[Result], now_passing: Sequence[tuple[Known, tuple[str, ...]]],
     order: Sequence[str], /,
-) -> Cell:  # fmt: skip
+) -> MatrixCell:  # fmt: skip
     mine = [result for result in results if clause in result.clauses]
     stale = sorted({entry for entry, clauses in now_passing if clause in clauses}, key=str)
     if not mine:
-        return Cell(None, standings=(Standing.NOW_PASSES,) * bool(stale), entries=tuple(stale))
+        return MatrixCell(
+            None, standings=(Standing.NOW_PASSES,) * bool(stale), entries=tuple(stale)
+        )
     # (distance, bound, name) of each result measured against a bound.
     measured = [
         (r.distance, r.bound, r.name)
@@ -204,7 +206,7 @@ def _cell(
     reasons = (
         {_reason(r.detail) for r in mine if r.outcome == outcome} if outcome in REASONED else ()
     )
-    return Cell(
+    return MatrixCell(
         outcome=outcome,
         distance=None if farthest is None else farthest[0],
         bound=None if farthest is None else farthest[1],
@@ -229,7 +231,7 @@ def build_matrix(reports: Iterable[Report], /, order: Sequence[str]) -> Matrix:
     for report in reports:
         grouped.setdefault((report.name, report.release), []).append(report)
     columns: list[Column] = []
-    cells: list[dict[str, Cell]] = []
+    cells: list[dict[str, MatrixCell]] = []
     cited: set[str] = set()
     taken: set[str] = set()
     for (name, release), mine in sorted(grouped.items()):

@@ -16,7 +16,7 @@ import re
 from typing import TYPE_CHECKING, Final
 
 from .badge import badge, badge_name
-from .matrix import SECTIONS, Cell, Column, Matrix, Standing, anchor, family
+from .matrix import SECTIONS, Column, Matrix, MatrixCell, Standing, anchor, family
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
@@ -65,7 +65,7 @@ code{font-size:0.85em;word-break:break-all}
 REASONS_HEADING: Final = "Why a clause was skipped or not observed"
 
 
-def totals(cells: Mapping[str, Cell], labels: Mapping[str, str], /) -> str:
+def totals(cells: Mapping[str, MatrixCell], labels: Mapping[str, str], /) -> str:
     """A column's cells counted by outcome, worst first: ``1 FAIL, 3 PASS, 40 —``."""
     found = [cell.outcome for cell in cells.values()]
     known = [labels[outcome] for outcome in labels]
@@ -82,7 +82,7 @@ def _release(column: Column, /) -> str:
     return column.release or NOT_STATED
 
 
-def _distance(cell: Cell, /, *, measured: bool) -> str:
+def _distance(cell: MatrixCell, /, *, measured: bool) -> str:
     if cell.distance is None or cell.bound is None:
         return ""
     if not measured:
@@ -123,7 +123,7 @@ def _md_entry(entry_text: str, link: str, /) -> str:
     return _md_link(entry_text, link) if link else _md_text(entry_text)
 
 
-def _md_cell(cell: Cell, labels: Mapping[str, str], /, *, measured: bool) -> str:
+def _md_cell(cell: MatrixCell, labels: Mapping[str, str], /, *, measured: bool) -> str:
     if cell.outcome is None:
         parts = [UNCITED]
     else:
@@ -148,7 +148,7 @@ def footnote(column: Column, number: int, /) -> str:
     return f"[^{column.key.split('-', 1)[0]}-{digest}-{number}]"
 
 
-def _md_reasons(cells: Mapping[str, Cell], clauses: Sequence[str], /) -> list[str]:
+def _md_reasons(cells: Mapping[str, MatrixCell], clauses: Sequence[str], /) -> list[str]:
     """The column's reasons, numbered in SPEC.md's order of the clauses that give them."""
     reasons: list[str] = []
     for clause in clauses:
@@ -157,7 +157,7 @@ def _md_reasons(cells: Mapping[str, Cell], clauses: Sequence[str], /) -> list[st
 
 
 def _md_column_cell(
-    cell: Cell, column: Column, reasons: Sequence[str], labels: Mapping[str, str], /, *,
+    cell: MatrixCell, column: Column, reasons: Sequence[str], labels: Mapping[str, str], /, *,
     measured: bool,
 ) -> str:  # fmt: skip
     shown = _md_cell(cell, labels, measured=measured)
@@ -250,7 +250,7 @@ def _h_entry(entry_text: str, link: str, /) -> str:
 
 
 def _h_cell(
-    cell: Cell, labels: Mapping[str, str], notes: dict[str, int], /, *, measured: bool
+    cell: MatrixCell, labels: Mapping[str, str], notes: dict[str, int], /, *, measured: bool
 ) -> str:
     """One cell; a reason it gives is numbered in ``notes`` (a footnote below the table)."""
     if cell.outcome is None:
@@ -327,7 +327,7 @@ def _h_notes(notes: Mapping[str, int], /) -> list[str]:
     return [f'<h2 id="reasons">{_h(REASONS_HEADING)}</h2>', "<ol>", *items, "</ol>"]
 
 
-def _h_column(column: Column, cells: Mapping[str, Cell], labels: Mapping[str, str], /) -> str:
+def _h_column(column: Column, cells: Mapping[str, MatrixCell], labels: Mapping[str, str], /) -> str:
     shown = badge(column, cells, labels)
     message = f"{_h(shown['message'])} ({_h(shown['color'])})"
     items = [

@@ -32,8 +32,7 @@ from ..harness.subprocess_driver import DEFAULT_RACE_BUDGET
 from .arguments import add_impl_arguments, add_selection_arguments, before_the_run, race_budget
 from .deviations import Deviation, DeviationList, Target
 from .errors import CliError, ExitStatus
-from .preflight import FLUSH_HINT, adapter_argv
-from .report import (
+from .outcomes import (
     Row,
     clause_summary,
     counts,
@@ -42,12 +41,13 @@ from .report import (
     write_json,
     write_junit,
 )
+from .preflight import FLUSH_HINT, adapter_argv
 from .shipped import corpus_directory, suite_directory
 
 if TYPE_CHECKING:
     import argparse
 
-    from ..harness.check_report import PropertyResult, SuiteReport
+    from ..harness.outcome_recorder import PropertyResult, SuiteReport
 
 __all__ = ["REPLAY_PROPERTY_CLAUSES", "add_arguments"]
 
@@ -179,7 +179,7 @@ def _pytest_command(
         "-p",
         "ssm_rollback_spec.harness.pytest_plugin",
         "-p",
-        "ssm_rollback_spec.harness.check_report",
+        "ssm_rollback_spec.harness.outcome_recorder",
         "-p",
         "no:cacheprovider",
         f"--impl-timeout={arguments.impl_timeout}",

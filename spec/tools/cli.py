@@ -27,7 +27,7 @@ _COMMANDS: Final = {
     "check": ("check", "run the property suite against an implementation"),
     "vectors": ("vectors", "generate, locate or run the vector corpus"),
     "size": ("size", "size the replay ring (and the engines' snapshot state) for a design review"),
-    "report": ("results", "put the JSON reports of check and vectors run side by side on one page"),
+    "report": ("report", "put the JSON reports of check and vectors run side by side on one page"),
     "serve-check": (
         "serve_check",
         "judge a server's speculative decoding against its plain decoding (OpenAI API)",

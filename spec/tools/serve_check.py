@@ -28,7 +28,7 @@ from ..serving.verdict import (
 )
 from ..serving.workload import draw_workload, read_prompts
 from .errors import CliError, ExitStatus
-from .report import Row, write_json, write_junit
+from .outcomes import Row, write_json, write_junit
 
 if TYPE_CHECKING:
     import argparse

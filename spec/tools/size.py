@@ -20,7 +20,7 @@ from ..sizing.request import REVIEW_ERRORS, FlagsError, error_line, memory_fit, 
 from ..sizing.review import SizeRequest, size_review
 from .arguments import prepare_outputs
 from .errors import CliError, ExitStatus
-from .report import write_json
+from .outcomes import write_json
 from .shipped import EXAMPLE_SUFFIX, example_config, examples_directory
 from .size_flags import SizeParser, add_size_arguments
 

@@ -19,8 +19,8 @@ from ..harness.subprocess_driver import SubprocessDriver
 from .arguments import add_impl_arguments, add_selection_arguments, before_the_run
 from .deviations import DeviationList, Target
 from .errors import CliError, ExitStatus
+from .outcomes import Row, clause_summary, counts, measured, print_report, write_json, write_junit
 from .preflight import adapter_argv
-from .report import Row, clause_summary, counts, measured, print_report, write_json, write_junit
 from .shipped import REPLAY_SUBDIRECTORY, corpus_directory, replay_corpus_directory
 
 if TYPE_CHECKING:

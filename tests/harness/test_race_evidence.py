@@ -30,7 +30,7 @@ from ssm_rollback_spec.harness.race_evidence import (
     overlapped,
     reply_spans,
 )
-from ssm_rollback_spec.tools.report import Row, clause_summary, counts, write_junit
+from ssm_rollback_spec.tools.outcomes import Row, clause_summary, counts, write_junit
 from tests.child import ROOT, run_module
 from tests.fakes import FAKES
 

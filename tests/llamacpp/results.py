@@ -68,7 +68,7 @@ from ssm_rollback_spec.results import (
     read_report,
 )
 from ssm_rollback_spec.results.matrix import FAILING
-from ssm_rollback_spec.tools.report import LABELS, OUTCOMES, Row, clause_summary, counts
+from ssm_rollback_spec.tools.outcomes import LABELS, OUTCOMES, Row, clause_summary, counts
 from tests.child import ROOT, run_module
 
 if TYPE_CHECKING:

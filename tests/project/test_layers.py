@@ -34,7 +34,7 @@ COMMANDS: Final = {
 # The only modules allowed a third-party import, and which.
 THIRD_PARTY: Final = {
     "ssm_rollback_spec.harness.pytest_plugin": {"pytest", "hypothesis"},
-    "ssm_rollback_spec.harness.check_report": {"pytest"},
+    "ssm_rollback_spec.harness.outcome_recorder": {"pytest"},
     # The optional plot extra, imported inside the plot function only.
     "ssm_rollback_spec.sizing.plot": {"matplotlib"},
     # The draft replay model (the replay extra); its row sizes,

@@ -14,7 +14,7 @@ import pytest
 
 from adapters.engines.registry import ENGINES
 from ssm_rollback_spec import __version__
-from ssm_rollback_spec.harness import check_report
+from ssm_rollback_spec.harness import outcome_recorder
 from ssm_rollback_spec.harness.clauses import CLAUSES
 from ssm_rollback_spec.harness.files import MAX_FILE_BYTES
 from ssm_rollback_spec.harness.pytest_plugin import MEASURED
@@ -431,8 +431,8 @@ def _logged(*measured: list[float]) -> dict[str, Any]:
         "call",
         user_properties=[("clause", "RB-REPLAY-2"), *((MEASURED, pair) for pair in measured)],
     )
-    check_report.pytest_runtest_logreport(report)
-    result: dict[str, Any] = dict(check_report._results.pop())  # noqa: SLF001 - the plugin's record
+    outcome_recorder.pytest_runtest_logreport(report)
+    result: dict[str, Any] = dict(outcome_recorder._results.pop())  # noqa: SLF001 - the plugin's record
     return result
 
 

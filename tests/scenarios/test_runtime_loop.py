@@ -21,7 +21,7 @@ import pytest
 from ssm_rollback_spec import model
 from ssm_rollback_spec.harness import protocol
 from ssm_rollback_spec.harness.oracle import allowed_replies
-from ssm_rollback_spec.tools.report import CONFORMS
+from ssm_rollback_spec.tools.outcomes import CONFORMS
 from ssm_rollback_spec.tools.shipped import corpus_directory
 from tests.child import ROOT, run_module
 from tests.fakes import FAKES

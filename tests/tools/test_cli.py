@@ -14,7 +14,7 @@ import pytest
 
 from ssm_rollback_spec import SPEC_VERSION, __version__
 from ssm_rollback_spec.harness.clauses import DRAFT_CLAUSES
-from ssm_rollback_spec.tools.report import Row, clause_summary, print_report
+from ssm_rollback_spec.tools.outcomes import Row, clause_summary, print_report
 from ssm_rollback_spec.tools.shipped import corpus_directory
 from tests.child import ROOT, run_module
 from tests.fakes import FAKES

@@ -18,7 +18,7 @@ from ssm_rollback_spec.tools.deviations import (
     read_deviations,
 )
 from ssm_rollback_spec.tools.errors import CliError
-from ssm_rollback_spec.tools.report import Row
+from ssm_rollback_spec.tools.outcomes import Row
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT OR Apache-2.0
-"""A pytest plugin that records each property's outcome for ``check``.
+"""A pytest plugin that records each property's outcome for ``check``: the outcome recorder.
 
-Loaded with ``-p ssm_rollback_spec.harness.check_report``; it writes one JSON document
+Loaded with ``-p ssm_rollback_spec.harness.outcome_recorder``; it writes one JSON document
 (:class:`SuiteReport`) to the path given with ``--check-report`` when the
 session ends. For an implementation reached over the protocol, a failure's
 detail is the exchange alone: none of Hypothesis's Python-only notes, which
