@@ -3,8 +3,8 @@
 
 ``python tests/planners/vllm_planner.py CASES.json`` reads a list of cases
 (``config``, ``tp``, ``drafts``, ``kv_cache_memory_bytes``, ``max_model_len``,
-and optionally ``prefix_caching``, ``method``, ``kv_cache_dtype`` and
-``max_num_seqs``) and prints one JSON object per case; a case with
+and optionally ``prefix_caching``, ``method``, ``kv_cache_dtype``,
+``max_num_seqs`` and ``catch_assert``) and prints one JSON object per case; a case with
 ``"only": "max_model_len"`` stops after ``EngineArgs.create_engine_config``
 and prints what vLLM's length check said (:func:`length_check`). No weights are loaded
 and no GPU is needed. What stands in for the hardware, and nothing else:
@@ -20,7 +20,8 @@ and no GPU is needed. What stands in for the hardware, and nothing else:
 
 Then vLLM's own chain: ``EngineArgs.create_engine_config``; the model's mixer
 layers (its GDN and attention layers, and the MTP drafter's attention layers;
-a GraniteMoeHybrid config's Mamba-2 and attention layers, for vLLM #57721)
+a GraniteMoeHybrid config's Mamba-2 and attention layers, for vLLM #57721;
+an LFM2 config's short-conv and attention layers)
 built on the meta device, as the model classes build them;
 ``update_block_size_for_backend``; the runner's ``get_kv_cache_spec``;
 ``resolve_kv_cache_layout``; ``get_global_kv_cache_groups``; the worker's
@@ -175,6 +176,9 @@ def _mixers(
     if text.model_type == "granitemoehybrid":
         _granite_mixers(vllm_config, model_config, text, prefix, layer_types)
         return
+    if text.model_type == "lfm2":
+        _lfm2_mixers(vllm_config, model_config, text, prefix, layer_types)
+        return
     qwen3_5 = str(text.model_type).startswith("qwen3_5")
     for index, kind in layer_types:
         if kind == "linear_attention":
@@ -239,6 +243,43 @@ def _granite_mixers(
         )
 
 
+def _lfm2_mixers(
+    vllm_config: Any,
+    model_config: Any,
+    text: Any,
+    prefix: str,
+    layer_types: list[tuple[int, str]],
+) -> None:
+    # As Lfm2AttentionDecoderLayer and Lfm2ShortConvDecoderLayer (lfm2.py:196-225,
+    # 335-364) build their mixers, as Lfm2Model picks them (lfm2.py:435-437).
+    from vllm.model_executor.layers.mamba.short_conv import ShortConv  # noqa: PLC0415
+    from vllm.model_executor.models.lfm2 import Lfm2Attention  # noqa: PLC0415
+
+    for index, kind in layer_types:
+        if kind != "full_attention":
+            ShortConv(
+                config=text,
+                dim=text.conv_dim,
+                layer_idx=index,
+                model_config=model_config,
+                cache_config=vllm_config.cache_config,
+                quant_config=None,
+                prefix=f"{prefix}.{index}.short_conv",
+            )
+            continue
+        Lfm2Attention(
+            config=text,
+            layer_idx=index,
+            hidden_size=text.hidden_size,
+            num_heads=text.num_attention_heads,
+            num_kv_heads=text.num_key_value_heads,
+            max_position_embeddings=getattr(text, "max_position_embeddings", 8192),
+            cache_config=vllm_config.cache_config,
+            quant_config=None,
+            prefix=f"{prefix}.{index}.self_attn",
+        )
+
+
 def length_check(case: dict[str, Any]) -> dict[str, Any]:
     """What vLLM's own ``--max-model-len`` check says of one case's length.
 
@@ -277,9 +318,51 @@ def length_check(case: dict[str, Any]) -> dict[str, Any]:
 
 
 def plan(case: dict[str, Any]) -> dict[str, Any]:
-    """vLLM's own figures for one case (what its length check says, for ``only``)."""
+    """vLLM's own figures for one case (what its length check says, for ``only``).
+
+    A case with ``"catch_assert": true`` reports an ``AssertionError`` vLLM's chain
+    raises as ``startup_assert`` (:func:`_assertion`) in place of the figures;
+    every other case has ``startup_assert`` None.
+    """
     if case.get("only") == "max_model_len":
         return length_check(case)
+    if not case.get("catch_assert"):
+        return {**_plan(case), "startup_assert": None}
+    try:
+        return {**_plan(case), "startup_assert": None}
+    except AssertionError as error:
+        return {**case, "startup_assert": _assertion(error)}
+
+
+def _assertion(error: AssertionError) -> dict[str, Any]:
+    """Where in vLLM an assert failed: its file (from ``vllm/``), line, function and text.
+
+    For ``MambaSpec.page_size_bytes`` also the two sizes it compared, read from that
+    frame: the padding (``page_size_padded``) and the layer's page (``page_size``).
+    """
+    import linecache  # noqa: PLC0415
+    import traceback  # noqa: PLC0415
+
+    frames = traceback.extract_tb(error.__traceback__)
+    last = frames[-1]
+    found: dict[str, Any] = {
+        "file": "vllm/" + last.filename.replace("\\", "/").split("/vllm/", 1)[-1],
+        "line": last.lineno,
+        "function": last.name,
+        "text": linecache.getline(last.filename, last.lineno or 0).strip(),
+        "callers": [frame.name for frame in frames if "/vllm/" in frame.filename],
+    }
+    tail = error.__traceback__
+    while tail is not None and tail.tb_next is not None:
+        tail = tail.tb_next
+    local = tail.tb_frame.f_locals if tail is not None else {}
+    if "page_size" in local and "self" in local:
+        found["page_size"] = int(local["page_size"])
+        found["page_size_padded"] = int(local["self"].page_size_padded)
+    return found
+
+
+def _plan(case: dict[str, Any]) -> dict[str, Any]:
     import torch  # noqa: PLC0415
     import vllm.distributed.parallel_state as parallel  # noqa: PLC0415
     from vllm.config import set_current_vllm_config  # noqa: PLC0415
