@@ -8,7 +8,9 @@ control build, one off in the accepted count vLLM is handed, fails them,
 naming RB-REPLAY-12 and giving a ``reproduce:`` line. ``--version`` names the
 release ``describe`` reports, and a malformed one is one line. Each real bug of
 docs/engines.md's table fails in the release that shipped it and passes in the
-one that fixed it (#48132 with ``--runner v2``, Model Runner V2's own counts).
+one that fixed it (#48132 with ``--runner v2``, Model Runner V2's own counts),
+and a step in which no row drafts, classified by each release's runner's own
+``use_spec_decode`` (#55504/#56531), fails 0.31.0 and passes 0.32.0 and 0.33.0.
 With blocks of 4 tokens (``--block-size 4``) every batch crosses blocks, and
 the runner's own align copies between them keep both judges passing; blocks
 smaller than any request are refused where those copies are not run.
@@ -189,6 +191,43 @@ def test_the_release_that_shipped_a_real_bug_fails_and_the_fix_passes(
     assert status == 0, report["cases"]
     passed = {case["id"] for case in report["cases"] if case["outcome"] == "passed"}
     assert passed == (_vllm_batch_cases() if bug.every_batch else {f"replay-batch-{bug.smallest}"})
+
+
+#: The batch whose step 1 no row drafts in, right after a step whose rows accepted
+#: drafts (s0 kept all 3 tokens of its window, s1 2 of its 4): each decodes 1 token.
+_ZERO_DRAFT_BATCH: Final = "014-vllm-bf16-plain-decodes-after-accepting-drafts"
+
+
+@pytest.mark.parametrize(
+    ("version", "outcome"), [("0.31.0", "failed"), ("0.32.0", "passed"), ("0.33.0", "passed")]
+)
+def test_a_step_in_which_no_row_drafts_is_judged_through_the_runners_own_use_spec_decode(
+    tmp_path: Path, kernels_python: str, version: str, outcome: str
+) -> None:
+    # vLLM #55504/#56531: the runner's own use_spec_decode (runner_code.py) decides
+    # whether the builder gets the draft counts. 0.31.0's, from the scheduled drafts,
+    # sends the step down the plain path, which reads block-table column 0; from
+    # 0.32.0 every step of a speculative runner is speculative.
+    case = next(
+        case
+        for case in json.loads(BATCHES.read_text(encoding="utf-8"))["cases"]
+        if case["id"] == _ZERO_DRAFT_BATCH
+    )
+    before, step = case["steps"][0]["batch"], case["steps"][1]["batch"]
+    assert [len(entry["rows"]) for entry in step] == [1, 1]
+    assert max(entry["accepted"] for entry in before) == 3
+    corpus = ("--vectors", str(engines.corpus_of(tmp_path, "batch.json", _ZERO_DRAFT_BATCH)))
+    flags = ("--version", version, "--cache-mode", "none")
+    status, report, _ = _run(tmp_path, kernels_python, *flags, corpus=corpus)
+    judged = next(case for case in report["cases"] if case["id"].endswith(_ZERO_DRAFT_BATCH))
+    assert judged["outcome"] == outcome, judged["detail"]
+    assert status == (0 if outcome == "passed" else 1)
+    if outcome == "passed":
+        return
+    # The first state off the model is one the step without drafts left.
+    first = int(judged["detail"].removeprefix("states[").split("]")[0])
+    assert len(before) <= first < len(before) + len(step), judged["detail"]
+    assert "relative error" in judged["detail"]
 
 
 def _describe(python: str, /, *flags: str) -> subprocess.CompletedProcess[str]:

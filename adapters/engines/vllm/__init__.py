@@ -6,8 +6,9 @@
 - ``adapter.py``: ``replay`` with the two kernels, ``replay_batch`` through
   ``batch.py``, and ``ADAPTER``, the engine's row in ``registry.py``;
 - ``batch.py``: vLLM's own GDN bookkeeping over a batch;
-- ``batch_inputs.py``: the batch as the engine takes it, its options and the
-  runner's draft count by release;
+- ``batch_inputs.py``: the batch as the engine takes it, and its options;
+- ``runner_code.py``: the V1 runner's own classification of a step's rows,
+  compiled from the release's ``gpu_model_runner.py``;
 - ``pool.py``: the batch's requests and its slots' blocks;
 - ``prefix_cache.py``: vLLM's prefix cache in mode "align";
 - ``align_copies.py``: the runner's copies between blocks in mode "align";

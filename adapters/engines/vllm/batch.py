@@ -4,13 +4,20 @@
 Per step of the batch, as vLLM's runner hands a verify to its GDN layers:
 
 1. The runner's inputs (``v1/worker/gpu_model_runner.py``, vLLM 0.33.0,
-   ``_prepare_inputs`` lines 2198-2235 and ``_build_attention_metadata`` lines
+   ``_prepare_inputs`` lines 2188-2235 and ``_build_attention_metadata`` lines
    2425-2450): the requests in the batch's order, their ``query_start_loc``,
    ``seq_lens`` and block table rows (:class:`CommonAttentionMetadata`),
-   ``num_decode_draft_tokens_cpu`` (a row's draft count, or -1 for a prompt
-   chunk; a one-token decode after the prompt counts as a speculative row with
-   zero drafts, lines 2215-2227) and ``num_accepted_tokens`` (each request's
-   count from its previous verify, 1 for a new request; lines 2067-2101).
+   ``num_accepted_tokens`` (each request's count from its previous verify, 1
+   for a new request; lines 2067-2101) and ``num_decode_draft_tokens_cpu``.
+   Whether the builder is handed those two at all, and each row's draft
+   count, are the release's runner's own code (``runner_code.py``): its
+   ``use_spec_decode`` and the classification after it (0.33.0 lines
+   2188-2235: every step of a speculative runner is speculative, a one-token
+   decode after the prompt a row of zero drafts; 0.31.0 lines 2224-2259: a
+   step in which no row drafts is not, and the builder is then called
+   without them, as 0.31.0's runner calls it, lines 2496-2540), over a
+   scheduler's output that schedules a verify's ``length - 1`` drafts and
+   none for a prompt chunk.
    Prompt rows (a prompt chunk alone, or the prefill of an entry that
    verifies after it) run in the same forward as the step's other verifies,
    in the order vLLM's own ``reorder_batch_to_split_decodes_and_prefills``
@@ -36,8 +43,8 @@ gathers them. The adapter takes the protocol's slot as the batch row. Its
 object is built without ``__init__`` (which needs the model and encoder
 cache), with the fields those two methods read: no rope state, the counts,
 the cache mode, and no align copy context (no request crosses a block here).
-The rest of the runner's inputs are built as above, V1's; they are V2's too
-for windows with drafts (a decode with no drafts is V1's count, -1 or 0).
+The rest of the runner's inputs are built as above, V1's (its classification
+included: V2's own, ``MambaHybridModelState.prepare_attn``, is not run).
 
 A request's state after its step is what its next verify would read: the
 conv window at the offset its accepted count gives, and the block of its
@@ -92,9 +99,10 @@ import types
 from typing import TYPE_CHECKING, Any
 
 from .align_copies import AlignCopies
-from .batch_inputs import BLOCK_SIZE, BatchInputs, BlockSizeError, CacheMode, Runner, draft_count
+from .batch_inputs import BLOCK_SIZE, BatchInputs, BlockSizeError, CacheMode, Runner
 from .pool import Pool, Request, longest_request
 from .prefix_cache import PrefixCache, row_tokens, stand_in_token
+from .runner_code import Row, runner_code
 from .stand_ins import LAYER_PREFIX, Layer, vllm_config
 
 if TYPE_CHECKING:
@@ -176,6 +184,8 @@ class _Batch:
         # vLLM's prefix caching is what mode "align" is for; the copies save its blocks.
         self.prefix = PrefixCache(inputs.block_size) if self.copies is not None else None
         self.stepped = 0
+        release = ".".join(str(part) for part in inputs.release)
+        self.runner = runner_code(engine.runner_file, release, engine.GDNAttentionMetadataBuilder)
 
     def conv(self, block: int, /) -> Any:
         """Block ``block``'s conv state as (conv_dim, width - 1 + num_spec), whatever the layout."""
@@ -194,10 +204,13 @@ class _Batch:
         # the row is its blocks of BLOCK_SIZE tokens, the first reaching past any
         # request here, and the builder takes 1 + num_spec of them from seq_lens.
         table = [request.row for request, _, _ in rows]
-        drafts = [
-            draft_count(length - 1, verifies, self.inputs.release)
-            for (_, _, verifies), length in zip(rows, lens, strict=True)
+        # The runner's own classification: a verify schedules length - 1 drafts, a
+        # prompt chunk its chunk and none.
+        scheduled = [
+            Row(length, length - 1 if row[2] else 0, row[0].computed, _prompt(row))
+            for row, length in zip(rows, lens, strict=True)
         ]
+        step = self.runner.classify(scheduled, self.builder)
         query_start = torch.tensor(starts, dtype=torch.int32)
         common = self.engine.CommonAttentionMetadata(
             query_start_loc=query_start.to(on),
@@ -219,12 +232,13 @@ class _Batch:
             # V2's prepare_attn: the counts of the batch rows, as its model state keeps them.
             slots = torch.tensor([request.slot for request, _, _ in rows], dtype=torch.int64)
             accepted = self.rows.num_accepted_tokens_gpu[slots].tolist()
-        metadata = self.builder.build(
-            0,
-            common,
-            num_accepted_tokens=torch.tensor(accepted, dtype=torch.int32, device=on),
-            num_decode_draft_tokens_cpu=torch.tensor(drafts, dtype=torch.int32),
-        )
+        speculative: dict[str, Any] = {}
+        if step.speculative:
+            speculative = {
+                "num_accepted_tokens": torch.tensor(accepted, dtype=torch.int32, device=on),
+                "num_decode_draft_tokens_cpu": torch.tensor(step.drafts, dtype=torch.int32),
+            }
+        metadata = self.builder.build(0, common, **speculative)
         qkv, a, b = (torch.cat([inputs[key] for _, inputs, _ in rows]) for key in ("qkv", "a", "b"))
         out = torch.empty(starts[-1], *self.heads, dtype=torch.bfloat16, device=on)
         self.engine.set_context(types.SimpleNamespace(attn_metadata={LAYER_PREFIX: metadata}))
@@ -251,10 +265,7 @@ class _Batch:
         """
         order = list(range(len(rows)))
         computed = [request.computed for request, _, _ in rows]
-        prompt = [
-            request.computed + (0 if verifies else len(inputs["qkv"]))
-            for request, inputs, verifies in rows
-        ]
+        prompt = [_prompt(row) for row in rows]
 
         def swap_states(first: int, second: int, /) -> None:
             for values in (order, computed, prompt):
@@ -400,6 +411,15 @@ class _Batch:
                     self.copies.finished.add(request.name)
         self.stepped += 1
         return states
+
+
+def _prompt(row: tuple[Request, dict[str, Any], bool], /) -> int:
+    """The row's ``num_prompt_tokens``: what it computed, and a prompt chunk's rows.
+
+    A verify's prompt is done; a prompt chunk is still prefilling in its step.
+    """
+    request, inputs, verifies = row
+    return request.computed + (0 if verifies else len(inputs["qkv"]))
 
 
 class _Live:

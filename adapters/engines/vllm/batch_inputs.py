@@ -1,10 +1,10 @@
 # SPDX-License-Identifier: MIT OR Apache-2.0
-"""A ``replay_batch`` as vLLM's adapter takes it: its inputs, its options, and the runner's count.
+"""A ``replay_batch`` as vLLM's adapter takes it: its inputs and its options.
 
 :class:`BatchInputs` is the request as the engine takes it, with the batch
-options (:class:`CacheMode`, :class:`Runner`, the block size); the one
-difference between releases the adapter keeps, the runner's draft count for
-a decode with no drafts, is :func:`draft_count`. ``batch.py`` runs it.
+options (:class:`CacheMode`, :class:`Runner`, the block size). ``batch.py``
+runs it; the runner's draft counts are each release's own code
+(``runner_code.py``).
 """
 
 from __future__ import annotations
@@ -20,12 +20,10 @@ __all__ = [
     "ALIGN_COPIES_SINCE",
     "BLOCK_SIZE",
     "BLOCK_SIZES",
-    "ZERO_DRAFT_DECODE_IS_SPEC_SINCE",
     "BatchInputs",
     "BlockSizeError",
     "CacheMode",
     "Runner",
-    "draft_count",
 ]
 
 #: Tokens per block in mode "align" by default: more than any request of the corpus
@@ -79,31 +77,9 @@ class BatchInputs:
     mode: CacheMode
     #: The torch device.
     on: Any
-    #: The vLLM release's version as numbers, for its runner's step (:func:`draft_count`).
+    #: The vLLM release's version as numbers (named where its runner's code is refused).
     release: tuple[int, ...]
     #: Whose accepted counts the builder is handed (``batch.py``'s docstring).
     runner: Runner = Runner.V1
     #: Tokens per block in mode "align" (``batch.py``'s docstring).
     block_size: int = BLOCK_SIZE
-
-
-#: The first release whose runner counts a decode with no drafts as a speculative
-#: row with zero drafts (``gpu_model_runner.py``, vLLM 0.32.0 lines 2211-2224, the
-#: ``zero_draft_decode_mask``): before it, such a row is -1, a plain decode, which
-#: ``gdn_attn.py`` gives block-table column 0 (vLLM #39273, #52942). The one
-#: difference between releases this adapter keeps, and it is the runner's, not
-#: the builder's: each release's builder and layer run as they are.
-ZERO_DRAFT_DECODE_IS_SPEC_SINCE: Final = (0, 32, 0)
-
-
-def draft_count(drafts: int, verifies: bool, release: tuple[int, ...], /) -> int:  # noqa: FBT001
-    """``num_decode_draft_tokens_cpu`` for a row, as ``release``'s runner sets it.
-
-    A prompt chunk is -1; a verify with drafts, its count; a decode with none,
-    0 from vLLM 0.32.0 on and -1 before (:data:`ZERO_DRAFT_DECODE_IS_SPEC_SINCE`).
-    """
-    if not verifies:
-        return -1
-    if drafts == 0 and release < ZERO_DRAFT_DECODE_IS_SPEC_SINCE:
-        return -1
-    return drafts

@@ -28,6 +28,7 @@ from ssm_rollback_spec.releases import VLLM
 
 from .. import kernels, wheels
 from ..kernels import Device
+from .runner_code import RUNNER_FILE
 
 __all__ = ["WHEEL", "load", "load_package"]
 
@@ -218,6 +219,8 @@ def load_package() -> types.SimpleNamespace:
             "vllm.v1.attention.backends.utils"
         ).reorder_batch_to_split_decodes_and_prefills,
         set_context=set_context,
+        # The V1 runner's file, whose classification of a step's rows runner_code.py compiles.
+        runner_file=root / RUNNER_FILE,
     )
     _VLLM_PACKAGE.append(names)
     return names
