@@ -9,7 +9,7 @@ from __future__ import annotations
 
 __all__ = ["SPEC_VERSION", "__version__"]
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 #: The version of SPEC.md that this package, its vectors and its protocol implement.
-SPEC_VERSION = "1.1.0"
+SPEC_VERSION = "1.2.0"

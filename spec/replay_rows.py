@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT OR Apache-2.0
-"""What one replay-ring row must hold, in bytes (draft; informative; RB-REPLAY-3..5).
+"""What one replay-ring row must hold, in bytes (the replay profile; RB-REPLAY-3..5).
 
 Standard library only, so the ``size`` command can report these figures
 without the ``replay`` extra: it stands on the contract's floor, beside

@@ -3,7 +3,7 @@
 
 A batch's steps run sequences on a pool of slots; each case's expected states
 are each sequence's replay as the batch oracle gives it, or, for an alone
-case, what the implementation gives the sequence alone (draft; informative).
+case, what the implementation gives the sequence alone (the replay profile).
 The decodes of a single sequence are :mod:`.replay_decodes`'.
 """
 
@@ -54,7 +54,7 @@ __all__ = [
 #: its first verify in a later one.
 _Planned = tuple[str, int, int, int, int, bool, bool]
 
-#: The batch shapes rollback bugs shipped in, step by step (docs/replay.md,
+#: The batch shapes rollback bugs shipped in, step by step (docs/replay-designs.md,
 #: "Batches"): a decode with no drafts in a slot other than 0 beside windows
 #: with drafts and other accepted counts (vLLM #39273); a slot reused right
 #: after a full accept; a first verify right after a prefill, beside a
@@ -202,8 +202,8 @@ def _named(label: str, /) -> str:
 
 
 _A, _B, _C, _D = (_named(label) for label in ("seq-a", "seq-b", "seq-c", "seq-d"))
-#: A pool at the protocol's size (docs/replay.md, "Batches"): 4,096 slots, sequences
-#: of 64-character names in slots 0 and 256, 255 and 4,095 (the last), the same slot
+#: A pool at the protocol's size (docs/replay-designs.md, "Batches"): 4,096 slots,
+#: sequences of 64-character names in slots 0 and 256, 255 and 4,095 (the last), the same slot
 #: to a runtime that keeps slot indices in 8 bits; each of the four accepts 1, 2, 3
 #: and 4 of a window of 4, sits the next step out and comes back; a slot freed and
 #: taken the next step, the finisher listed first and the joiner last, then the

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT OR Apache-2.0
-"""The replay vectors, ``vectors/replay/``: generated (draft; informative).
+"""The replay vectors, ``vectors/replay/``: generated (the replay profile).
 
 :func:`generate_replay_vectors` builds every file's exact text from seeded
 :class:`random.Random` draws (no clock, no numpy random stream), so a fresh
@@ -58,7 +58,7 @@ if TYPE_CHECKING:
 __all__ = ["ALONE_TOLERANCES", "TOLERANCES", "generate_replay_vectors"]
 
 _SEED: Final = 20261130
-_STATUS: Final = "draft: informative; changes nothing in the 1.0.0 contract"
+_STATUS: Final = "normative: SPEC.md's replay profile"
 
 
 #: Grounded in the measured drift (BENCHMARKS.md, "Replay drift across

@@ -2,7 +2,7 @@
 """The replay corpus's decodes of many rounds: ``rounds.json``.
 
 Each case's expected states are plain decoding's over the accepted rows, or
-an engine design's own (draft; informative). The batches are
+an engine design's own (the replay profile). The batches are
 :mod:`.replay_batches`'.
 """
 

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT OR Apache-2.0
-"""What the replay corpus's generators draw from (draft; informative).
+"""What the replay corpus's generators draw from (the replay profile).
 
 The seeded streams' :func:`drawer` (no clock, no numpy random stream), the
 small layers' shapes, the pipelines the model's own cases use, and the

@@ -7,9 +7,9 @@ values as that JSON holds them (every float a :meth:`float.hex` string,
 exactly), and the cases read back into the model: :func:`rebuild_from_case`
 is how a runtime (or this model) uses a case: restore the checkpoint, run
 the first ``accepted`` ring rows, compare with ``expected`` (see
-``docs/replay.md``); :func:`decode_case` and :func:`batch_case_states` run a
+``docs/replay-corpus.md``); :func:`decode_case` and :func:`batch_case_states` run a
 decode or a batch case on a design or a batch runtime. The generators that
-write the files are :mod:`.replay_cases`'s (draft; informative).
+write the files are :mod:`.replay_cases`'s (the replay profile).
 """
 
 from __future__ import annotations
@@ -76,10 +76,10 @@ BATCH_ALONE_FILE: Final = "batch_alone.json"
 class Tolerance(TypedDict):
     """How far a replayed state may be from a case's expected one, per pipeline.
 
-    ``port`` is 0: a port of the model's arithmetic (docs/replay.md, "What the
-    last bits depend on") rebuilds every bit. ``kernel`` bounds the relative
+    ``port`` is 0: a port of the model's arithmetic (docs/replay-model.md, "What
+    the last bits depend on") rebuilds every bit. ``kernel`` bounds the relative
     error ``max |actual - expected| / max |expected|`` of each of conv and h
-    for a kernel that sums in another order (docs/replay.md, "Judging a
+    for a kernel that sums in another order (docs/replay-corpus.md, "Judging a
     runtime's replay"). ``self``, where stated, bounds an implementation
     against itself over other windowings of the same tokens (``check``'s
     replay properties); ``kernel`` does otherwise.

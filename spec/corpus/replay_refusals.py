@@ -17,8 +17,8 @@ chunk, for one that does not list ``prompt-chunks``) names the form in
 
 The values are small dyadic numbers, so the requests stay short; the
 expected states come from the reference pool (:class:`..replay.batch.SlotPool`),
-which is the model's replay of each sequence alone, bit for bit (draft;
-informative).
+which is the model's replay of each sequence alone, bit for bit (the replay
+profile).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ is loaded by the protocol corpus's engine (:mod:`ssm_rollback_spec.corpus.files`
 this module turns each case that holds states (``rebuild.json``,
 ``post_conv.json``, ``rounds.json``) into one ``replay`` request and judges
 the reply against the case's expected states, within the relative bound the
-case file states for its pipeline (docs/replay.md, "Judging a runtime's
+case file states for its pipeline (docs/replay-corpus.md, "Judging a runtime's
 replay"). Which cases an adapter is sent, and by which names, is
 :mod:`.replay_offer`'s (re-exported here). Standard library only: running
 needs no numpy.

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT OR Apache-2.0
-"""The replay corpus's single-window cases: rebuilds, post-conv rebuilds, row bytes (draft).
+"""The replay corpus's single-window cases: rebuilds, post-conv rebuilds, row bytes.
 
 ``rebuild.json`` (the model's pipelines, then each engine pipeline's),
 ``post_conv.json`` and ``row_bytes.json``; the expected states come from the

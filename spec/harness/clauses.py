@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Final
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-__all__ = ["CLAUSES", "DRAFT_CLAUSES", "UnknownClauseError", "family", "select_clauses"]
+__all__ = ["CLAUSES", "REPLAY_PROFILE_CLAUSES", "UnknownClauseError", "family", "select_clauses"]
 
 #: Every clause of SPEC.md, in document order.
 CLAUSES: Final = (
@@ -40,7 +40,7 @@ CLAUSES: Final = (
     "RB-PROTO-3",
     "RB-PROTO-4",
     "RB-PROTO-5",
-    # Draft, informative: the replay model (spec/replay/); no protocol vectors.
+    # The replay profile (SPEC.md 1.2.0): judged over the opt-in operations.
     "RB-REPLAY-1",
     "RB-REPLAY-2",
     "RB-REPLAY-3",
@@ -58,9 +58,11 @@ CLAUSES: Final = (
 )
 
 
-#: The draft, informative clauses: checked by the replay model in the
-#: repository (tests/replay), not by the shipped suite or the protocol vectors.
-DRAFT_CLAUSES: Final = frozenset(clause for clause in CLAUSES if clause.startswith("RB-REPLAY-"))
+#: The replay profile's clauses: binding an implementation that claims the
+#: profile, judged over the opt-in operations and by the replay model.
+REPLAY_PROFILE_CLAUSES: Final = frozenset(
+    clause for clause in CLAUSES if clause.startswith("RB-REPLAY-")
+)
 
 
 class UnknownClauseError(ValueError):

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT OR Apache-2.0
-"""An executable model of replay rollback (draft; informative; SPEC.md RB-REPLAY-*).
+"""An executable model of replay rollback (the replay profile; SPEC.md RB-REPLAY-*).
 
 The runtime module (seed ``000_fd8074ae8876e187.txt``) describes replay mode
 but does not implement it. This subpackage models what its ring must hold:

@@ -5,7 +5,7 @@ BF16 rounding (:func:`bf16_round`, :func:`as_module_holds`), SiLU (exact, and
 ggml's baseline x86-64 CPU form, :func:`ggml_silu`) and softplus (torch's,
 and the engines' kernels' form, :func:`engine_softplus`). Their ``exp``,
 ``log`` and ``log1p`` are :mod:`.portable`'s, so every bit is the same on
-every machine (docs/replay.md, "What the last bits depend on"). :mod:`.layer`
+every machine (docs/replay-model.md, "What the last bits depend on"). :mod:`.layer`
 builds the layer from them.
 """
 

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT OR Apache-2.0
-"""Replay over a batch: many sequences verified together on a pool of slots (draft; informative).
+"""Replay over a batch: many sequences verified together on a pool of slots (the replay profile).
 
 An engine verifies a batch, not a sequence. Each step is one verify of every
 scheduled sequence at once: the batch's tokens are laid out flat, one window

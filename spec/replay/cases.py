@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT OR Apache-2.0
-"""One replay case built from any source of numbers (draft; informative).
+"""One replay case built from any source of numbers (the replay profile).
 
 The properties draw the numbers with Hypothesis; the vector generator draws
 them from a seeded :class:`random.Random`. Both build cases here, so the

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT OR Apache-2.0
-"""Each replay design's reference decoder: one table (draft; informative; RB-REPLAY-6)."""
+"""Each replay design's reference decoder: one table (the replay profile; RB-REPLAY-6)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT OR Apache-2.0
-"""A small reference Gated DeltaNet layer, as Qwen3-Next runs it (draft; informative).
+"""A small reference Gated DeltaNet layer, as Qwen3-Next runs it (the replay profile).
 
 Sources:
 
@@ -41,8 +41,8 @@ everything after the cast to float32 (the L2 norm, h, the delta rule).
 The state ``S`` of one value head is ``head_k_dim x head_v_dim`` (the paper's
 ``S`` transposed). Only numpy is needed; this module is the ``replay`` extra.
 Its ``exp``, ``log1p`` and sums are :mod:`.portable`'s, so every bit it
-computes is the same on every machine (docs/replay.md, "What the last bits
-depend on").
+computes is the same on every machine (docs/replay-model.md, "What the last
+bits depend on").
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT OR Apache-2.0
-"""The two rollback paths of a verify window, on the model layer (draft; informative).
+"""The two rollback paths of a verify window, on the model layer (the replay profile).
 
 A verify runs a window of K tokens (K = num_drafts + 1, as in the seed
 ``000_fd8074ae8876e187.txt``): the token the previous step sampled (already

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT OR Apache-2.0
-"""Arithmetic that rounds the same on every machine (draft; informative).
+"""Arithmetic that rounds the same on every machine (the replay profile).
 
 The replay vectors record exact bits, so the model must not inherit the last
 bits of whichever ``exp`` kernel numpy dispatches to on the CPU at hand

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT OR Apache-2.0
-"""Replay across verify rounds: the ring's lifecycle, shared by every design (draft; informative).
+"""Replay across verify rounds: the ring's lifecycle, shared by every design (the replay profile).
 
 A decode is a loop of verify rounds. Round ``r`` runs a window of ``K_r =
 drafts_r + 1`` tokens (the draft count may change every round: adaptive

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Final
 from .. import SPEC_VERSION
 from ..corpus import Case, exported_case, render_corpus, write_corpus
 from ..harness.adapter import REFERENCE_DESCRIBE
-from ..harness.clauses import CLAUSES, DRAFT_CLAUSES, UnknownClauseError, select_clauses
+from ..harness.clauses import CLAUSES, REPLAY_PROFILE_CLAUSES, UnknownClauseError, select_clauses
 from ..harness.model_wire import MODEL_OP
 from ..harness.oracle import allowed_replies
 from ..harness.protocol import encode
@@ -206,10 +206,10 @@ def _before_the_run(arguments: argparse.Namespace, /) -> tuple[dict[str, object]
         selected = select_clauses(arguments.clause)
     except UnknownClauseError as error:
         raise CliError(f"--clause: {error}") from None
-    if selected and selected <= DRAFT_CLAUSES - REPLAY_PROPERTY_CLAUSES:
+    if selected and selected <= REPLAY_PROFILE_CLAUSES - REPLAY_PROPERTY_CLAUSES:
         raise CliError(
-            f"--clause: {', '.join(sorted(selected, key=CLAUSES.index))} is draft, checked by"
-            " the replay model in the repository (tests/replay), not by check"
+            f"--clause: {', '.join(sorted(selected, key=CLAUSES.index))} has no property in"
+            " check: vectors run and the replay model (tests/replay) judge it"
         )
     return _preflight(arguments)
 

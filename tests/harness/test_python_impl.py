@@ -17,7 +17,7 @@ from ssm_rollback_spec import argparse_mode, rollback
 from ssm_rollback_spec.harness.adapter import main
 from ssm_rollback_spec.harness.clauses import (
     CLAUSES,
-    DRAFT_CLAUSES,
+    REPLAY_PROFILE_CLAUSES,
     UnknownClauseError,
     family,
     select_clauses,
@@ -217,7 +217,7 @@ def test_a_family_selects_every_clause_of_it() -> None:
     assert select_clauses(["RB-SIZE"]) == {"RB-SIZE-1", "RB-SIZE-2", "RB-SIZE-3"}
     assert select_clauses(["RB-SIZE-3", "RB-PY"]) == {"RB-SIZE-3", "RB-PY-1", "RB-PY-2", "RB-PY-3"}
     assert select_clauses([]) == frozenset()
-    assert {c for c in CLAUSES if c.startswith("RB-REPLAY-")} == DRAFT_CLAUSES
+    assert {c for c in CLAUSES if c.startswith("RB-REPLAY-")} == REPLAY_PROFILE_CLAUSES
 
 
 @pytest.mark.parametrize("given", ["RB-SIZE-", "RB-SIZE-9", "rb-size-3", "SIZE", "RB"])

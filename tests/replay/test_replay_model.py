@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT OR Apache-2.0
-"""The replay model's properties (SPEC.md RB-REPLAY-*, draft; informative).
+"""The replay model's properties (SPEC.md RB-REPLAY-*, the replay profile).
 
 Repository-only: the wheel does not ship them. They judge the reference
 paths of ``spec/replay/paths.py``; ``tests/replay/test_wrong_replays.py``

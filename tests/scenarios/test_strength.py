@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Final
 import junitparser
 import pytest
 
-from ssm_rollback_spec.harness.clauses import DRAFT_CLAUSES
+from ssm_rollback_spec.harness.clauses import REPLAY_PROFILE_CLAUSES
 from ssm_rollback_spec.harness.failures import show_output
 from ssm_rollback_spec.tools.check import REPLAY_PROPERTY_CLAUSES
 from tests.child import ROOT, run_module
@@ -178,7 +178,7 @@ def test_check_and_the_vectors_agree_on_every_clause_and_write_junit(
     # The replay corpus cites draft clauses no replay property does (the
     # conv state's inputs, ReplaySSM's fold): only the vectors judge those.
     only_vectors = set(by_vectors) - set(by_check)
-    assert only_vectors <= DRAFT_CLAUSES - REPLAY_PROPERTY_CLAUSES, only_vectors
+    assert only_vectors <= REPLAY_PROFILE_CLAUSES - REPLAY_PROPERTY_CLAUSES, only_vectors
     # A race the host's scheduler never ran is no verdict, and never a pass
     # (docs/protocol-race-evidence.md); the rest agree.
     unseen = {

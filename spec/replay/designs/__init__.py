@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT OR Apache-2.0
-"""The replay designs, one module each: how a slot's ring holds a round (draft; informative).
+"""The replay designs, one module each: how a slot's ring holds a round (the replay profile).
 
 Each is a :class:`ssm_rollback_spec.replay.rounds.Decoder` on one slot,
 through the lifecycle :mod:`ssm_rollback_spec.replay.rounds` describes:

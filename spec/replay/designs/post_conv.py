@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT OR Apache-2.0
-"""Design (d): post-conv rows and a conv window (draft; informative; RB-REPLAY-4, -9)."""
+"""Design (d): post-conv rows and a conv window (the replay profile; RB-REPLAY-4, -9)."""
 
 from __future__ import annotations
 

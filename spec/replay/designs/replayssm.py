@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT OR Apache-2.0
-"""Design (c): ReplaySSM, one checkpoint and a ring of L records (draft; informative; RB-REPLAY-8).
+"""Design (c): ReplaySSM, one checkpoint and a ring of L records (the replay profile; RB-REPLAY-8).
 
 The records are (k, u, g), u = beta (v - S^T k); how they are kept
 (:class:`..rows.RecordStorage`, :func:`store`) and folded (:class:`Fold`)

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT OR Apache-2.0
-"""Design (a): the seed's rows in a per-verify ring (draft; informative; RB-REPLAY-7)."""
+"""Design (a): the seed's rows in a per-verify ring (the replay profile; RB-REPLAY-7)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT OR Apache-2.0
-"""Design (e): SGLang 0.5.23's GDN ReplaySSM as it runs (draft; informative; RB-REPLAY-11).
+"""Design (e): SGLang 0.5.23's GDN ReplaySSM as it runs (the replay profile; RB-REPLAY-11).
 
 Source: the SGLang 0.5.23 wheel (``gdn_replayssm_spec_decode.py``,
 ``memory_pool.py``), cited line by line below.
