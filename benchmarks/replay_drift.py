@@ -18,7 +18,7 @@ error over every round, as a Markdown table. The pipeline is
 ``transformers-bf16`` (FP32 state, as a BF16 module), on one key head
 and two value heads of Qwen3-Next's head size (128 x 128). The arithmetic
 is the model's portable one, so the figures are the same on every machine;
-they are not GPU figures (docs/replay.md).
+they are not GPU figures (docs/replay-model.md, "What they do not prove").
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ heads of 2 or 3 by 2, kernels 2 to 4, K ceilings 2 to 4, L the least power
 of two of at least 4 K, 16 rounds) and prints the largest error any reached:
 the measurement behind that property's bound. The arithmetic is the
 model's portable one, so the figures are the same on every machine; they
-are not GPU figures (docs/replay.md, docs/engines.md).
+are not GPU figures (docs/replay-model.md, docs/engines.md).
 """
 
 from __future__ import annotations

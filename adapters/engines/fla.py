@@ -3,7 +3,7 @@
 
 FLA is a kernel library, not a server: it has no speculative bookkeeping of
 its own. The adapter runs the seed's replay design (a checkpoint per verify
-and a ring of the window's first K - 1 pre-conv rows; docs/replay.md) with
+and a ring of the window's first K - 1 pre-conv rows; docs/replay-designs.md) with
 FLA's kernels for every step:
 
 - the conv: ``causal_conv1d_update`` (``fla/modules/causal_conv1d/ops.py``),

@@ -13,7 +13,7 @@ sequence run alone in the model: on the default path, the batch oracle
 (plain decoding, RB-REPLAY-12); on ReplaySSM, the model's own ReplaySSM
 design (:class:`~ssm_rollback_spec.replay.designs.sglang.SglangGdnReplaySsm`,
 RB-REPLAY-11), whose drift from plain decoding with two-wide value heads
-passes the bound within ten rounds (docs/replay.md). The adapter's
+passes the bound within ten rounds (docs/replay-designs.md). The adapter's
 off-by-one control (the accepted count handed to SGLang one off) must fail.
 
 ReplaySSM is judged against itself too (RB-REPLAY-13): each sequence of

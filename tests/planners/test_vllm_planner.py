@@ -335,8 +335,8 @@ def test_size_says_vllm_refuses_a_length_exactly_where_vllms_own_check_raises(
     # Every config refuses a length; five of them also take one.
     configs = len({case["config"] for case in length_checks})
     assert (len(length_checks), configs, refused) == (12, 6, 7)
-    # docs/sizing.md states these counts.
-    stated = " ".join((ROOT / "docs" / "sizing.md").read_text(encoding="utf-8").split())
+    # docs/sizing-engines.md states these counts.
+    stated = " ".join((ROOT / "docs" / "sizing-engines.md").read_text(encoding="utf-8").split())
     assert f"on {len(length_checks)} lengths over {configs} configs that state one" in stated
     assert f"exactly the {refused} that vLLM's check raises for" in stated
     assert f"starts for the other {len(length_checks) - refused}." in stated

@@ -21,6 +21,16 @@ DOCUMENTS: Final = (
     "docs/replay.md",
     "docs/serving.md",
     "docs/sizing.md",
+    "docs/sizing-cli.md",
+    "docs/sizing-engines.md",
+)
+
+#: The replay pages: the overview and the topic pages it links.
+REPLAY_PAGES: Final = (
+    "docs/replay.md",
+    "docs/replay-model.md",
+    "docs/replay-designs.md",
+    "docs/replay-corpus.md",
 )
 
 # README.md's and docs/ci.md's commands run `check` whole several times between
@@ -279,7 +289,7 @@ _WORDS: Final = (
 
 
 def _replay_counts() -> list[str]:
-    """The phrases of docs/replay.md that state a count, each from the code that has it."""
+    """The phrases of the replay pages that state a count, each from the code that has it."""
     # Imported here: the corpus and the model are not what the other tests need.
     import json  # noqa: PLC0415
     import re  # noqa: PLC0415
@@ -324,7 +334,7 @@ def _replay_counts() -> list[str]:
 
 
 def test_every_count_the_replay_pages_state_is_the_code_s() -> None:
-    replay = _flowed(_text("docs/replay.md"))
+    replay = _flowed(" ".join(_text(page) for page in REPLAY_PAGES))
     assert [phrase for phrase in _replay_counts() if _flowed(phrase) not in replay] == []
     # The pipelines the replay request takes: every one the model has, by name.
     from ssm_rollback_spec.replay.layer import Pipeline  # noqa: PLC0415

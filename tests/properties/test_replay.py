@@ -3,7 +3,7 @@
 
 Skipped, with the reason, for an implementation that answers ``unknown-op``.
 Replies are compared within the relative bound the replay corpus states for
-the pipeline (docs/replay.md, "Judging a runtime's replay").
+the pipeline (docs/replay-corpus.md, "Judging a runtime's replay").
 """
 
 from __future__ import annotations

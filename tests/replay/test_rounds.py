@@ -70,7 +70,11 @@ _NORMAL_MAGNITUDES: Final = st.one_of(st.just(0.0), _MAGNITUDE, _MAGNITUDE.map(l
 
 #: Each design's reference decoder.
 REFERENCE: Final = {design: reference_decoder(design) for design in ReplayDesign}
-_DOCS: Final = Path(__file__).resolve().parents[2] / "docs" / "replay.md"
+#: The replay pages (docs/replay.md and the topic pages it links).
+_DOCS: Final = tuple(
+    Path(__file__).resolve().parents[2] / "docs" / name
+    for name in ("replay.md", "replay-model.md", "replay-designs.md", "replay-corpus.md")
+)
 
 # --- RB-REPLAY-6: every design equals plain decoding after every round -------
 
@@ -404,7 +408,7 @@ def test_qwen3_next_s_rows_by_design() -> None:
 def test_minimal_always_says_what_it_is_minimal_for() -> None:
     assert set(DESIGN_MINIMAL_FOR) == {ReplayDesign.MINIMAL_PRE_CONV}
     assert "pre-conv" in DESIGN_MINIMAL_FOR[ReplayDesign.MINIMAL_PRE_CONV]
-    text = _DOCS.read_text(encoding="utf-8")
+    text = "\n".join(page.read_text(encoding="utf-8") for page in _DOCS)
     for line in text.splitlines():
         for found in re.finditer(r"\bminimal\b", line, re.IGNORECASE):
             # Each "minimal" names its design (a pre-conv row) or cites the clause.
@@ -417,7 +421,7 @@ def test_minimal_always_says_what_it_is_minimal_for() -> None:
 
 @pytest.mark.clause("RB-REPLAY-9")
 def test_the_designs_table_of_docs_replay_shows_the_model_s_bytes() -> None:
-    text = _DOCS.read_text(encoding="utf-8")
+    text = "\n".join(page.read_text(encoding="utf-8") for page in _DOCS)
     table = text.split("## The designs", 1)[1].split("\n## ", 1)[0]
     rows = {
         line.split("|")[1].strip(): line for line in table.splitlines() if line.startswith("| (")

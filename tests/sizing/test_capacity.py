@@ -21,12 +21,12 @@ import jsonschema
 import pytest
 
 from ssm_rollback_spec.sizing import capacity
-from ssm_rollback_spec.sizing.engine import NOT_CHECKED, FitOutcome
 from ssm_rollback_spec.sizing.engines.sglang import facts as sglang
 from ssm_rollback_spec.sizing.engines.sglang.unit import SGLANG_VIEW
 from ssm_rollback_spec.sizing.presentation import TERMS, rejoined
 from ssm_rollback_spec.sizing.review import model_from_config
 from ssm_rollback_spec.sizing.state import Setup
+from ssm_rollback_spec.sizing.unit import NOT_CHECKED, FitOutcome
 from ssm_rollback_spec.tools.cli import main
 
 if TYPE_CHECKING:
@@ -398,7 +398,7 @@ def test_an_engine_without_a_startup_check_says_so() -> None:
 
 
 def _before_a_launch() -> list[tuple[str, list[str]]]:
-    text = (ROOT / "docs" / "sizing.md").read_text(encoding="utf-8")
+    text = (ROOT / "docs" / "sizing-cli.md").read_text(encoding="utf-8")
     section = text.split("## Before a launch\n", 1)[1].split("\n## ", 1)[0]
     blocks = re.findall(r"```(sh|text)\n(.*?)```", section, flags=re.DOTALL)
     pairs = []

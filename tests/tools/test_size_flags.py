@@ -196,7 +196,7 @@ def test_sizing_md_states_the_helps_length_and_what_takes_two_lines(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     lines = _help(capsys).splitlines()
-    stated = " ".join((ROOT / "docs" / "sizing.md").read_text(encoding="utf-8").split())
+    stated = " ".join((ROOT / "docs" / "sizing-cli.md").read_text(encoding="utf-8").split())
     found = re.search(r"grows with the drafts\): (\d+) lines within 100 columns", stated)
     assert found is not None
     assert int(found[1]) == len(lines)

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
-//! A port of the replay model's step (`spec/replay/layer.py`, docs/replay.md):
+//! A port of the replay model's step (`spec/replay/layer.py`, docs/replay-model.md):
 //! the causal depthwise conv and SiLU, the L2 norm, and the gated delta rule,
 //! in f64 or in f32 with BF16 rounding where the model rounds, every sum left
 //! to right, no fused multiply-add (Rust does not contract).
@@ -9,7 +9,7 @@
 //! correctly rounded f32 value unless f64's result lies within one f64 ulp of
 //! an f32 rounding boundary (about one argument in 2^28); f64's `exp` is the
 //! platform's libm, not correctly rounded, so a float64 replay may differ in
-//! the last bits. The replay corpus's per-pipeline bound (docs/replay.md,
+//! the last bits. The replay corpus's per-pipeline bound (docs/replay-corpus.md,
 //! "Judging a runtime's replay") covers both.
 
 /// Where the arithmetic runs and where it rounds to BF16.

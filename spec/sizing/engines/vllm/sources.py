@@ -2,7 +2,7 @@
 """Where vLLM 0.33.0 says each fact of its view (:mod:`.facts`): file, lines, what they say.
 
 Read from the released wheel (``pip download --no-deps vllm==0.33.0``);
-``size`` prints these beside its figures and docs/sizing.md cites them.
+``size`` prints these beside its figures and docs/sizing-engines.md cites them.
 """
 
 from __future__ import annotations
