@@ -51,7 +51,7 @@ if TYPE_CHECKING:
 __all__ = ["ADAPTER", "WHEEL", "load", "main", "replay"]
 
 #: FLA's release and the files its adapter imports (the whole package's Python).
-WHEEL: Final = wheels.Engine.pinned("fla", FLA, ("fla/",))
+WHEEL: Final = wheels.EngineWheel.pinned("fla", FLA, ("fla/",))
 
 
 def load() -> tuple[Any, Any, Any]:

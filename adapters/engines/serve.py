@@ -133,7 +133,7 @@ class EngineAdapter:
     """One engine's adapter, its row in the registry: its wheel, pipeline, design, and replay."""
 
     #: The engine's release and the files its kernels import (its module's ``WHEEL``).
-    wheel: wheels.Engine
+    wheel: wheels.EngineWheel
     #: The replay pipeline its kernels compute.
     pipeline: str
     #: The design its replay follows (docs/engines.md).

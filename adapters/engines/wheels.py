@@ -6,7 +6,7 @@ fetches each wheel from the package index the first time it is needed; the
 wheel and the few files the adapters import from it are kept under the cache
 folder, ``$SSM_ROLLBACK_ENGINE_CACHE`` or ``~/.cache/ssm-rollback-spec/engines``.
 
-Each engine's module declares its :class:`Engine` (``WHEEL``): its pinned
+Each engine's module declares its :class:`EngineWheel` (``WHEEL``): its pinned
 release, read from ``spec/releases.py`` (which declares it once), and
 the files its kernels import; the registry (``registry.py``) lists them. An
 adapter's ``--version`` asks for another release of the same engine
@@ -38,8 +38,8 @@ if TYPE_CHECKING:
 __all__ = [
     "CACHE_ENV",
     "COMPILED_LIST",
-    "Engine",
     "EngineFetchError",
+    "EngineWheel",
     "cache_root",
     "fetch",
     "main",
@@ -57,8 +57,8 @@ class EngineFetchError(RuntimeError):
 
 
 @dataclass(frozen=True)
-class Engine:
-    """One engine: its distribution, version, licence, and the files the adapters import."""
+class EngineWheel:
+    """One engine release's wheel: its distribution, version, licence, and what adapters import."""
 
     name: str
     distribution: str
@@ -84,8 +84,8 @@ class Engine:
         *,
         also_supported: tuple[str, ...] = (),
         moved: tuple[tuple[str, str, str], ...] = (),
-    ) -> Engine:
-        """Engine ``name`` pinned at ``release`` (``spec/releases.py``).
+    ) -> EngineWheel:
+        """The wheel of engine ``name`` pinned at ``release`` (``spec/releases.py``).
 
         The pinned release is supported, and ``also_supported`` besides.
         """
@@ -118,7 +118,7 @@ def _key(version: str, /) -> tuple[int, ...]:
     return tuple(int(part) for part in re.findall(r"[0-9]+", version)[:4])
 
 
-def release(pinned: Engine, version: str | None = None, /) -> Engine:
+def release(pinned: EngineWheel, version: str | None = None, /) -> EngineWheel:
     """The engine ``pinned`` at ``version`` (``pinned`` when None), members where it keeps them.
 
     Raises:
@@ -142,15 +142,15 @@ _COMPILED: Final = (".so", ".pyd")
 
 
 #: The release each engine's adapter drives in this process (``--version``), by name.
-_SELECTED: Final[dict[str, Engine]] = {}
+_SELECTED: Final[dict[str, EngineWheel]] = {}
 
 
-def select(engine: Engine, /) -> None:
+def select(engine: EngineWheel, /) -> None:
     """Drive ``engine`` (a release of one engine) in this process, for :func:`selected`."""
     _SELECTED[engine.name] = engine
 
 
-def selected(pinned: Engine, /) -> Engine:
+def selected(pinned: EngineWheel, /) -> EngineWheel:
     """The release of engine ``pinned`` this process drives: the one selected, else ``pinned``."""
     return _SELECTED.get(pinned.name, pinned)
 
@@ -161,7 +161,7 @@ def cache_root() -> Path:
     return Path(chosen) if chosen else Path.home() / ".cache" / "ssm-rollback-spec" / "engines"
 
 
-def _wheel(engine: Engine, wheels: Path, /) -> Path:
+def _wheel(engine: EngineWheel, wheels: Path, /) -> Path:
     stem = f"{engine.distribution.replace('-', '_')}-{engine.version}-"
     found = sorted(wheels.glob(f"{stem}*.whl"))
     if found:
@@ -190,7 +190,7 @@ def _license(dist_info: Path, /) -> str:
     return opening or "unstated"
 
 
-def fetch(engine: Engine, /) -> Path:
+def fetch(engine: EngineWheel, /) -> Path:
     """The folder holding ``engine``'s kernel files, fetching and unpacking them once.
 
     Raises:
@@ -214,7 +214,7 @@ def fetch(engine: Engine, /) -> Path:
     return unpacked
 
 
-def _unpack(engine: Engine, root: Path, unpacked: Path, /) -> None:
+def _unpack(engine: EngineWheel, root: Path, unpacked: Path, /) -> None:
     done = unpacked / ".complete"
     # The marker names the members too, so a change of them unpacks again.
     wanted = (*engine.members, engine.dist_info)

@@ -2,7 +2,7 @@
 """The replay corpus over the protocol: its cases as ``replay`` requests, judged within a bound.
 
 The replay corpus (``vectors/replay/``, written by :mod:`ssm_rollback_spec.corpus.replay_cases`)
-is loaded by the protocol corpus's engine (:mod:`ssm_rollback_spec.corpus.files`);
+is loaded by the protocol corpus's runner (:mod:`ssm_rollback_spec.corpus.files`);
 this module turns each case that holds states (``rebuild.json``,
 ``post_conv.json``, ``rounds.json``) into one ``replay`` request and judges
 the reply against the case's expected states, within the relative bound the

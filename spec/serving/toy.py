@@ -56,7 +56,7 @@ from typing import TYPE_CHECKING, Any, Final
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-__all__ = ["Config", "Engine", "main", "serving"]
+__all__ = ["Config", "ToyEngine", "main", "serving"]
 
 _WIDTH: Final = 4
 _DECAY: Final = 0.8
@@ -99,7 +99,7 @@ def _unit(*parts: object) -> float:
     return float(value) / 2**63 - 1.0
 
 
-class Engine:
+class ToyEngine:
     """The toy model and its two ways of generating: plain and speculative."""
 
     def __init__(self, config: Config, /) -> None:
@@ -352,7 +352,7 @@ class _Server(ThreadingHTTPServer):
         self, config: Config, port: int, /, *, own_process: bool, pid_file: Path | None = None
     ) -> None:
         super().__init__(("127.0.0.1", port), _Handler)
-        self.engine = Engine(config)
+        self.engine = ToyEngine(config)
         self.own_process = own_process
         self.pid_file = pid_file
         self.stopping = threading.Event()

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 from . import registry
-from .engine import FitFlagsError, FitKind, MemoryFit, MemoryFlag
+from .unit import FitFlagsError, FitKind, MemoryFit, MemoryFlag
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

@@ -12,12 +12,12 @@ from .engines.sglang.unit import SGLANG_VIEW
 from .engines.vllm.unit import VLLM_VIEW
 
 if TYPE_CHECKING:
-    from .engine import MemoryFit, SizingEngine
+    from .unit import EngineUnit, MemoryFit
 
 __all__ = ["ALIASES", "DEFAULT", "ENGINES", "fits"]
 
 #: Every engine's unit by its name (``--engine``); the first is the default.
-ENGINES: Final[dict[str, SizingEngine]] = {
+ENGINES: Final[dict[str, EngineUnit]] = {
     unit.name: unit for unit in (MODULE, VLLM_VIEW, SGLANG_VIEW, SGLANG_REPLAYSSM, LLAMA_CPP_VIEW)
 }
 #: The view a review shows unless ``--engine`` names one.

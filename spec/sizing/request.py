@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
     from pathlib import Path
 
-    from .engine import MemoryFit
+    from .unit import MemoryFit
 
 __all__ = [
     "REVIEW_ERRORS",

@@ -28,8 +28,8 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from .capacity import SglangFitReport, VllmFitReport
-    from .engine import FitOutcome, Given, MemoryFit, Need, NeedFigures, SizingEngine, StartFigures
     from .state import SnapshotSizing
+    from .unit import EngineUnit, FitOutcome, Given, MemoryFit, Need, NeedFigures, StartFigures
 
 __all__ = [
     "STATE_FIGURE",
@@ -208,7 +208,7 @@ class Review:
     """One review's figures: the seed's ring, the view's state, the engine's fit."""
 
     replay: rings.ReplaySizing
-    unit: SizingEngine
+    unit: EngineUnit
     snapshot: SnapshotSizing
     #: One request's speculative state over one slot's seed ring (None: no ring).
     ratio: float | None
@@ -271,7 +271,7 @@ class SizeReport:
     #: Whether explicit dimensions, not a config, gave the model.
     explicit: bool
     #: The views a sweep or plot shows.
-    views: list[SizingEngine]
+    views: list[EngineUnit]
     review: Review | None
     rows: list[SweepRow] | None
     #: What was asked, for the JSON's record.
@@ -336,7 +336,7 @@ def _model(request: SizeRequest, /) -> Model:
     return model_from_dimensions(request.dimensions, request.tp)
 
 
-def _rows(request: SizeRequest, model: Model, views: list[SizingEngine], /) -> list[SweepRow]:
+def _rows(request: SizeRequest, model: Model, views: list[EngineUnit], /) -> list[SweepRow]:
     rows = []
     for drafts in request.num_drafts:
         try:

@@ -18,7 +18,7 @@ from adapters.engines import wheels
 if TYPE_CHECKING:
     from pathlib import Path
 
-ENGINE: Final = wheels.Engine("toy", "toy-engine", "1.0.0", "MIT", ("toy/ops/",))
+ENGINE: Final = wheels.EngineWheel("toy", "toy-engine", "1.0.0", "MIT", ("toy/ops/",))
 
 
 @pytest.fixture
@@ -49,7 +49,7 @@ def test_a_fetch_unpacks_the_members_and_names_the_compiled_modules_left_out(cac
 
 @pytest.mark.usefixtures("cache")
 def test_a_wheel_under_another_licence_is_refused() -> None:
-    other = wheels.Engine("toy", "toy-engine", "1.0.0", "Apache-2.0", ("toy/ops/",))
+    other = wheels.EngineWheel("toy", "toy-engine", "1.0.0", "Apache-2.0", ("toy/ops/",))
     with pytest.raises(wheels.EngineFetchError) as raised:
         wheels.fetch(other)
     assert str(raised.value) == (

@@ -6,9 +6,9 @@
 
 from __future__ import annotations
 
-from ssm_rollback_spec.serving.toy import Config, Engine, main, serving
+from ssm_rollback_spec.serving.toy import Config, ToyEngine, main, serving
 
-__all__ = ["Config", "Engine", "main", "serving"]
+__all__ = ["Config", "ToyEngine", "main", "serving"]
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -21,12 +21,12 @@ import jsonschema
 import pytest
 
 from ssm_rollback_spec.sizing import capacity
-from ssm_rollback_spec.sizing.engine import NOT_CHECKED, FitOutcome
 from ssm_rollback_spec.sizing.engines.sglang import facts as sglang
 from ssm_rollback_spec.sizing.engines.sglang.unit import SGLANG_VIEW
 from ssm_rollback_spec.sizing.presentation import TERMS, rejoined
 from ssm_rollback_spec.sizing.review import model_from_config
 from ssm_rollback_spec.sizing.state import Setup
+from ssm_rollback_spec.sizing.unit import NOT_CHECKED, FitOutcome
 from ssm_rollback_spec.tools.cli import main
 
 if TYPE_CHECKING:

@@ -20,7 +20,7 @@ from ..kernels import Device
 __all__ = ["WHEEL", "load"]
 
 #: SGLang's release and the kernel files its adapter imports.
-WHEEL: Final = wheels.Engine.pinned(
+WHEEL: Final = wheels.EngineWheel.pinned(
     "sglang",
     SGLANG,
     (

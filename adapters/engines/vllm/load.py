@@ -33,7 +33,7 @@ from .runner_code import RUNNER_FILE
 __all__ = ["WHEEL", "load", "load_package"]
 
 #: vLLM's release and the files its adapter imports.
-WHEEL: Final = wheels.Engine.pinned(
+WHEEL: Final = wheels.EngineWheel.pinned(
     "vllm",
     VLLM,
     # The whole package's Python (its compiled extensions are never unpacked):

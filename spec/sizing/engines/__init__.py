@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT OR Apache-2.0
-"""One package per engine that ``size`` compares against (:class:`..engine.SizingEngine`).
+"""One package per engine that ``size`` compares against (:class:`..engine.EngineUnit`).
 
 :mod:`.module` is this package's engine-neutral layout; :mod:`.vllm`,
 :mod:`.sglang`, :mod:`.replayssm` and :mod:`.llamacpp` follow the engines'

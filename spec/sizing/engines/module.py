@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 from ..dtypes import Dtype, StateDtypes
-from ..engine import SizingEngine, layer_bytes
 from ..state import SnapshotSizing
+from ..unit import EngineUnit, layer_bytes
 
 if TYPE_CHECKING:
     from ..state import Drafting, Model, Setup
@@ -18,7 +18,7 @@ __all__ = ["MODULE", "MODULE_ENGINE", "ModuleView"]
 MODULE_ENGINE: Final = "this module (engine-neutral, spec/rollback.py)"
 
 
-class ModuleView(SizingEngine):
+class ModuleView(EngineUnit):
     """Engine-neutral: base h + (K-1)c per slot; speculative k (h + (K-1)c), the dense layout."""
 
     name = "module"

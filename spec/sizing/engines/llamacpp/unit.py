@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from ....releases import LLAMA_CPP, LLAMA_CPP_COMMIT
-from ...engine import SizingEngine, layer_bytes
 from ...rings import SizingOverflowError, seed_ring_bytes
 from ...state import SnapshotFigures, SnapshotSizing
+from ...unit import EngineUnit, layer_bytes
 from ...wording import count, human, ratio
 from ..replayssm import facts as replayssm
 from . import facts as llamacpp
@@ -83,7 +83,7 @@ class LlamaCppSizing(SnapshotSizing):
         )
 
 
-class LlamaCppView(SizingEngine):
+class LlamaCppView(EngineUnit):
     """llama.cpp: n_rs_seq FP32 snapshots of h + (K-1)c, or a whole-state checkpoint."""
 
     name = "llama.cpp"

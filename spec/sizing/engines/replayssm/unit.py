@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 from ....releases import SGLANG
-from ...engine import SizingEngine
+from ...unit import EngineUnit
 from ...wording import human
 from ..sglang import facts as sglang
 from ..sglang.unit import SGLANG_FIT, sglang_sizing
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 __all__ = ["SGLANG_REPLAYSSM", "ReplaySsmView"]
 
 
-class ReplaySsmView(SizingEngine):
+class ReplaySsmView(EngineUnit):
     """SGLang's GDN ReplaySSM ring: the conv windows kept, L records per slot and layer."""
 
     name = replayssm.NAME

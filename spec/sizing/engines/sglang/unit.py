@@ -14,19 +14,19 @@ from typing import TYPE_CHECKING, Final
 
 from ....releases import SGLANG
 from ... import capacity
-from ...engine import (
+from ...state import SnapshotSizing
+from ...unit import (
+    EngineUnit,
     FitKind,
     FitOutcome,
     MemoryFit,
     MemoryFlag,
     Need,
-    SizingEngine,
     StartCheck,
     fraction,
     layer_bytes,
     whole,
 )
-from ...state import SnapshotSizing
 from ...wording import count, human, short
 from . import facts as sglang
 
@@ -34,8 +34,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
     from ...dtypes import StateDtypes
-    from ...engine import Given
     from ...state import Drafting, Model, Setup
+    from ...unit import Given
     from ...wording import Row, Section
 
 __all__ = ["SGLANG_FIT", "SGLANG_VIEW", "SglangFitOutcome", "SglangStaticFit", "SglangView"]
@@ -361,7 +361,7 @@ SGLANG_FIT: Final = SglangStaticFit()
 
 
 def sglang_sizing(
-    view: SizingEngine,
+    view: EngineUnit,
     model: Model,
     setup: Setup,
     /,
@@ -407,7 +407,7 @@ _MORE_WITH_A_RING: Final = (
 )
 
 
-class SglangView(SizingEngine):
+class SglangView(EngineUnit):
     """SGLang with one draft chain, radix cache on unless ``--disable-radix-cache``."""
 
     name = sglang.NAME

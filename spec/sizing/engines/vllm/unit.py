@@ -2,7 +2,7 @@
 """The vllm unit: vLLM's view, its two memory fits and its startup line.
 
 The arithmetic and the cited facts are :mod:`.facts`'s;
-this unit puts them behind :class:`..engine.SizingEngine`. Per request and GDN
+this unit puts them behind :class:`..engine.EngineUnit`. Per request and GDN
 group: blocks of one page, h + (K-1+s)c padded to the attention page;
 ``2 + s + 1`` blocks by default (align mode, FlashInfer checkpoint block),
 ``1 + s`` without prefix caching; one null block per pool.
@@ -15,14 +15,14 @@ from typing import TYPE_CHECKING, Final
 
 from ....releases import VLLM
 from ... import capacity
-from ...engine import (
+from ...unit import (
+    EngineUnit,
     FitFlagsError,
     FitKind,
     FitOutcome,
     MemoryFit,
     MemoryFlag,
     Need,
-    SizingEngine,
     StartCheck,
     fraction,
     layer_bytes,
@@ -35,8 +35,8 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from ...dtypes import StateDtypes
-    from ...engine import Given
     from ...state import Drafting, Model, Setup, SnapshotSizing
+    from ...unit import Given
     from ...wording import Row, Section
 
 __all__ = ["VLLM_VIEW", "KvBytesFit", "UtilizationFit", "VllmFitOutcome", "VllmView", "vllm_plan"]
@@ -441,7 +441,7 @@ class UtilizationFit(MemoryFit):
         )
 
 
-class VllmView(SizingEngine):
+class VllmView(EngineUnit):
     """VLLM as ``vllm serve`` runs by default (:class:`..state.Setup` selects other setups)."""
 
     name = vllm.NAME

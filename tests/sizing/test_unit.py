@@ -18,9 +18,9 @@ import pytest
 
 from ssm_rollback_spec.sizing import registry
 from ssm_rollback_spec.sizing.dtypes import Dtype, StateDtypes
-from ssm_rollback_spec.sizing.engine import SizingEngine, layer_bytes
 from ssm_rollback_spec.sizing.presentation import rejoined
 from ssm_rollback_spec.sizing.state import SnapshotSizing
+from ssm_rollback_spec.sizing.unit import EngineUnit, layer_bytes
 from ssm_rollback_spec.tools.cli import main
 
 if TYPE_CHECKING:
@@ -35,7 +35,7 @@ REVIEW: Final = ["size", "--config", QWEN3_NEXT, "--num-drafts", "3", "--mtp-slo
 STATE: Final = 2_097_152 + 3 * 16_384
 
 
-class ToyEngine(SizingEngine):
+class ToyEngine(EngineUnit):
     """A made-up engine: two full states per request and layer while drafting, one without."""
 
     name = "toy"

@@ -2,10 +2,10 @@
 """What an engine's unit gives ``size``: its view, memory fits, startup lines and citations.
 
 Each engine sizing follows is one unit (:mod:`.engines`), an instance of
-:class:`SizingEngine` listed in :data:`.registry.ENGINES`; the command line,
+:class:`EngineUnit` listed in :data:`.registry.ENGINES`; the command line,
 the presentation and the plot call units through this interface alone, never
 by their names. A unit sizes what the engine holds for speculative decoding
-(:meth:`SizingEngine.size`), words its own rows, and offers the memory fits
+(:meth:`EngineUnit.size`), words its own rows, and offers the memory fits
 (:class:`MemoryFit`) that print the engine's startup figures.
 """
 
@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "NOT_CHECKED",
+    "EngineUnit",
     "FitFlagsError",
     "FitKind",
     "FitOutcome",
@@ -38,7 +39,6 @@ __all__ = [
     "MemoryFlag",
     "Need",
     "NeedFigures",
-    "SizingEngine",
     "StartCheck",
     "StartFigures",
     "fraction",
@@ -225,7 +225,7 @@ def layer_bytes(dimensions: GdnDimensions, dtypes: StateDtypes, /) -> tuple[int,
     )
 
 
-class SizingEngine(abc.ABC):
+class EngineUnit(abc.ABC):
     """One engine's unit: its view of the state, its wording, its fits and its citations."""
 
     #: The view's name, as ``--engine`` takes it.
