@@ -23,7 +23,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FAILING",
+    "LABELS",
     "NO_REASON",
+    "OUTCOMES",
     "REASONED",
     "SECTIONS",
     "Column",
@@ -35,6 +37,19 @@ __all__ = [
     "family",
 ]
 
+#: Every outcome, in the order a report lists them (not-observed: docs/protocol.md).
+OUTCOMES: Final = ("failed", "not-run", "deviation", "not-observed", "skipped", "passed")
+
+#: How a line of the report names each outcome.
+LABELS: Final = {
+    "passed": "PASS",
+    "failed": "FAIL",
+    "skipped": "SKIP",
+    "not-run": "NOT RUN",
+    "deviation": "DEVIATION",
+    "not-observed": "NOT OBSERVED",
+}
+
 #: Each clause family's section of SPEC.md, which titles its rows.
 SECTIONS: Final = {
     "RB-MODE": "Modes",
@@ -45,7 +60,7 @@ SECTIONS: Final = {
     "RB-VERIFY": "Speculative verify",
     "RB-PY": "Python API types",
     "RB-PROTO": "The adapter protocol (docs/protocol.md)",
-    "RB-REPLAY": "Replay rollback: an executable model (draft)",
+    "RB-REPLAY": "Replay rollback (the replay profile)",
 }
 
 #: The outcomes a page puts first: a clause some implementation fails (known or
@@ -196,7 +211,7 @@ def _cell(
     known = sorted({r.known for r in mine if r.outcome == "deviation" and r.known}, key=str)
     standings = []
     if known:
-        linked = all(entry.link for entry in known)
+        linked = all(entry.link or entry.page for entry in known)
         standings.append(Standing.KNOWN_LINKED if linked else Standing.KNOWN_UNLINKED)
     if any(result.outcome == "failed" for result in mine):
         standings.append(Standing.NOT_LISTED)

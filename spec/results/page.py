@@ -16,12 +16,14 @@ import re
 from typing import TYPE_CHECKING, Final
 
 from .badge import badge, badge_name
-from .matrix import SECTIONS, Column, Matrix, MatrixCell, Standing, anchor, family
+from .matrix import FAILING, SECTIONS, Column, Matrix, MatrixCell, Standing, anchor, family
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
 
-__all__ = ["REASONS_HEADING", "TITLE", "footnote", "html_page", "markdown_page", "totals"]
+    from .reports import Known
+
+__all__ = ["REASONS_HEADING", "TITLE", "footnote", "html_page", "markdown_page", "target", "totals"]
 
 TITLE: Final = "Results across implementations"
 
@@ -45,6 +47,20 @@ _INTRODUCTION: Final = (
     "each column's cells by outcome; rows come in SPEC.md's clause families, and in each "
     "family the clauses some implementation fails or did not run come first; a SKIP or "
     "NOT OBSERVED cell's footnote gives the reason its report states."
+)
+
+_MD_INTRODUCTION: Final = (
+    "The table has one row per implementation, named and released as its adapter's "
+    "`describe` states: its clauses counted by outcome ({order}), and the clauses it fails, "
+    "deviates on, did not run, or lists as deviating though they conform. Each "
+    "implementation's section lists only the clauses its reports cite, failures and "
+    "deviations first, then skips, then passes; a clause's outcome is the worst over every "
+    "property and case citing it, with the largest distance measured against the clause's "
+    "bound where it has one, a failing example's `reproduce:` line, and where a failure "
+    "stands against the implementation's deviation list: "
+    f'"{Standing.KNOWN_LINKED.value}", "{Standing.KNOWN_UNLINKED.value}", '
+    f'"{Standing.NOT_LISTED.value}" or "{Standing.NOW_PASSES.value}". A SKIP or NOT OBSERVED '
+    "outcome's footnote gives the reason its report states."
 )
 
 _STYLE: Final = """\
@@ -123,7 +139,17 @@ def _md_entry(entry_text: str, link: str, /) -> str:
     return _md_link(entry_text, link) if link else _md_text(entry_text)
 
 
-def _md_cell(cell: MatrixCell, labels: Mapping[str, str], /, *, measured: bool) -> str:
+def target(entry: Known, spec_url: str, /) -> str:
+    """Where a deviation entry links: its finding's page beside SPEC.md, or its runtime's issue."""
+    if not entry.page:
+        return entry.link
+    folder = spec_url.rpartition("/")[0]
+    return f"{folder}/{entry.page}" if folder else entry.page
+
+
+def _md_cell(
+    cell: MatrixCell, labels: Mapping[str, str], /, *, measured: bool, spec_url: str
+) -> str:
     if cell.outcome is None:
         parts = [UNCITED]
     else:
@@ -131,7 +157,9 @@ def _md_cell(cell: MatrixCell, labels: Mapping[str, str], /, *, measured: bool) 
     if distance := _distance(cell, measured=measured):
         parts.append(_md_text(distance))
     parts += [f"*{_md_text(standing.value)}*" for standing in cell.standings]
-    parts += [f"{_md_entry(e.entry, e.link)}: {_md_text(e.reason)}" for e in cell.entries]
+    parts += [
+        f"{_md_entry(e.entry, target(e, spec_url))}: {_md_text(e.reason)}" for e in cell.entries
+    ]
     parts += [_md_code(line) for line in cell.reproductions]
     if cell.more_reproductions:
         parts.append(_md_text(f"and {cell.more_reproductions} more reproduce: lines"))
@@ -156,11 +184,11 @@ def _md_reasons(cells: Mapping[str, MatrixCell], clauses: Sequence[str], /) -> l
     return reasons
 
 
-def _md_column_cell(
+def _md_column_cell(  # noqa: PLR0913 (the page's settings, each its own)
     cell: MatrixCell, column: Column, reasons: Sequence[str], labels: Mapping[str, str], /, *,
-    measured: bool,
+    measured: bool, spec_url: str,
 ) -> str:  # fmt: skip
-    shown = _md_cell(cell, labels, measured=measured)
+    shown = _md_cell(cell, labels, measured=measured, spec_url=spec_url)
     numbers = sorted(reasons.index(reason) + 1 for reason in cell.reasons)
     notes = "".join(footnote(column, number) for number in numbers)
     if not notes:
@@ -169,9 +197,41 @@ def _md_column_cell(
     return f"{first}{notes}<br>{rest}" if rest else f"{first}{notes}"
 
 
-def _md_family(name: str, /) -> str:
-    title = SECTIONS.get(name, "not in this version of SPEC.md")
-    return "**" + "`".join(_md_text(piece) for piece in title.split("`")) + f" ({name})**"
+def _judged(
+    cells: Mapping[str, MatrixCell], clauses: Sequence[str], order: Sequence[str], /
+) -> list[str]:
+    """The clauses a column was judged on (or holds a stale entry for), worst first.
+
+    Failures, then deviations and the rest in ``order``, an outcome the page
+    does not know just before skips, then skips and passes; SPEC.md's order
+    within each outcome.
+    """
+    shown = [c for c in clauses if cells[c].outcome is not None or cells[c].entries]
+
+    def rank(clause: str, /) -> int:
+        outcome = cells[clause].outcome
+        if outcome is None:
+            # A stale entry on a clause no report cites: beside the failures, to be removed.
+            return 1
+        if outcome in order:
+            return 2 * order.index(outcome)
+        return 2 * order.index("skipped") - 1 if "skipped" in order else 2 * len(order)
+
+    return sorted(shown, key=lambda clause: (rank(clause), clauses.index(clause)))
+
+
+def _md_failing(cells: Mapping[str, MatrixCell], judged: Sequence[str], spec_url: str, /) -> str:
+    failing = [
+        c
+        for c in judged
+        if cells[c].outcome in FAILING or Standing.NOW_PASSES in cells[c].standings
+    ]
+    return ", ".join(_md_link(c, f"{spec_url}#{anchor(c)}") for c in failing) or "none"
+
+
+def _md_counts(cells: Mapping[str, MatrixCell], labels: Mapping[str, str], /) -> str:
+    counted = totals({c: cell for c, cell in cells.items() if cell.outcome is not None}, labels)
+    return _md_text(counted or "none")
 
 
 def markdown_page(
@@ -179,12 +239,14 @@ def markdown_page(
 ) -> str:
     """The page as GitHub-flavoured markdown, ending in one newline.
 
-    Laid out as the HTML page is: the table first, its totals row at the
-    top, one row heading each clause family of SPEC.md and, within a family,
-    the clauses some implementation fails (known or not) or did not run
-    first; every SKIP and NOT OBSERVED cell points to its reason, a footnote
-    in its implementation's section (numbered per column, so that a column
-    moved in or out of the page leaves the others' labels as they were).
+    An overview first, one row per implementation: its release, its clauses
+    counted by outcome, and the clauses it fails, deviates on, did not run
+    or lists as deviating though they conform. Then a section per
+    implementation with only the clauses it was judged on, failures and
+    deviations first, then skips, then passes (:func:`_judged`); every SKIP
+    and NOT OBSERVED cell points to its reason, a footnote in its section
+    (numbered per implementation, so that one moved in or out of the page
+    leaves the others' labels as they were).
 
     ``labels`` names each outcome the command line knows, worst first; an
     outcome not in it is shown as it is. ``spec_url`` is SPEC.md's address
@@ -193,49 +255,61 @@ def markdown_page(
     bound 0.01"): the page then holds nothing a machine's float rounding
     changes.
     """
+    order = list(labels)
     columns = list(zip(matrix.columns, matrix.cells, strict=True))
-    reasons = [_md_reasons(cells, matrix.clauses) for _, cells in columns]
-    header = [
-        "Clause",
-        *(f"{_md_text(c.name)}<br>{_md_text(_release(c))}" for c in matrix.columns),
-    ]
+    judged = [_judged(cells, matrix.clauses, order) for _, cells in columns]
     lines = [f"# {TITLE}", ""]
-    lines += [f"| {' | '.join(header)} |", f"|{' --- |' * len(header)}"]
-    counted = [_md_text(totals(cells, labels)) for cells in matrix.cells]
-    lines.append(f"| {' | '.join(['**Totals**', *counted])} |")
-    for name, clauses in _families(matrix):
-        lines.append(f"| {' | '.join([_md_family(name), *([''] * len(columns))])} |")
-        for clause in clauses:
-            row = [_md_link(clause, f"{spec_url}#{anchor(clause)}")]
-            row += [
-                _md_column_cell(cells[clause], column, found, labels, measured=measured)
-                for (column, cells), found in zip(columns, reasons, strict=True)
-            ]
-            lines.append(f"| {' | '.join(row)} |")
-    lines += ["", "## Reading the table", "", _INTRODUCTION.format(order=_order(labels))]
+    lines += [
+        "| Implementation | Release | Clauses judged | Fails, deviates or not run |",
+        "| --- | --- | --- | --- |",
+    ]
+    for (column, cells), mine in zip(columns, judged, strict=True):
+        name = f"[{_md_text(column.name)}](#impl-{column.key})"
+        row = [name, _md_text(_release(column)), _md_counts(cells, labels)]
+        row.append(_md_failing(cells, mine, spec_url))
+        lines.append(f"| {' | '.join(row)} |")
+    lines += ["", "## Reading the page", "", _MD_INTRODUCTION.format(order=_order(labels))]
     lines += ["", "## Implementations"]
-    for (column, cells), found in zip(columns, reasons, strict=True):
-        shown = badge(column, cells, labels)
-        lines += [
-            "",
-            f"### {_md_text(column.name)}, {_md_text(_release(column))}",
-            "",
-            f"- Reports: {_md_text(', '.join(column.commands))}",
-            f"- Spec version: {_md_text(', '.join(column.spec_versions))}",
-            f"- Badge `{badge_name(column)}`: {_md_text(shown['message'])} ({shown['color']})",
-        ]
-        lines += [
-            f"- {Standing.NOW_PASSES.value}: {_md_entry(entry.entry, entry.link)}: "
-            f"{_md_text(entry.reason)}"
-            for entry, _ in column.now_passing
-        ]
-        if found:
-            lines.append("")
-            lines += [
-                f"{footnote(column, number)}: {_md_text(reason)}"
-                for number, reason in enumerate(found, start=1)
-            ]
+    for (column, cells), mine in zip(columns, judged, strict=True):
+        lines += _md_section(column, cells, mine, labels, spec_url, measured=measured)
     return "\n".join(lines) + "\n"
+
+
+def _md_section(  # noqa: PLR0913 (the page's settings, each its own)
+    column: Column, cells: Mapping[str, MatrixCell], judged: Sequence[str],
+    labels: Mapping[str, str], spec_url: str, /, *, measured: bool,
+) -> list[str]:  # fmt: skip
+    """One implementation's section: what it is, then its clauses, worst first, and its reasons."""
+    found = _md_reasons(cells, judged)
+    shown = badge(column, cells, labels)
+    lines = [
+        "",
+        f'### <a id="impl-{column.key}"></a>{_md_text(column.name)}, {_md_text(_release(column))}',
+        "",
+        f"- Reports: {_md_text(', '.join(column.commands))}",
+        f"- Spec version: {_md_text(', '.join(column.spec_versions))}",
+        f"- Badge `{badge_name(column)}`: {_md_text(shown['message'])} ({shown['color']})",
+    ]
+    lines += [
+        f"- {Standing.NOW_PASSES.value}: {_md_entry(entry.entry, entry.link)}: "
+        f"{_md_text(entry.reason)}"
+        for entry, _ in column.now_passing
+    ]
+    if judged:
+        lines += ["", "| Clause | Outcome |", "| --- | --- |"]
+        for clause in judged:
+            link = _md_link(clause, f"{spec_url}#{anchor(clause)}")
+            cell = _md_column_cell(
+                cells[clause], column, found, labels, measured=measured, spec_url=spec_url
+            )
+            lines.append(f"| {link} | {cell} |")
+    if found:
+        lines.append("")
+        lines += [
+            f"{footnote(column, number)}: {_md_text(reason)}"
+            for number, reason in enumerate(found, start=1)
+        ]
+    return lines
 
 
 # HTML.
@@ -250,8 +324,9 @@ def _h_entry(entry_text: str, link: str, /) -> str:
 
 
 def _h_cell(
-    cell: MatrixCell, labels: Mapping[str, str], notes: dict[str, int], /, *, measured: bool
-) -> str:
+    cell: MatrixCell, labels: Mapping[str, str], notes: dict[str, int], /, *, measured: bool,
+    spec_url: str,
+) -> str:  # fmt: skip
     """One cell; a reason it gives is numbered in ``notes`` (a footnote below the table)."""
     if cell.outcome is None:
         classes, shown = "uncited", UNCITED
@@ -265,7 +340,7 @@ def _h_cell(
     if distance := _distance(cell, measured=measured):
         parts.append(f'<span class="distance">{_h(distance)}</span>')
     parts += [f'<span class="standing">{_h(s.value)}</span>' for s in cell.standings]
-    parts += [f"{_h_entry(e.entry, e.link)}: {_h(e.reason)}" for e in cell.entries]
+    parts += [f"{_h_entry(e.entry, target(e, spec_url))}: {_h(e.reason)}" for e in cell.entries]
     parts += [f"<code>{_h(line)}</code>" for line in cell.reproductions]
     if cell.more_reproductions:
         parts.append(_h(f"and {cell.more_reproductions} more reproduce: lines"))
@@ -313,7 +388,8 @@ def _h_body(
                 f"{_h(clause)}</a></th>"
             )
             cells = "".join(
-                _h_cell(cells[clause], labels, notes, measured=measured) for cells in matrix.cells
+                _h_cell(cells[clause], labels, notes, measured=measured, spec_url=spec_url)
+                for cells in matrix.cells
             )
             lines.append(f'<tr id="{_h(anchor(clause))}">{heading}{cells}</tr>')
         lines.append("</tbody>")

@@ -33,11 +33,17 @@ class ReportError(ValueError):
 
 @dataclass(frozen=True)
 class Known:
-    """A deviation entry: what it names, why, and the runtime's own issue (or empty)."""
+    """A deviation entry: what it names, why, and the runtime's own issue (or empty).
+
+    A tier's test that holds a finding live (:mod:`.tier_report`) also names
+    the finding's page, a path from the repository's root, which the page
+    links beside SPEC.md.
+    """
 
     entry: str
     reason: str
     link: str = ""
+    page: str = ""
 
 
 @dataclass(frozen=True)

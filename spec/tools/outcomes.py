@@ -13,6 +13,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
+from ..results.matrix import LABELS, OUTCOMES
 from .deviations import Row
 from .errors import CliError
 
@@ -36,18 +37,6 @@ __all__ = [
     "write_text",
 ]
 
-#: Every outcome, in the order a report lists them (not-observed: docs/protocol.md).
-OUTCOMES: Final = ("failed", "not-run", "deviation", "not-observed", "skipped", "passed")
-
-#: How a line of the report names each outcome.
-LABELS: Final = {
-    "passed": "PASS",
-    "failed": "FAIL",
-    "skipped": "SKIP",
-    "not-run": "NOT RUN",
-    "deviation": "DEVIATION",
-    "not-observed": "NOT OBSERVED",
-}
 
 #: The message for a deviation entry that no longer deviates.
 CONFORMS: Final = "listed as deviating, but it conforms: remove the entry"

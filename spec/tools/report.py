@@ -12,15 +12,17 @@ from ..results import (
     build_matrix,
     html_page,
     markdown_page,
-    read_report,
     write_badges,
 )
+from ..results.tier_report import read_reports
 from .arguments import prepare_outputs
 from .errors import CliError, ExitStatus
 from .outcomes import LABELS, OUTCOMES, write_text
 
 if TYPE_CHECKING:
     import argparse
+
+    from ..results import Report
 
 __all__ = ["add_arguments"]
 
@@ -31,9 +33,11 @@ _PROG: Final = "ssm-rollback-spec report"
 def add_arguments(report: argparse.ArgumentParser, /) -> None:
     """Give ``report`` its description and options."""
     report.description = (
-        "Read the --json reports of check and vectors run (any implementations "
-        "and releases) and write one page: implementations as columns, SPEC.md's clauses as "
-        "rows; markdown on stdout unless --html or --markdown names a file. The same reports "
+        "Read the --json reports of check and vectors run, and the tier reports of the "
+        "repository's test tiers (any implementations and releases), and write one page: "
+        "an overview row per implementation, then each implementation's judged clauses, "
+        "failures first (the HTML page: implementations as columns, SPEC.md's clauses as "
+        "rows); markdown on stdout unless --html or --markdown names a file. The same reports "
         "give the same bytes. Exits 0, or 2 on a usage error or a file that is not a report."
     )
     report.add_argument("reports", nargs="+", metavar="REPORT", help="a --json report")
@@ -65,7 +69,7 @@ def add_arguments(report: argparse.ArgumentParser, /) -> None:
 
 def _report(arguments: argparse.Namespace, /) -> int:
     prepare_outputs(("--markdown", arguments.markdown), ("--html", arguments.html))
-    reports = []
+    reports: list[Report] = []
     seen: set[Path] = set()
     # The first report of each implementation, release and command, by its name.
     made: dict[tuple[str, str, str], str] = {}
@@ -77,21 +81,12 @@ def _report(arguments: argparse.Namespace, /) -> int:
             continue
         seen.add(Path(name).resolve())
         try:
-            report = read_report(Path(name))
+            read = read_reports(Path(name))
         except ReportError as error:
             raise CliError(f"{name}: {error}") from None
-        key = (report.name, report.release, report.command)
-        if key in made:
-            # Two runs of one command on one release (a copy, or a rerun) share a column,
-            # each clause its worse cell: say so, as a page cannot.
-            print(
-                f"{_PROG}: warning: {name} and {made[key]} are both {report.command} reports of"
-                f" {_implementation(report.name, report.release)}; their cells are combined,"
-                " each clause its worse outcome",
-                file=sys.stderr,
-            )
-        made.setdefault(key, name)
-        reports.append(report)
+        for report in read:
+            _note_twice(made, report, name)
+        reports += read
     matrix = build_matrix(reports, order=OUTCOMES)
     labels: dict[str, str] = {o: LABELS[o] for o in OUTCOMES if o in LABELS}
     markdown = arguments.markdown if arguments.markdown or arguments.html else "-"
@@ -121,6 +116,21 @@ def _report(arguments: argparse.Namespace, /) -> int:
         file=sys.stderr,
     )
     return ExitStatus.OK
+
+
+def _note_twice(made: dict[tuple[str, str, str], str], report: Report, name: str, /) -> None:
+    """Warn when ``report`` is the same command's on the same release as an earlier file's."""
+    key = (report.name, report.release, report.command)
+    if key in made and made[key] != name:
+        # Two runs of one command on one release (a copy, or a rerun) share a column,
+        # each clause its worse cell: say so, as a page cannot.
+        print(
+            f"{_PROG}: warning: {name} and {made[key]} are both {report.command} reports of"
+            f" {_implementation(report.name, report.release)}; their cells are combined,"
+            " each clause its worse outcome",
+            file=sys.stderr,
+        )
+    made.setdefault(key, name)
 
 
 def _implementation(name: str, release: str, /) -> str:

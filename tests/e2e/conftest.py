@@ -76,3 +76,12 @@ def _model(python: str, folder: Path, family: str, /) -> None:
     if done.returncode != 0:
         pytest.fail(done.stderr.strip()[-2000:], pytrace=False)
     (folder / "made.json").write_text(done.stdout.strip().splitlines()[-1], encoding="utf-8")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Write the tier report of the tier's tests (tests/e2e/results.py, ``describe``)."""
+    from tests.e2e import results  # noqa: PLC0415 - its paths, once pytest has started
+    from tests.results.tier_recorder import TierRecorder  # noqa: PLC0415
+
+    recorder = TierRecorder(results.TIER, results.TIER_REPORT, results.describe)
+    config.pluginmanager.register(recorder, "e2e-tier-recorder")

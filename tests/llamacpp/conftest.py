@@ -15,3 +15,12 @@ def llamacpp() -> Built:
         return build()
     except AdapterError as error:
         pytest.fail(str(error), pytrace=False)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Write the tier report of the llama.h tests (tests/llamacpp/results.py, ``describe``)."""
+    from tests.llamacpp import results  # noqa: PLC0415 - its paths, once pytest has started
+    from tests.results.tier_recorder import TierRecorder  # noqa: PLC0415
+
+    recorder = TierRecorder(results.TIER, results.TIER_REPORT, results.describe)
+    config.pluginmanager.register(recorder, "llamacpp-tier-recorder")
