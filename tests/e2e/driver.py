@@ -17,9 +17,10 @@ rollback restores.
 
 ``python tests/e2e/driver.py serve FD`` starts ``vllm.LLM`` as the first
 JSON line on stdin asks (the model, the engine's options, the patches of
-``PATCHES`` to make in this process), as a user does (no tokenizer, eager),
-then serves each further line's batch of token-id prompts greedily with the
-top five logprobs, and writes one JSON line per request to the file
+``PATCHES`` to make in this process), as a user does (eager; the tokenizer
+only where the config asks for it), then serves each further line's batch of
+token-id prompts greedily with the top five logprobs (under a structured
+output's regex where the batch gives one), and writes one JSON line per request to the file
 descriptor FD: the start's outcome, then each batch's requests (tokens and
 logprobs) with vLLM's own speculative counters (``vllm:spec_decode_*``), or
 the error the engine raised. It ends at the end of stdin.
@@ -64,6 +65,18 @@ _WRITE: Final = {"qwen3.5": 0.025, "qwen3-next": 0.05}
 def successor(token: int) -> int:
     """The token the successor map leads ``token`` to: the next one of its cycle."""
     return (token // CYCLE) * CYCLE + (token % CYCLE + 1) % CYCLE
+
+
+#: The structured-output grammar the tier serves (a regex over the tokens'
+#: texts, ``_tokenizer``): any run of allowed tokens, then a "c" no token
+#: holds, so that no output completes it and the grammar binds every token
+#: up to ``max_tokens``.
+GRAMMAR: Final = "(a[0-9]+)+c"
+
+
+def allowed(token: int) -> bool:
+    """Whether ``GRAMMAR`` lets a run hold ``token``: every other cycle of the successor map."""
+    return (token // CYCLE) % 2 == 0
 
 
 #: The target families ``model`` writes, by ``--family``.
@@ -155,6 +168,7 @@ def _model(folder: Path, family: str, scale: float, layers: int, seed: int) -> d
             lead[successor(token)] += embedding[token] / embedding[token].norm()
         target.lm_head.weight.add_(_LEAD * lead)
     target.save_pretrained(str(folder / "target"), safe_serialization=True)
+    _tokenizer(folder / "target")
     mtp = _mtp(torch, folder / "target", family, seed)
     draft = transformers.Qwen3ForCausalLM(_config(transformers, "draft", scale, 1)).eval()
     with torch.no_grad():
@@ -175,6 +189,28 @@ def _model(folder: Path, family: str, scale: float, layers: int, seed: int) -> d
         "follows": _follows(torch, target, draft, seed),
         "state_effect": _state_effect(torch, target, seed),
     }
+
+
+def _tokenizer(folder: Path) -> None:
+    """A tokenizer for structured output: token ``t`` is "a" or "b" (``allowed``), then ``t``.
+
+    A word-level vocabulary of the model's ``VOCAB`` tokens whose texts join
+    with nothing between them, so that a grammar over the text tells each
+    token apart. Requests still give token ids; only structured output reads it.
+    """
+    tokenizers: Any = importlib.import_module("tokenizers")
+    transformers: Any = importlib.import_module("transformers")
+    texts = {("a" if allowed(token) else "b") + str(token): token for token in range(VOCAB)}
+    unknown = "a0"  # no prompt is text: a token of the vocabulary, never read
+    words = tokenizers.Tokenizer(tokenizers.models.WordLevel(vocab=texts, unk_token=unknown))
+    words.pre_tokenizer = tokenizers.pre_tokenizers.Split(
+        tokenizers.Regex("[ab][0-9]+"), behavior="isolated"
+    )
+    words.decoder = tokenizers.decoders.Fuse()
+    fast = transformers.PreTrainedTokenizerFast(
+        tokenizer_object=words, unk_token=unknown, eos_token=f"b{VOCAB - 1}"
+    )
+    fast.save_pretrained(str(folder))
 
 
 def _mtp(torch: Any, folder: Path, family: str, seed: int) -> dict[str, int]:
@@ -429,7 +465,8 @@ def _start(config: dict[str, Any]) -> tuple[Any, Any]:
     options["distributed_executor_backend"] = "uni"
     llm = vllm.LLM(
         model=config["model"],
-        skip_tokenizer_init=True,
+        # The tokenizer (``_tokenizer``) only where a batch asks for structured output.
+        skip_tokenizer_init=not config.get("tokenizer", False),
         enforce_eager=True,
         dtype="bfloat16",
         seed=0,
@@ -442,14 +479,22 @@ def _start(config: dict[str, Any]) -> tuple[Any, Any]:
 def _batch(vllm: Any, llm: Any, request: dict[str, Any]) -> dict[str, Any]:
     """One batch of token-id prompts served greedily: each request's tokens and logprobs.
 
+    With ``regex``, under that structured output (the engine started with its tokenizer).
+
     With vLLM's own speculative counters (``vllm:spec_decode_*``) over the batch.
     """
+    structured = {}
+    if "regex" in request:
+        outputs_params: Any = importlib.import_module("vllm.sampling_params")
+        regex = outputs_params.StructuredOutputsParams(regex=str(request["regex"]))
+        structured["structured_outputs"] = regex
     params = vllm.SamplingParams(
         temperature=0.0,
         max_tokens=int(request["max_tokens"]),
         logprobs=_TOP,
         ignore_eos=True,
         detokenize=False,
+        **structured,
     )
     before = _counters(llm)
     given = [{"prompt_token_ids": list(prompt)} for prompt in request["prompts"]]

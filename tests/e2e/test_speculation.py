@@ -52,6 +52,7 @@ from ssm_rollback_spec.serving.client import Generation
 from ssm_rollback_spec.serving.judge import Outcome, compare
 
 from .conftest import DRIVER
+from .driver import GRAMMAR, allowed
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -114,6 +115,20 @@ BATCHES: Final = (
         (*_distinct(5, 12), *_cycle(60, 6)),
     ),
 )
+#: A batch under structured output (driver.py's ``GRAMMAR``, which holds every
+#: other cycle of the successor map): cycles the grammar holds, cycles it does
+#: not, and allowed cycles whose continuation in the prompt leaves them, so that
+#: ngram drafts tokens the grammar refuses beside ones it takes.
+STRUCTURED: Final = (
+    _cycle(0, 12),
+    _cycle(4, 12),
+    (*_cycle(8, 6), *_cycle(12, 4), *_cycle(8, 3)),
+    (*_cycle(16, 4), *_cycle(20, 4), *_cycle(16, 4), *_cycle(20, 2)),
+    (*_cycle(300, 8), *_cycle(305, 5)),
+    _distinct(3, 10),
+)
+#: The engines that load the tokenizer structured output reads (driver.py).
+_STRUCTURED_ENGINES: Final = ("reference", "ngram")
 #: ngram as the tier runs it: short lookups, so that it drafts, often fewer than K.
 _NGRAM: Final = {
     "method": "ngram",
@@ -194,12 +209,21 @@ class _Engine:
             self._ready = self._answer()
         return self._ready
 
-    def serve(self, prompts: Any, tokens: int = _TOKENS) -> dict[str, Any]:
-        """One batch: each request's tokens and logprobs and vLLM's counters, or an error."""
+    def serve(
+        self, prompts: Any, tokens: int = _TOKENS, regex: str | None = None
+    ) -> dict[str, Any]:
+        """One batch: each request's tokens and logprobs and vLLM's counters, or an error.
+
+        With ``regex``, every request under that structured output.
+        """
         started = self.ready()
         if "error" in started:
             return started
-        self._send({"prompts": [list(prompt) for prompt in prompts], "max_tokens": tokens})
+        batch: dict[str, Any] = {"prompts": [list(prompt) for prompt in prompts]}
+        batch["max_tokens"] = tokens
+        if regex is not None:
+            batch["regex"] = regex
+        self._send(batch)
         return self._answer()
 
     def close(self) -> None:
@@ -299,6 +323,7 @@ def engines(
                 "model": family["target"],
                 "engine": _config(family, speculative),
                 "patches": patches,
+                "tokenizer": name in _STRUCTURED_ENGINES,
             },
         )
         for name, (speculative, patches) in _PLAN.items()
@@ -354,6 +379,25 @@ def test_ngram_changes_nothing_a_request_generates(
     fixed: dict[str, list[dict[str, Any]]],
 ) -> None:
     assert _judge(fixed["reference"], fixed["ngram"]) == []
+
+
+def test_ngram_under_structured_output_changes_nothing_a_request_generates(
+    engines: dict[str, _Engine], family: dict[str, Any]
+) -> None:
+    # vLLM #56419's setting (structured output beside drafts) on the CPU build:
+    # the grammar cuts drafts it refuses, so verify windows shorten.
+    served = {name: engines[name].serve(STRUCTURED, regex=GRAMMAR) for name in _STRUCTURED_ENGINES}
+    for name, answer in served.items():
+        assert "error" not in answer, f"{name}: {answer.get('error')}"
+    counts = _tally([served["ngram"]])
+    sys.stdout.write(f"{family['family']} ngram, structured output: vLLM's counters {counts}\n")
+    held = [t for answer in served.values() for run in answer["requests"] for t in run["tokens"]]
+    # The grammar bound every token both engines generated ...
+    assert [token for token in held if not allowed(token)] == []
+    # ... drafts were taken under it ...
+    assert counts["accepted"] > 0, counts
+    # ... and speculating changed nothing.
+    assert _judge([served["reference"]], [served["ngram"]]) == []
 
 
 def test_a_draft_model_changes_nothing_a_request_generates(
