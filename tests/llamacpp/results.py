@@ -403,12 +403,12 @@ ARCHITECTURES_RECORD: Final[tuple[dict[str, str], ...]] = tuple(
 def write_record_reports() -> list[Path]:
     """Put the committed tier report in build/results/llama.cpp/ until the run writes its own.
 
-    A whole run replaces it with the run's own at the session's end (the
-    tier recorder), failing where they differ.
+    An earlier run's may be there, of other tests; the run replaces the
+    committed one with its own at the session's end (the tier recorder),
+    a whole run failing where they differ.
     """
     REPORTS.mkdir(parents=True, exist_ok=True)
-    if not TIER_REPORT.exists():
-        shutil.copyfile(COMMITTED_REPORT, TIER_REPORT)
+    shutil.copyfile(COMMITTED_REPORT, TIER_REPORT)
     return [TIER_REPORT]
 
 

@@ -46,11 +46,14 @@ def compare(fresh: TierReport, committed: TierReport, /) -> str | None:
     """
     if {t["test"] for t in fresh["tests"]} < {t["test"] for t in committed["tests"]}:
         return None
-    if tier_reports(fresh) == tier_reports({**committed, "spec_version": fresh["spec_version"]}):
+    mine = sorted(fresh["tests"], key=lambda test: test["test"])
+    theirs = sorted(committed["tests"], key=lambda test: test["test"])
+    if tier_reports({**fresh, "tests": mine}) == tier_reports(
+        {**committed, "tests": theirs, "spec_version": fresh["spec_version"]}
+    ):
         return None
-    theirs = committed["tests"]
-    changed = [mine["test"] for mine in fresh["tests"] if mine not in theirs]
-    changed += [their["test"] for their in theirs if their not in fresh["tests"]]
+    changed = [test["test"] for test in mine if test not in theirs]
+    changed += [test["test"] for test in theirs if test not in mine]
     return f"{len(changed)} tests differ, the first {changed[0] if changed else 'of none'}"
 
 
@@ -91,8 +94,9 @@ class TierRecorder:
         """Write the tier report on the controller or alone; fail a whole run the page lacks."""
         if hasattr(session.config, "workerinput") or not self.ran:
             return
-        order = {item.nodeid: index for index, item in enumerate(session.items)}
-        tests = [self.ran[n] for n in sorted(self.ran, key=lambda n: (order.get(n, 0), n))]
+        # By node ID: xdist's controller collects nothing, so no run order is
+        # the same with and without it.
+        tests = [self.ran[nodeid] for nodeid in sorted(self.ran)]
         document: TierReport = {
             "format": FORMAT,
             "tier": self.tier,
