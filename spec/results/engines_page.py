@@ -6,7 +6,11 @@ every tier's reports, with :data:`HEADER` and a note first
 (:func:`results_page`): the kernels tier's reports of ``check`` and
 ``vectors run`` (build/results/kernels/), the llama.cpp tier's ggml report
 (build/results/llama.cpp/), and the tier reports the llama.cpp and e2e
-tiers' own tests write (:mod:`.tier_report`). Each implementation is one
+tiers' own tests write (:mod:`.tier_report`). Those two are committed, at
+tests/results/tiers/, and the page is built from the committed ones: the e2e
+tier takes ten minutes and a venv of its own, so no everyday run can make
+its report, and a whole run of either tier fails when its own report is not
+the committed one (tests/results/tier_recorder.py). Each implementation is one
 row of the overview and one section (:func:`parts`), so a tier that reruns
 only its own implementations keeps every other one from the committed page
 (:func:`with_parts`), and checks only its own (:func:`part`).
