@@ -43,6 +43,21 @@ def test_the_wheel_carries_the_suite_and_the_corpus(installed: Installed) -> Non
     assert sorted(p.name for p in suite.glob("*.py")) == sorted(p.name for p in SUITE.glob("*.py"))
 
 
+def test_the_wheel_carries_every_schema_the_package_has(installed: Installed) -> None:
+    finished = installed.run("vectors", "where")
+    assert finished.returncode == 0, finished.stderr
+    package = Path(finished.stdout.splitlines()[0]).parent
+    schemas = sorted((ROOT / "spec").glob("**/schemas/*.json"))
+    assert schemas, "the package has no schema"
+    missing = [
+        str(path.relative_to(ROOT / "spec"))
+        for path in schemas
+        if not (package / path.relative_to(ROOT / "spec")).is_file()
+        or (package / path.relative_to(ROOT / "spec")).read_bytes() != path.read_bytes()
+    ]
+    assert missing == []
+
+
 def test_the_wheel_installs_its_own_name_and_not_spec(installed: Installed) -> None:
     probe = (
         "import importlib.util, ssm_rollback_spec, ssm_rollback_spec.corpus\n"
