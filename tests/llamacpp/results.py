@@ -49,7 +49,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ADAPTER",
-    "ARCHITECTURES_RECORD",
+    "ARCHITECTURE_FINDINGS",
     "FINDINGS",
     "GGML_NAME",
     "JUDGED",
@@ -57,21 +57,21 @@ __all__ = [
     "NAMES",
     "PREBUILT_NAME",
     "PREBUILT_RELEASE",
-    "RECORD_REPORTS",
     "RELEASE",
     "REPORT",
     "REPORTS",
     "TIER",
     "TIER_REPORT",
+    "TIER_REPORTS",
     "Finding",
     "column",
     "describe",
     "markdown",
     "page_column",
+    "place_committed_report",
     "prebuilt_column",
     "run_report",
     "with_column",
-    "write_record_reports",
 ]
 
 ADAPTER: Final = ROOT / "adapters" / "llama-cpp" / "ggml_adapter.py"
@@ -97,7 +97,7 @@ PREBUILT_RELEASE: Final = "node-llama-cpp==3.22.1 (llama.cpp v0.5.0)"
 NAME: Final = f"{GGML_NAME}, {RELEASE}"
 NAMES: Final = (NAME, f"{PREBUILT_NAME}, {PREBUILT_RELEASE}")
 #: The files .ci/run's report step reads beside the ggml report.
-RECORD_REPORTS: Final = (TIER_REPORT,)
+TIER_REPORTS: Final = (TIER_REPORT,)
 #: The tier's modules whose tests the tier report holds.
 JUDGED: Final = ("test_rollback.py", "test_prebuilt.py", "test_architectures.py")
 #: The clause the llama.h tests judge (a rolled-back sequence's kept tokens have
@@ -388,7 +388,7 @@ def describe(item: pytest.Item, /) -> dict[str, Any] | None:
 
 #: test_architectures.py's tests of :data:`FINDINGS`, each that holds a finding
 #: as a "deviation": what that module's own test holds to its ``CASES``.
-ARCHITECTURES_RECORD: Final[tuple[dict[str, str], ...]] = tuple(
+ARCHITECTURE_FINDINGS: Final[tuple[dict[str, str], ...]] = tuple(
     {
         "test": f["test"],
         # The case's own words where llama.cpp has no report of it.
@@ -400,7 +400,7 @@ ARCHITECTURES_RECORD: Final[tuple[dict[str, str], ...]] = tuple(
 )
 
 
-def write_record_reports() -> list[Path]:
+def place_committed_report() -> list[Path]:
     """Put the committed tier report in build/results/llama.cpp/ until the run writes its own.
 
     An earlier run's may be there, of other tests; the run replaces the

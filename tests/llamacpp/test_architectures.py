@@ -478,13 +478,13 @@ def test_v050s_drawn_rounds_keep_the_logits_of_plain_decoding_on_every_architect
     assert judged.largest <= BOUND
 
 
-def test_the_tiers_record_names_these_tests_and_their_links() -> None:
-    # tests/llamacpp/results.py's ARCHITECTURES_RECORD gives what this module finds.
-    from tests.llamacpp import results  # noqa: PLC0415 - the record, beside its tests
+def test_the_tiers_findings_table_names_these_tests_and_their_links() -> None:
+    # tests/llamacpp/results.py's ARCHITECTURE_FINDINGS gives what this module finds.
+    from tests.llamacpp import results  # noqa: PLC0415 - the findings table, beside its tests
 
     module = sys.modules[__name__]
     found = {}
-    for finding in results.ARCHITECTURES_RECORD:
+    for finding in results.ARCHITECTURE_FINDINGS:
         name, _, parameter = finding["test"].removeprefix("test_architectures.py::").partition("[")
         assert callable(getattr(module, name)), name
         if finding["outcome"] == "deviation":

@@ -48,7 +48,7 @@ def ggml_report(llamacpp: Built) -> tuple[int, dict[str, Any]]:
     """
     del llamacpp  # built first
     status = results.run_report()
-    results.write_record_reports()
+    results.place_committed_report()
     return status, json.loads(results.REPORT.read_text(encoding="utf-8"))
 
 
@@ -94,7 +94,7 @@ def test_report_over_the_tiers_folder_gives_the_committed_pages_llama_cpp_column
     # records' reports, its HTML page has the columns docs/results.md has.
     del ggml_report  # written to build/results/llama.cpp/, the records beside it
     found = sorted(results.REPORTS.glob("*.json"))
-    assert {results.REPORT, *results.RECORD_REPORTS} <= set(found)
+    assert {results.REPORT, *results.TIER_REPORTS} <= set(found)
     check_report_gives_the_generators_columns(tmp_path, results.REPORT, found)
 
 
