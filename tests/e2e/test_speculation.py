@@ -97,8 +97,7 @@ def _distinct(seed: int, length: int) -> tuple[int, ...]:
 
 #: The fixed batches: the successor's cycles (ngram finds their continuation in
 #: the prompt), repeated n-grams off the cycles, distinct tokens; prompts of 2,
-#: K and K + 1 tokens beside longer ones; and one request alone, so that a step
-#: in which it drafts nothing is a step in which no request drafts.
+#: K and K + 1 tokens beside longer ones.
 BATCHES: Final = (
     (
         _cycle(100, 12),
@@ -115,10 +114,7 @@ BATCHES: Final = (
         _cycle(50, 24),
         (*_distinct(5, 12), *_cycle(60, 6)),
     ),
-    (_cycle(8, 12),),
 )
-#: Where ``BATCHES`` holds its request alone.
-_ALONE: Final = 2
 #: A batch under structured output (driver.py's ``GRAMMAR``, which holds every
 #: other cycle of the successor map): cycles the grammar holds, cycles it does
 #: not, and allowed cycles whose continuation in the prompt leaves them, so that
@@ -402,26 +398,6 @@ def test_ngram_under_structured_output_changes_nothing_a_request_generates(
     assert counts["accepted"] > 0, counts
     # ... and speculating changed nothing.
     assert _judge([served["reference"]], [served["ngram"]]) == []
-
-
-def test_a_step_in_which_no_request_drafts_follows_accepted_drafts(
-    fixed: dict[str, list[dict[str, Any]]],
-) -> None:
-    # vLLM #55504/#56531's step, served: the request alone accepts drafts of its
-    # cycle, then generates a token its context never held, after which ngram
-    # (lookups of 1 or 2 tokens) finds nothing to draft, so the batch's next
-    # step drafts nothing. test_ngram_changes_nothing_a_request_generates
-    # judges this batch with the others.
-    (prompt,) = BATCHES[_ALONE]
-    answer = fixed["ngram"][_ALONE]
-    tokens = answer["requests"][0]["tokens"]
-    fresh = [i for i, token in enumerate(tokens[:-1]) if token not in (*prompt, *tokens[:i])]
-    assert fresh, tokens
-    # Before it, at least a window's worth of the cycle, whose drafts ngram found.
-    assert fresh[0] >= K, tokens
-    assert all(token in prompt for token in tokens[: fresh[0]]), tokens
-    assert _tally([answer])["accepted"] > 0, answer["counters"]
-    assert tokens == fixed["reference"][_ALONE]["requests"][0]["tokens"]
 
 
 def test_a_draft_model_changes_nothing_a_request_generates(
