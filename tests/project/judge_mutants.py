@@ -146,7 +146,7 @@ JUDGE_EQUIVALENT: Final = {
 
 #: Each judge function's surviving mutants not yet killed nor argued, from the
 #: last full run (docs/mutation.md, "The judges"; 2026-12-07, 629 of 3,664),
-#: less replay_run.py's 244, each since killed or argued above (issue 56):
+#: less replay_run.py's 244, each since killed or argued above:
 #: a debt, not a verdict, which the gate lets only go down.
 JUDGE_UNKILLED: Final[dict[str, int]] = {
     "ssm_rollback_spec.corpus.model_run.x__check": 7,
