@@ -52,7 +52,7 @@ from ssm_rollback_spec.serving.client import Generation
 from ssm_rollback_spec.serving.judge import Outcome, compare
 
 from .conftest import DRIVER
-from .driver import GRAMMAR, allowed
+from .driver import GRAMMAR, allowed, successor
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -97,7 +97,10 @@ def _distinct(seed: int, length: int) -> tuple[int, ...]:
 
 #: The fixed batches: the successor's cycles (ngram finds their continuation in
 #: the prompt), repeated n-grams off the cycles, distinct tokens; prompts of 2,
-#: K and K + 1 tokens beside longer ones.
+#: K and K + 1 tokens beside longer ones; and one request alone, so that a step
+#: in which it drafts nothing is a step in which no request drafts (its cycle
+#: is one both targets take a draft of, then leave: found by serving every
+#: cycle alone).
 BATCHES: Final = (
     (
         _cycle(100, 12),
@@ -114,7 +117,10 @@ BATCHES: Final = (
         _cycle(50, 24),
         (*_distinct(5, 12), *_cycle(60, 6)),
     ),
+    (_cycle(20, 12),),
 )
+#: Where ``BATCHES`` holds its request alone.
+_ALONE: Final = 2
 #: A batch under structured output (driver.py's ``GRAMMAR``, which holds every
 #: other cycle of the successor map): cycles the grammar holds, cycles it does
 #: not, and allowed cycles whose continuation in the prompt leaves them, so that
@@ -398,6 +404,29 @@ def test_ngram_under_structured_output_changes_nothing_a_request_generates(
     assert counts["accepted"] > 0, counts
     # ... and speculating changed nothing.
     assert _judge([served["reference"]], [served["ngram"]]) == []
+
+
+def test_a_step_in_which_no_request_drafts_follows_accepted_drafts(
+    fixed: dict[str, list[dict[str, Any]]],
+) -> None:
+    # vLLM #55504/#56531's step, served: the request alone takes ngram's draft
+    # of its cycle's next tokens, then generates a token its context never
+    # held, after which ngram (lookups of 1 or 2 tokens) has nothing to draft,
+    # so the batch's next step drafts nothing, the row having accepted drafts.
+    # test_ngram_changes_nothing_a_request_generates judges the batch too.
+    (prompt,) = BATCHES[_ALONE]
+    answer = fixed["ngram"][_ALONE]
+    tokens = answer["requests"][0]["tokens"]
+    fresh = [i for i, token in enumerate(tokens[:-1]) if token not in (*prompt, *tokens[:i])]
+    assert fresh, tokens
+    # Before it, the cycle's continuation: what ngram drafted from the prompt.
+    continuation = [successor(prompt[-1])]
+    while len(continuation) < fresh[0]:
+        continuation.append(successor(continuation[-1]))
+    assert fresh[0] >= 1, tokens
+    assert tokens[: fresh[0]] == continuation, tokens
+    assert _tally([answer])["accepted"] > 0, answer["counters"]
+    assert tokens == fixed["reference"][_ALONE]["requests"][0]["tokens"]
 
 
 def test_a_draft_model_changes_nothing_a_request_generates(
