@@ -20,7 +20,16 @@ from ..harness.files import JsonFileError, read_json_file
 if TYPE_CHECKING:
     from pathlib import Path
 
-__all__ = ["WEB_ADDRESS", "Known", "Report", "ReportError", "Result", "parse_report", "read_report"]
+__all__ = [
+    "WEB_ADDRESS",
+    "Known",
+    "Report",
+    "ReportError",
+    "Result",
+    "parse_report",
+    "read_document",
+    "read_report",
+]
 
 
 #: What a page may link to: a web address, with nothing a page would have to escape.
@@ -167,14 +176,22 @@ def parse_report(document: object, /) -> Report:
     )
 
 
+def read_document(path: Path, /) -> object:
+    """The JSON document in the file ``path``, read bounded in size and depth.
+
+    Raises:
+        ReportError: the file is missing, too large or not JSON.
+    """
+    try:
+        return read_json_file(path)
+    except JsonFileError as error:
+        raise ReportError(str(error)) from None
+
+
 def read_report(path: Path, /) -> Report:
     """The report in the file ``path``, read bounded in size and depth.
 
     Raises:
         ReportError: the file is missing, too large, not JSON, or not a report.
     """
-    try:
-        document = read_json_file(path)
-    except JsonFileError as error:
-        raise ReportError(str(error)) from None
-    return parse_report(document)
+    return parse_report(read_document(path))

@@ -20,8 +20,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final, TypedDict
 
-from ..harness.files import JsonFileError, read_json_file
-from .reports import WEB_ADDRESS, Known, Report, ReportError, Result, parse_report
+from .reports import (
+    WEB_ADDRESS,
+    Known,
+    Report,
+    ReportError,
+    Result,
+    parse_report,
+    read_document,
+)
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -180,11 +187,7 @@ def read_tier_report(path: Path, /) -> TierReport:
     Raises:
         ReportError: the file is missing, too large, not JSON, or not a tier report.
     """
-    try:
-        document = read_json_file(path)
-    except JsonFileError as error:
-        raise ReportError(str(error)) from None
-    return parse_tier_report(document)
+    return parse_tier_report(read_document(path))
 
 
 def _name(test: TierTest, /) -> str:
@@ -280,10 +283,7 @@ def read_reports(path: Path, /) -> list[Report]:
     Raises:
         ReportError: the file is missing, too large, not JSON, or not a report.
     """
-    try:
-        document = read_json_file(path)
-    except JsonFileError as error:
-        raise ReportError(str(error)) from None
+    document = read_document(path)
     if is_tier_report(document):
         return tier_reports(parse_tier_report(document))
     return [parse_report(document)]
