@@ -384,7 +384,9 @@ def test_the_reports_of_vectors_run_and_check_name_the_implementation_its_link_a
     page = run_module("ssm_rollback_spec.tools.cli", "report", str(vectors), str(check)).stdout
     assert "| [RB-REPLAY-4](SPEC.md#rb-replay-4) | **DEVIATION**<br>" in page
     assert f"*fails, known, linked*<br>[clause RB-REPLAY-4]({LINK}): post-conv not yet" in page
-    assert "ssm\\_rollback\\_spec.rollback (Python reference)<br>" + __version__ in page
+    # The overview row and the section both name the implementation and its release.
+    assert "(Python reference)](#impl-" in page
+    assert "ssm\\_rollback\\_spec.rollback (Python reference), " + __version__ in page
 
 
 def test_the_html_page_runs_no_script_and_fetches_nothing(
