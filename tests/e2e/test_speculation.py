@@ -391,7 +391,8 @@ def test_ngram_under_structured_output_changes_nothing_a_request_generates(
     engines: dict[str, _Engine], family: dict[str, Any]
 ) -> None:
     # vLLM #56419's setting (structured output beside drafts) on the CPU build:
-    # the grammar cuts drafts it refuses, so verify windows shorten.
+    # the scheduler cuts drafts the grammar refuses, which can shorten a window
+    # (the counters are printed, not asserted: a cut depends on the weights).
     served = {name: engines[name].serve(STRUCTURED, regex=GRAMMAR) for name in _STRUCTURED_ENGINES}
     for name, answer in served.items():
         assert "error" not in answer, f"{name}: {answer.get('error')}"
