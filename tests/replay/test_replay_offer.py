@@ -11,8 +11,10 @@ from typing import TYPE_CHECKING, Any, Final
 import pytest
 
 from ssm_rollback_spec import corpus
-from ssm_rollback_spec.corpus.replay_offer import FIRST_OFFER
+from ssm_rollback_spec.corpus.protocol_run import CaseResult
+from ssm_rollback_spec.corpus.replay_offer import FIRST_OFFER, spoken
 from ssm_rollback_spec.corpus.replay_run import BATCH_NOT_OFFERED, NOT_OFFERED
+from ssm_rollback_spec.harness.versions import ProtocolVersion
 from tests.child import ROOT, run_module
 
 if TYPE_CHECKING:
@@ -169,3 +171,172 @@ def test_check_skips_the_replay_properties_a_describe_does_not_offer(tmp_path: P
     assert set(details.values()) == {
         "the implementation's describe offers no pipeline of the replay corpus for pre-conv rows"
     }
+
+
+def _case(op: str, pipeline: str = "float64", /, **fields: Any) -> corpus.ReplayCase:
+    """A case as ``not_offered`` reads it: its request's operation, steps and pipeline."""
+    request: dict[str, object] = {"op": op, "pipeline": pipeline, "steps": fields.pop("steps", [])}
+    return corpus.ReplayCase("a case", ["RB-REPLAY-1"], pipeline, request, [], 0.0, **fields)
+
+
+def _of_version(version: str, /, **replay: list[str]) -> corpus.ReplayOffer:
+    listed: dict[str, list[str]] = {"pipelines": [], "layouts": ["pre-conv"], "designs": []}
+    return corpus.replay_offer({"ok": {"protocol": version, "replay": listed | replay}})
+
+
+#: One step whose second sequence is a prompt chunk (no rows) that hits the
+#: first's prefix (same checkpoint, prompt = the first's verified row):
+#: both forms of batch entry beyond the first.
+_BOTH_FORMS: Final = [
+    {
+        "batch": [
+            {"sequence": "a", "checkpoint": "c", "prefill": [], "rows": ["r"]},
+            {"sequence": "b", "checkpoint": "c", "prefill": ["r"]},
+        ]
+    }
+]
+_CHUNKS: Final = [{"batch": [{"sequence": "a", "checkpoint": "c", "prefill": ["p"]}]}]
+
+
+def test_a_described_version_is_read_with_only_what_it_had() -> None:
+    offer = _of_version(
+        "2.1",
+        pipelines=["float64", "vllm-bf16", "transformers-bf16", "a-pipeline-of-no-version"],
+        batch=["prompt-chunks", "a-form-of-no-version"],
+    )
+    assert offer == corpus.ReplayOffer(
+        frozenset({"float64", "transformers-bf16", "a-pipeline-of-no-version"}),
+        frozenset({"pre-conv"}),
+        frozenset(),
+        frozenset({("transformers-bf16", "bf16-rows-fp32-state")}),
+        frozenset({"a-form-of-no-version"}),
+        protocol=ProtocolVersion(2, 1),
+    )
+    # A pipeline or a form is had from the version that added it on.
+    assert _of_version("2.2", pipelines=["vllm-bf16"]).pipelines == {"vllm-bf16"}
+    assert _of_version("2.9", batch=["prompt-chunks"]).batch == {"prompt-chunks"}
+
+
+def test_the_old_name_is_kept_before_the_rename_and_not_from_it_on() -> None:
+    assert _of_version("2.4", pipelines=["transformers-bf16"]).old_names == frozenset()
+    assert _of_version("2.3", pipelines=["transformers-bf16", "float64"]).old_names == {
+        ("transformers-bf16", "bf16-rows-fp32-state")
+    }
+    # Listed by its old name alone, it is sent that name whatever the version.
+    for version in ("2.0", "2.4"):
+        listed = _of_version(version, pipelines=["bf16-rows-fp32-state"])
+        assert listed.old_names == {("transformers-bf16", "bf16-rows-fp32-state")}
+
+
+def test_a_describe_with_nothing_or_no_replay_is_the_first_offer() -> None:
+    assert corpus.replay_offer({}) == FIRST_OFFER
+    assert corpus.replay_offer({"ok": "a text"}) == FIRST_OFFER
+    versioned = corpus.replay_offer({"ok": {"protocol": "2.3"}})
+    assert versioned.protocol == ProtocolVersion(2, 3)
+    assert versioned.old_names == FIRST_OFFER.old_names
+
+
+def test_a_malformed_version_is_named_as_the_describe_states_it() -> None:
+    with pytest.raises(corpus.ReplayOfferError) as raised:
+        corpus.replay_offer({"ok": {"protocol": "two"}})
+    assert str(raised.value) == (
+        'describe\'s protocol must be a text "2.N" naming a protocol version, got "two"'
+    )
+
+
+def test_a_describe_lists_its_batch_forms_or_is_named() -> None:
+    listed = _FLOAT64_PRE_CONV | {"batch": ["prompt-chunks"]}
+    assert corpus.replay_offer({"ok": {"replay": listed}}).batch == {"prompt-chunks"}
+    for batch, shown in (("prompt-chunks", '"prompt-chunks"'), ([1], "[1]")):
+        with pytest.raises(corpus.ReplayOfferError) as raised:
+            corpus.replay_offer({"ok": {"replay": _FLOAT64_PRE_CONV | {"batch": batch}}})
+        assert str(raised.value) == (
+            f'describe\'s replay.batch must be a list of strings, got {{"batch":{shown}}}'
+        )
+
+
+@pytest.mark.parametrize(
+    ("version", "case", "missing"),
+    [
+        ("2.0", _case("replay"), "replay (added in 2.1)"),
+        ("2.1", _case("replay", "vllm-bf16"), "pipeline vllm-bf16 (added in 2.2)"),
+        ("2.6", _case("replay_batch", steps=_CHUNKS), "replay_batch (added in 2.7)"),
+        ("2.8", _case("replay_batch", steps=_CHUNKS), "batch form prompt-chunks (added in 2.9)"),
+        (
+            "2.10",
+            _case("replay_batch", steps=_BOTH_FORMS),
+            "batch form prefix-hits (added in 2.11)",
+        ),
+    ],
+)
+def test_a_case_its_described_version_did_not_have_is_not_offered(
+    version: str, case: corpus.ReplayCase, missing: str
+) -> None:
+    every = ["prompt-chunks", "prefix-hits"]
+    offer = _of_version(version, pipelines=["float64", "vllm-bf16"], batch=every)
+    assert corpus.not_offered(case, offer) == (
+        f"not offered: the adapter's describe names protocol {version}, which had no {missing}"
+    )
+
+
+def test_a_case_its_described_version_had_is_offered() -> None:
+    every = ["prompt-chunks", "prefix-hits"]
+    offer = _of_version("2.11", pipelines=["float64", "vllm-bf16"], batch=every)
+    first = _of_version("2.1", pipelines=["float64"])
+    assert corpus.not_offered(_case("replay"), first) is None
+    assert (
+        corpus.not_offered(
+            _case("replay", "vllm-bf16"), _of_version("2.2", pipelines=["vllm-bf16"])
+        )
+        is None
+    )
+    assert (
+        corpus.not_offered(_case("replay_batch"), _of_version("2.7", pipelines=["float64"])) is None
+    )
+    assert corpus.not_offered(_case("replay_batch", steps=_BOTH_FORMS), offer) is None
+    # A refusal is sent to every version, whatever forms it uses, and a pipeline
+    # no version had is a refusal's.
+    refusal = _case("replay_batch", steps=_BOTH_FORMS, refused=True)
+    assert corpus.not_offered(refusal, _of_version("2.7", pipelines=["float64"])) is None
+    unknown = _case("replay", "a-pipeline-of-no-version", refused=True)
+    assert corpus.not_offered(unknown, _of_version("2.1", pipelines=[unknown.pipeline])) is None
+
+
+def test_a_batch_form_not_listed_is_named_first_in_order() -> None:
+    both = _case("replay_batch", steps=_BOTH_FORMS)
+    assert corpus.not_offered(both, None) == (
+        "not offered: the adapter's describe does not list batch form prefix-hits"
+    )
+    chunks_only = dataclasses.replace(FIRST_OFFER, batch=frozenset({"prompt-chunks"}))
+    assert corpus.not_offered(both, chunks_only) == (
+        "not offered: the adapter's describe does not list batch form prefix-hits"
+    )
+    hits_only = dataclasses.replace(FIRST_OFFER, batch=frozenset({"prefix-hits"}))
+    assert corpus.not_offered(both, hits_only) == (
+        "not offered: the adapter's describe does not list batch form prompt-chunks"
+    )
+    # A replay request has no batch forms, whatever its steps hold.
+    assert corpus.not_offered(_case("replay", steps=_BOTH_FORMS), None) is None
+
+
+def test_split_offered_skips_a_case_with_its_clauses_and_reason() -> None:
+    offered = _case("replay")
+    old = _case("replay", "vllm-bf16")
+    sent, skipped = corpus.split_offered([offered, old], _of_version("2.1", pipelines=["float64"]))
+    assert sent == [offered]
+    assert skipped == [
+        CaseResult(
+            "a case",
+            ["RB-REPLAY-1"],
+            "skipped",
+            "not offered: the adapter's describe names protocol 2.1, which had no pipeline "
+            "vllm-bf16 (added in 2.2)",
+        )
+    ]
+
+
+def test_a_request_is_spoken_as_it_is_with_no_offer() -> None:
+    request: dict[str, object] = {"op": "replay", "pipeline": "transformers-bf16"}
+    assert spoken(request, None) is request
+    old = spoken(request, FIRST_OFFER)
+    assert old == {"op": "replay", "pipeline": "bf16-rows-fp32-state"}
