@@ -22,6 +22,7 @@ _REDUNDANT: Final = (
 )
 
 _RUN: Final = "ssm_rollback_spec.corpus.replay_run.x_"
+_MODEL: Final = "ssm_rollback_spec.corpus.model_run.x_"
 _CAST: Final = (
     "typing.cast returns its value unchanged whatever its type argument (None,"
     " XX-wrapped or upper-cased): only mypy reads it"
@@ -67,12 +68,31 @@ _CASTS: Final = (
 )
 
 
+#: Each typing.cast in spec/corpus/model_run.py that mutmut mutates, by function.
+_MODEL_CASTS: Final = (
+    ("_model_case", 'clauses = cast("list[str]", case["clauses"])'),
+    ("_model_case", 'pairs = cast("list[list[object]]", case["equal"])'),
+    ("_model_case", 'request=cast("dict[str, object]", case["request"]),'),
+    ("_needs", 'needs = cast("dict[str, object]", case["needs"])'),
+    ("_needs", 'request = cast("dict[str, object]", case["request"])'),
+    (
+        "_sequence",
+        'script = cast("list[dict[str, list[dict[str, object]]]]", case.request["script"])',
+    ),
+    ("judge_model", 'decoded = [cast("DecodeResult", result) for result in results]'),
+    ("load_model_cases", 'cases.append(_model_case(cast("dict[str, object]", case)))'),
+)
+
+
 def _cast_types(function: str, line: str, /) -> dict[tuple[str, str, str], str]:
-    """The three mutants of the type argument of the ``cast`` in ``line``."""
+    """The mutants of the type argument of the ``cast`` in ``line`` (``function`` in full)."""
     written = line.split('cast("', 1)[1].split('"', 1)[0]
-    shown = ("cast(None, ", f'cast("XX{written}XX", ', f'cast("{written.upper()}", ')
+    shown = {"cast(None, ", f'cast("XX{written}XX", ', f'cast("{written.upper()}", '}
+    # A type named with capitals is lower-cased too.
+    shown.add(f'cast("{written.lower()}", ')
+    shown.discard(f'cast("{written}", ')
     return {
-        (f"{_RUN}{function}", line, line.replace(f'cast("{written}", ', mutated, 1)): _CAST
+        (function, line, line.replace(f'cast("{written}", ', mutated, 1)): _CAST
         for mutated in shown
     }
 
@@ -93,6 +113,12 @@ _NUMBERED: Final = (
     "for number, (state, expected) in enumerate(zip(states, case.expected, strict=True)):"
 )
 _OLD_NAME: Final = "if current_pipeline(name) != name and current_pipeline(name) not in listed"
+_APART: Final = "apart = [abs(a - b) for a, b in zip(got, want, strict=True)]"
+_STEPS: Final = (
+    'for index, (step, result) in enumerate(zip(request["script"], results, strict=True)):'
+)
+_STRICT: Final = ("strict=None", "", "strict=False")
+_DEPTH: Final = 'depth = offer.get("snapshot_depth", 0)'
 _SHOWN_VALUE: Final = (
     "return f\"{path} is not a finite float.hex string: {encode({'value': found})[9:-1]}\""
 )
@@ -112,7 +138,16 @@ JUDGE_EQUIVALENT: Final = {
         _DIFFERS,
         "differs = position <= max(len(reference.tokens), len(target.tokens)) and not (",
     ): _REDUNDANT,
-    **{key: why for function, line in _CASTS for key, why in _cast_types(function, line).items()},
+    **{
+        key: why
+        for function, line in _CASTS
+        for key, why in _cast_types(f"{_RUN}{function}", line).items()
+    },
+    **{
+        key: why
+        for function, line in _MODEL_CASTS
+        for key, why in _cast_types(f"{_MODEL}{function}", line).items()
+    },
     (f"{_RUN}_refusal", _CHECKED, _CHECKED.replace("()", "None")): (
         "_check_request reads its alone pairs only for an alone case, and _refusal"
         " asks it of a batch or a replay"
@@ -152,25 +187,43 @@ JUDGE_EQUIVALENT: Final = {
         " true; the second half alone decides: where the name is its own current"
         " name it is listed, so the second half is false, as the first half was"
     ),
+    **{
+        (f"{_MODEL}_needs", '"name": "needs",', f'"name": "{name}",'): (
+            "the least offer's name is never read: _check decodes the request against"
+            " its counts and ways, and a ModelCase keeps no name"
+        )
+        for name in ("XXneedsXX", "NEEDS")
+    },
+    **{
+        (f"{_MODEL}_pair_problem", _APART, _APART.replace("strict=True", strict)): (
+            "decode_model_results gives every row of logits the offer's vocab entries,"
+            " so got and want are as long and strict never fires"
+        )
+        for strict in _STRICT
+    },
+    **{
+        (f"{_MODEL}judge_model", _STEPS, _STEPS.replace("strict=True", strict)): (
+            "decode_model_results refuses a reply of other than one result per step,"
+            " so the script and the results are as long and strict never fires"
+        )
+        for strict in _STRICT
+    },
+    **{
+        (f"{_MODEL}_short_of", _DEPTH, _DEPTH.replace(", 0)", default)): (
+            "an offer that lists snapshot has a snapshot_depth (decode_model_offer), and"
+            " one that does not has returned before at the way; a checkpoint case's"
+            " snapshot_depth is None, so the default is never compared"
+        )
+        for default in (", None)", ", )", ", 1)")
+    },
 }
 
 #: Each judge function's surviving mutants not yet killed nor argued, from the
 #: last full run (docs/mutation.md, "The judges"; 2026-12-07, 629 of 3,664),
-#: less the modules since cleared (each mutant killed or argued above:
-#: replay_run.py, replay_offer.py): a debt, not a verdict, which the gate lets only go down.
+#: less the modules since cleared, each mutant killed or argued above
+#: (replay_run.py, replay_offer.py, model_run.py): a debt, not a verdict,
+#: which the gate lets only go down.
 JUDGE_UNKILLED: Final[dict[str, int]] = {
-    "ssm_rollback_spec.corpus.model_run.x__check": 7,
-    "ssm_rollback_spec.corpus.model_run.x__model_case": 18,
-    "ssm_rollback_spec.corpus.model_run.x__needs": 14,
-    "ssm_rollback_spec.corpus.model_run.x__pair_problem": 4,
-    "ssm_rollback_spec.corpus.model_run.x__row": 4,
-    "ssm_rollback_spec.corpus.model_run.x__sequence": 3,
-    "ssm_rollback_spec.corpus.model_run.x__short_of": 4,
-    "ssm_rollback_spec.corpus.model_run.x__shown": 4,
-    "ssm_rollback_spec.corpus.model_run.x_judge_model": 21,
-    "ssm_rollback_spec.corpus.model_run.x_load_model_cases": 6,
-    "ssm_rollback_spec.corpus.model_run.x_model_as_cases": 8,
-    "ssm_rollback_spec.corpus.model_run.x_model_judges": 10,
     "ssm_rollback_spec.harness.model_wire.x__count": 1,
     "ssm_rollback_spec.harness.model_wire.x__decode_step": 2,
     "ssm_rollback_spec.harness.model_wire.x__live": 1,
