@@ -221,7 +221,7 @@ JUDGE_EQUIVALENT: Final = {
 #: Each judge function's surviving mutants not yet killed nor argued, from the
 #: last full run (docs/mutation.md, "The judges"; 2026-12-07, 629 of 3,664),
 #: less the modules since cleared, each mutant killed or argued above
-#: (replay_run.py, replay_offer.py, model_run.py): a debt, not a verdict,
+#: (replay_run.py, replay_offer.py, model_run.py, verdict.py): a debt, not a verdict,
 #: which the gate lets only go down.
 JUDGE_UNKILLED: Final[dict[str, int]] = {
     "ssm_rollback_spec.harness.model_wire.x__count": 1,
@@ -245,9 +245,4 @@ JUDGE_UNKILLED: Final[dict[str, int]] = {
     "ssm_rollback_spec.harness.replay_fields.x_decode_weight": 3,
     "ssm_rollback_spec.harness.replay_fields.x_finite_hex": 1,
     "ssm_rollback_spec.harness.replay_wire.x_decode_replay": 25,
-    "ssm_rollback_spec.serving.verdict.x__calibration_may_help": 7,
-    "ssm_rollback_spec.serving.verdict.x__counted": 4,
-    "ssm_rollback_spec.serving.verdict.x_curl_line": 2,
-    "ssm_rollback_spec.serving.verdict.x_lines": 14,
-    "ssm_rollback_spec.serving.verdict.x_report_document": 23,
 }

@@ -13,6 +13,7 @@ from ssm_rollback_spec.serving.client import Generation, Served, Server
 from ssm_rollback_spec.serving.dialects import DIALECTS
 from ssm_rollback_spec.serving.errors import ServerFailedError
 from ssm_rollback_spec.serving.run import Noise, Observed, Run, judge_requests
+from ssm_rollback_spec.serving.shrink import Shrunk
 from ssm_rollback_spec.serving.verdict import (
     Verdict,
     VerdictKind,
@@ -37,6 +38,7 @@ def _run(
     accepted: float | None = 5.0,
     drafted: float | None = 8.0,
     failure: ServerFailedError | None = None,
+    noise: Noise | None = None,
 ) -> Run:
     indices = range(len(pairs))
     reference = Observed(
@@ -52,9 +54,12 @@ def _run(
         counted_from="the responses",
         failure=failure,
     )
-    noise = Noise(
-        {"reference alone against in a batch": 0.0}, {"target alone against in a batch": 0.5}, 3.0
-    )
+    if noise is None:
+        noise = Noise(
+            {"reference alone against in a batch": 0.0},
+            {"target alone against in a batch": 0.5},
+            3.0,
+        )
     return Run(
         model="m",
         dialect="vllm",
@@ -219,3 +224,112 @@ def test_one_accepted_draft_is_enough_to_pass() -> None:
     assert verdict.reason == (
         "1 of 1 requests generate the same with speculation (0 inconclusive near ties)"
     )
+
+
+_HINT: Final = (
+    "hint: no server calibrated the bound: if the engine's verify path rounds otherwise "
+    "than its decode path, judge again with --calibrate URL (the engine speculating "
+    "with a drafter that never drafts); a failure that stays is no rounding"
+)
+_CALIBRATED: Final = "never-drafting target against reference"
+
+
+def test_a_failure_is_shown_with_the_targets_counters_for_that_request_alone() -> None:
+    run = _run([(_SAME, _WRONG), (_SAME, _WRONG)])
+    found = lines(run, decide(run), None, [])
+    failures = [line for line in found if line.startswith("FAIL request")]
+    assert [line.rsplit("; ", 1)[1] for line in failures] == [
+        "alone, the target drafted 3 and accepted 2",
+        "counters alone: unknown",
+    ]
+
+
+def test_every_source_of_the_bound_is_listed_and_a_bound_above_zero_is_not_exact() -> None:
+    noise = Noise(
+        {"reference alone against in a batch": 0.25, _CALIBRATED: 0.5},
+        {"target alone against in a batch": 0.5, "target against reference": 0.125},
+        2.0,
+    )
+    run = _run([(_SAME, _SAME)], noise=noise)
+    found = lines(run, decide(run), None, [])
+    assert found[2:4] == [
+        (
+            "noise bound: 1 = 2 x the largest of: reference alone against in a batch 0.25, "
+            f"{_CALIBRATED} 0.5"
+        ),
+        (
+            "not in the bound, since a rollback is involved: target alone against in a batch "
+            "0.5, target against reference 0.125"
+        ),
+    ]
+
+
+def test_the_calibration_hint_follows_a_failure_of_an_uncalibrated_run_alone() -> None:
+    failed = _run([(_SAME, _WRONG)])
+    assert _HINT in lines(failed, decide(failed), None, [])
+    passed = _run([(_SAME, _SAME)])
+    assert _HINT not in lines(passed, decide(passed), None, [])
+    calibrated = Noise({_CALIBRATED: 0.0}, {}, 3.0)
+    failed_calibrated = _run([(_SAME, _WRONG)], noise=calibrated)
+    assert _HINT not in lines(failed_calibrated, decide(failed_calibrated), None, [])
+    broken = _run([(_SAME, _SAME)], failure=ServerFailedError("target", "answered HTTP 500"))
+    assert _HINT not in lines(broken, decide(broken), None, [])
+
+
+def test_a_shrunk_set_is_shown_before_the_reproducer() -> None:
+    run = _run([(_SAME, _WRONG)])
+    shrunk = Shrunk((_REQUEST, _REQUEST), focus=1, tries=7, index=0)
+    found = lines(run, decide(run), shrunk, ["reproducer line"])
+    assert found[-2:] == [
+        "shrunk in 7 tries to 2 request(s); request 1 of them fails",
+        "reproducer line",
+    ]
+
+
+def test_a_curl_lines_body_is_the_servers_body_in_compact_json() -> None:
+    server = _server("target", 8001)
+    body = shlex.split(curl_line(server, _REQUEST, 5))[-1]
+    assert body == json.dumps(server.body(_REQUEST, 5), separators=(",", ":"))
+
+
+def test_the_json_report_holds_every_figure_of_the_run() -> None:
+    failure = ServerFailedError("target", "answered HTTP 500 to request 1: boom")
+    run = _run([(_SAME, _SAME), (_SAME, _WRONG)], failure=failure)
+    verdict = decide(run)
+    document = report_document(run, verdict, _server("target", 8001), "0.32.0", ["r"])
+    cases = document["cases"]
+    assert [(case["distance"], case["bound"]) for case in cases] == [
+        (0.0, 0.0),
+        (run.results[1].worst[1].drift, 0.0),
+        (0.0, 0.0),
+    ]
+    assert cases[1]["distance"] > 0
+    assert {key: value for key, value in document.items() if key != "cases"} == {
+        "command": "serve-check",
+        "implementation": "http://127.0.0.1:8001",
+        "describe": {"name": "vllm served (m)", "release": "0.32.0"},
+        "spec_version": SPEC_VERSION,
+        "verdict": "FAIL",
+        "reason": "the target server answered HTTP 500 to request 1: boom",
+        "bound": 0.0,
+        "noise": {"reference alone against in a batch": 0.0},
+        "reported": {"target alone against in a batch": 0.5},
+        "drafted": 8.0,
+        "accepted": 5.0,
+        "reproducer": ["r"],
+    }
+
+
+def test_a_target_server_failures_case_is_judged_within_the_runs_bound() -> None:
+    noise = Noise({"reference alone against in a batch": 0.25}, {}, 2.0)
+    failure = ServerFailedError("target", "answered HTTP 500")
+    run = _run([(_SAME, _SAME)], failure=failure, noise=noise)
+    document = report_document(run, decide(run), _server("target", 8001), "", [])
+    assert document["cases"][-1] == {
+        "id": "target-server",
+        "clauses": ["RB-REPLAY-14"],
+        "outcome": "failed",
+        "detail": "the target server answered HTTP 500",
+        "distance": 0.0,
+        "bound": 0.5,
+    }
