@@ -242,8 +242,5 @@ JUDGE_UNKILLED: Final[dict[str, int]] = {
     "ssm_rollback_spec.harness.model_wire.x__ways": 1,
     "ssm_rollback_spec.harness.model_wire.x_decode_model_offer": 2,
     "ssm_rollback_spec.harness.model_wire.x_decode_model_results": 4,
-    "ssm_rollback_spec.harness.replay_batch_wire.x__batch_entry": 7,
-    "ssm_rollback_spec.harness.replay_batch_wire.x_batch_forms": 10,
-    "ssm_rollback_spec.harness.replay_batch_wire.x_decode_replay_batch": 18,
     "ssm_rollback_spec.harness.replay_wire.x_decode_replay": 25,
 }

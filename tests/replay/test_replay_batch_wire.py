@@ -273,3 +273,123 @@ def test_an_alone_pair_outside_the_rerouted_entries_must_be_bit_for_bit() -> Non
         "states[1].h) exceeds 0, vllm-bf16's bound where no one-token prompt chunk "
         "of the sequence ran beside other rows before (RB-REPLAY-13)"
     )
+
+
+#: _ROW decoded, and with the raw gate inputs a and b.
+_VALUES: Final = {"values": [0.25, 0.5, 1.0], "g": [-0.125], "beta": [0.5]}
+_GATED_ROW: Final = _ROW | {"a": ["0x1p-2"], "b": ["0x1p+0"]}
+_GATED_VALUES: Final = _VALUES | {"a": [0.25], "b": [1.0]}
+_STATE_VALUES: Final = {"conv": [[0.0], [0.0], [0.0]], "h": [[[0.0]]]}
+
+
+def test_a_batch_request_keeps_every_field_and_the_raw_gate_inputs_of_each_row() -> None:
+    joins = _joins("s", 0, rows=[_GATED_ROW], prefill=[_GATED_ROW], finish=True)
+    request = _request([joins]) | {"a_log": ["0x1p+0"], "dt_bias": ["0x1p-1"]}
+    assert decode_replay_batch(request) == {
+        "pipeline": "float64",
+        "dims": SMALL_DIMS,
+        "conv_weight": [[0.5, 1.0], [0.5, 1.0], [0.5, 1.0]],
+        "slots": 2,
+        "steps": [
+            [
+                {
+                    "sequence": "s",
+                    "slot": 0,
+                    "rows": [_GATED_VALUES],
+                    "accepted": 1,
+                    "finish": True,
+                    "checkpoint": _STATE_VALUES,
+                    "prefill": [_GATED_VALUES],
+                }
+            ]
+        ],
+        "a_log": [1.0],
+        "dt_bias": [0.5],
+    }
+
+
+@pytest.mark.parametrize("present", ["a_log", "dt_bias"])
+def test_either_raw_gate_input_asks_every_row_for_a_and_b(present: str) -> None:
+    request = _request([_joins("s", 0)]) | {present: ["0x1p+0"]}
+    with pytest.raises(protocol.ProtocolError) as raised:
+        decode_replay_batch(request)
+    assert str(raised.value) == "missing field 'a'"
+
+
+@pytest.mark.parametrize(
+    ("steps", "message"),
+    [
+        pytest.param(
+            [3], "steps[0] must be an object whose batch is a non-empty list, got 3", id="step"
+        ),
+        pytest.param(
+            [{"batch": [3]}], "steps[0].batch[0] must be an object, got 3", id="entry"
+        ),
+        pytest.param(
+            [{"batch": [_entry("s", 0, checkpoint=3)]}],
+            "field 'steps[0].batch[0].checkpoint' must be an object, got 3",
+            id="checkpoint",
+        ),
+        pytest.param(
+            # Prompt rows beside a window are no chunk: the window needs its count.
+            [{"batch": [{"sequence": "s", "slot": 0, "checkpoint": _STATE, "prefill": [_ROW],
+                         "rows": [_ROW]}]}],
+            "missing field 'accepted'",
+            id="rows-without-accepted",
+        ),
+    ],
+)  # fmt: skip
+def test_a_batch_step_or_entry_of_another_shape_is_named_by_its_path(
+    steps: list[object], message: str
+) -> None:
+    request = _request() | {"steps": steps}
+    with pytest.raises(protocol.ProtocolError) as raised:
+        decode_replay_batch(request)
+    assert str(raised.value) == message
+
+
+def _chunk(sequence: str, prefill: list[object], /, **more: object) -> dict[str, object]:
+    return {"sequence": sequence, "checkpoint": "c", "prefill": prefill} | more
+
+
+@pytest.mark.parametrize(
+    "request_",
+    [
+        pytest.param({}, id="no-steps"),
+        pytest.param({"steps": 3}, id="steps-not-a-list"),
+        pytest.param({"steps": [3]}, id="a-step-not-an-object"),
+        pytest.param({"steps": [{"batch": 3}]}, id="a-batch-not-a-list"),
+        pytest.param({"steps": [{"batch": [_chunk("a", ["p"], rows=[])]}]}, id="empty-rows"),
+    ],
+)
+def test_the_forms_of_a_malformed_batch_request_are_none(request_: dict[str, object]) -> None:
+    assert batch_forms(request_) == frozenset()
+
+
+def test_a_form_after_an_entry_that_is_not_an_object_is_still_found() -> None:
+    request = {"steps": [{"batch": [3, _chunk("a", ["p"])]}]}
+    assert batch_forms(request) == {BatchForm.PROMPT_CHUNKS}
+
+
+def test_prompt_rows_on_a_later_entry_are_a_prompt_chunk() -> None:
+    first = {"sequence": "a", "checkpoint": "c", "rows": ["r"]}
+    later = {"sequence": "a", "prefill": ["p"], "rows": ["r2"]}
+    assert batch_forms({"steps": [{"batch": [first]}, {"batch": [later]}]}) == {
+        BatchForm.PROMPT_CHUNKS
+    }
+
+
+def test_a_prefix_hit_reads_a_chunked_prompt_and_its_first_verified_row() -> None:
+    steps = [
+        [_chunk("a", ["p1"])],
+        [{"sequence": "a", "prefill": ["p2"], "rows": ["r"]}],
+        # A second verify leaves the first verified row as it was.
+        [{"sequence": "a", "rows": ["r2"]}],
+        [_chunk("b", ["p1", "p2", "r"])],
+    ]
+    request = {"steps": [{"batch": batch} for batch in steps]}
+    assert batch_forms(request) == {BatchForm.PROMPT_CHUNKS, BatchForm.PREFIX_HITS}
+    # A prompt that follows the second verified row instead is no hit.
+    steps[-1] = [_chunk("b", ["p1", "p2", "r2"])]
+    missed = {"steps": [{"batch": batch} for batch in steps]}
+    assert batch_forms(missed) == {BatchForm.PROMPT_CHUNKS}
