@@ -26,6 +26,7 @@ from ssm_rollback_spec.corpus.replay_run import (
 from ssm_rollback_spec.harness.protocol import ProtocolError
 from ssm_rollback_spec.harness.replay_wire import (
     PIPELINE_ALIASES,
+    ReplayLayout,
     current_pipeline,
     decode_replay,
     decode_replay_batch,
@@ -175,3 +176,63 @@ def test_a_pipeline_never_accepted_is_refused_naming_every_current_spelling(
         "field 'pipeline' must be one of ['float64', 'transformers-bf16', 'vllm-bf16', "
         f"'sglang-bf16', 'fla-bf16', 'ggml-f32'], got {shown}"
     )
+
+
+_ROW: Final = {"qkv": ["0x1p-2", "0x1p-1", "0x1p+0"], "g": ["-0x1p-3"], "beta": ["0x1p-1"]}
+_GATED_ROW: Final = _ROW | {"a": ["0x1p-2"], "b": ["0x1p+0"]}
+
+
+def _replay(**changes: object) -> dict[str, Any]:
+    request = {key: value for key, value in SMALL_REPLAY.items() if key != "rounds"}
+    return request | {"rounds": [{"rows": [_ROW], "accepted": 1}]} | changes
+
+
+def test_a_replay_request_keeps_every_field_and_the_raw_gate_inputs_of_each_row() -> None:
+    request = _replay(
+        rounds=[{"rows": [_GATED_ROW], "accepted": 1}], a_log=["0x1p+0"], dt_bias=["0x1p-1"]
+    )
+    assert decode_replay(request) == {
+        "pipeline": "float64",
+        "layout": ReplayLayout.PRE_CONV,
+        "dims": SMALL_DIMS,
+        "conv_weight": [[0.5, 1.0], [0.5, 1.0], [0.5, 1.0]],
+        "checkpoint": {"conv": [[0.0], [0.0], [0.0]], "h": [[[0.0]]]},
+        "rounds": [
+            {
+                "rows": [
+                    {"values": [0.25, 0.5, 1.0], "g": [-0.125], "beta": [0.5], "a": [0.25],
+                     "b": [1.0]}
+                ],
+                "accepted": 1,
+            }
+        ],
+        "a_log": [1.0],
+        "dt_bias": [0.5],
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        pytest.param(
+            {"layout": "mid-conv"},
+            "field 'layout' must be one of ['pre-conv', 'post-conv'], got \"mid-conv\"",
+            id="layout",
+        ),
+        pytest.param(
+            {"checkpoint": 3}, "field 'checkpoint' must be an object, got 3", id="checkpoint"
+        ),
+        pytest.param(
+            {"rounds": []}, "field 'rounds' must be a non-empty list, got []", id="rounds"
+        ),
+        # Either raw gate input asks every row for a and b.
+        pytest.param({"a_log": ["0x1p+0"]}, "missing field 'a'", id="a_log-alone"),
+        pytest.param({"dt_bias": ["0x1p+0"]}, "missing field 'a'", id="dt_bias-alone"),
+    ],
+)
+def test_a_replay_request_of_another_shape_is_named_by_its_field(
+    changes: dict[str, object], message: str
+) -> None:
+    with pytest.raises(ProtocolError) as raised:
+        decode_replay(_replay(**changes))
+    assert str(raised.value) == message

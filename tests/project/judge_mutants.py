@@ -242,5 +242,4 @@ JUDGE_UNKILLED: Final[dict[str, int]] = {
     "ssm_rollback_spec.harness.model_wire.x__ways": 1,
     "ssm_rollback_spec.harness.model_wire.x_decode_model_offer": 2,
     "ssm_rollback_spec.harness.model_wire.x_decode_model_results": 4,
-    "ssm_rollback_spec.harness.replay_wire.x_decode_replay": 25,
 }
