@@ -148,6 +148,14 @@ _BAD: Final = {
         _changed(("script", 1, "tokens"), 4097),
         "script[1].tokens must be an integer in [1, 4096], got 4097",
     ),
+    "an entry that is not an object": (
+        _changed(("script", 0, "decode", 1), 3),
+        "script[0].decode[1] must be an object, got 3",
+    ),
+    "a rollback naming no text": (
+        _changed(("script", 1, "rollback"), 3),
+        "script[1].rollback must be a string of 1 to 64 characters, got 3",
+    ),
     "a finish of a finished sequence": (
         _changed(("script", 3), {"finish": "b"}),
         'script[3].finish: sequence "b" is not live',
@@ -203,6 +211,21 @@ def _member(**changes: object) -> dict[str, object]:
 _BAD_OFFERS: Final = {
     "not an object": ({"model": []}, "describe's model must be an object, got []"),
     "no name": (_member(name=...), "describe's model.name must be a non-empty string, got null"),
+    "an empty name": (
+        _member(name=""),
+        'describe\'s model.name must be a non-empty string, got ""',
+    ),
+    "a name that is no text": (
+        _member(name=3),
+        "describe's model.name must be a non-empty string, got 3",
+    ),
+    "a way of another name": (
+        _member(rollback=["fast"]),
+        (
+            "describe's model.rollback must be a non-empty list of distinct names from "
+            "['snapshot', 'checkpoint'], got [\"fast\"]"
+        ),
+    ),
     "a vocabulary of 0": (
         _member(vocab=0),
         "describe's model.vocab must be an integer in [1, 262144], got 0",
@@ -255,6 +278,12 @@ def test_a_malformed_describe_model_is_named_by_its_field(case: str) -> None:
     assert str(raised.value) == message
 
 
+def test_the_largest_vocabulary_is_allowed() -> None:
+    offer = decode_model_offer(_member(vocab=262_144))
+    assert offer is not None
+    assert offer["vocab"] == 262_144
+
+
 def test_a_checkpoint_only_model_needs_no_snapshot_depth() -> None:
     offer = decode_model_offer(_member(rollback=["checkpoint"], snapshot_depth=...))
     assert offer is not None
@@ -293,6 +322,25 @@ _BAD_RESULTS: Final = {
             "the reply's ok must be an object whose results are a list of 4 results, "
             "one per step, got {}"
         ),
+    ),
+    "ok not an object": (
+        [],
+        (
+            "the reply's ok must be an object whose results are a list of 4 results, "
+            "one per step, got []"
+        ),
+    ),
+    "a result not an object": (
+        {"results": [3, {"accepted": True}, {}, {"logits": [[_ZEROS]]}]},
+        "results[0] must be an object, got 3",
+    ),
+    "logits not a list": (
+        _results(3),
+        "results[0].logits must be a list of 2 entries, one per entry of the decode step, got 3",
+    ),
+    "a row not a list": (
+        _results([[_ZEROS] * 2, [3]]),
+        "results[0].logits[1][0] must be a list of 4 finite float.hex strings, got 3",
     ),
     "a row short": (
         _results([[_ZEROS], [_ZEROS]]),
