@@ -26,6 +26,8 @@ from ssm_rollback_spec.harness.subprocess_driver import SubprocessDriver
 ROOT: Final = Path(__file__).resolve().parents[2]
 SCHEMAS: Final = ROOT / "spec" / "harness" / "schemas"
 VECTORS: Final = ROOT / "vectors"
+#: The operations whose requests carry the replay corpus's matrices.
+_REPLAY_OPS: Final = frozenset({"replay", "replay_batch"})
 #: Error kinds a well-formed request may still be answered with.
 _WELL_FORMED_ERRORS: Final = {"unknown-mode", "overflow", "unsupported"}
 
@@ -73,13 +75,54 @@ def test_every_operation_has_a_request_and_a_reply_schema() -> None:
     assert "error.reply.schema.json" in names
 
 
+def _kind(request: dict[str, Any], /) -> tuple[object, ...]:
+    """What a replay request's shape turns on: its operation, fields and their choices."""
+    return (
+        request["op"],
+        tuple(sorted(request)),
+        *(json.dumps(request.get(field)) for field in ("pipeline", "layout", "design", "dims")),
+    )
+
+
+def _smallest_of_each_kind(requests: tuple[dict[str, Any], ...], /) -> list[dict[str, Any]]:
+    kept: dict[tuple[object, ...], dict[str, Any]] = {}
+    for request in sorted(requests, key=lambda request: len(json.dumps(request))):
+        kept.setdefault(_kind(request), request)
+    return list(kept.values())
+
+
+def _every_kind() -> list[dict[str, Any]]:
+    """What the suite sends, of the replay operations only the smallest request of each kind."""
+    sent = _sent()
+    return [
+        *(request for request in sent if request["op"] not in _REPLAY_OPS),
+        *_smallest_of_each_kind(tuple(request for request in sent if request["op"] in _REPLAY_OPS)),
+    ]
+
+
 def test_every_request_the_suite_sends_is_valid() -> None:
+    """Every request, but of the replay operations only the smallest of each kind.
+
+    A replay request holds thousands of hex floats, which jsonschema takes
+    about ten seconds to walk for the whole corpus: the long runs' test below
+    validates every one.
+    """
     sent = _sent()
     ops = {str(request["op"]) for request in sent}
     assert ops == {op.value for op in Op} - {"describe"}
-    requests: list[dict[str, Any]] = [*sent, {"op": "describe"}]
+    requests = [*_every_kind(), {"op": "describe"}]
+    replay = [request for request in requests if request["op"] in _REPLAY_OPS]
+    assert {request["op"] for request in replay} == _REPLAY_OPS
+    assert len(replay) < sum(request["op"] in _REPLAY_OPS for request in sent)
     for request in requests:
         _schema(f"{request['op']}.request.schema.json").validate(request)
+
+
+@pytest.mark.slow
+def test_every_replay_request_of_the_corpus_is_valid() -> None:
+    for request in _sent():
+        if request["op"] in _REPLAY_OPS:
+            _schema(f"{request['op']}.request.schema.json").validate(request)
 
 
 def test_every_reply_of_the_reference_adapter_is_valid() -> None:
@@ -88,7 +131,8 @@ def test_every_reply_of_the_reference_adapter_is_valid() -> None:
     try:
         replies = [
             (str(request["op"]), driver.request(request))
-            for request in [{"op": "describe"}, *_sent()]
+            # Its replay replies are all one refusal (unknown-op): one request of each kind.
+            for request in [{"op": "describe"}, *_every_kind()]
         ]
     finally:
         driver.close()

@@ -206,9 +206,17 @@ def test_vectors_run_installed_runs_the_replay_cases_on_the_rust_adapter(
     assert set(outcomes.values()) <= {"passed", "not-observed"}
 
 
+@pytest.mark.slow
 def test_vectors_run_installed_fails_a_wrong_rust_replay(
     installed: Installed, tmp_path: Path, wrong_replay_rust_adapter: tuple[str, str]
 ) -> None:
+    """The installed runner fails each wrong replay build of the Rust adapter.
+
+    With the long runs: the everyday suite runs the same builds through the
+    clone's runner (tests/replay/test_replay_rust.py,
+    ``test_each_wrong_rust_replay_build_fails_the_replay_cases``), and the
+    installed runner's replay cases on the right build (above).
+    """
     _, adapter = wrong_replay_rust_adapter
     report = tmp_path / "report.json"
     finished = installed.run("vectors", "run", "--impl-cmd", adapter, "--json", str(report))
