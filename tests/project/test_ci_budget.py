@@ -159,9 +159,8 @@ def test_the_tables_read_are_the_ones_benchmarks_md_keeps() -> None:
 
 @pytest.mark.xfail(
     raises=AssertionError,
-    reason="the last whole cold run (24a4cf1, 3,228 s) passes 45 min at `-m e2e` and has no "
-    "row for the serving step added since (xfail_strict: remove this "
-    "mark once BENCHMARKS.md has a cold run within the budget)",
+    reason="the last whole cold run (9d0fe8f, 3,393 s) passes 45 min at `-m serving` "
+    "(xfail_strict: remove this mark once BENCHMARKS.md has a cold run within the budget)",
 )
 def test_every_ci_step_was_measured_and_the_whole_is_within_the_budget() -> None:
     text = BENCHMARKS.read_text(encoding="utf-8")
