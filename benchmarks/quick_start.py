@@ -1,9 +1,10 @@
 # SPDX-License-Identifier: MIT OR Apache-2.0
 """Time the README's test command as a new contributor meets it: a fresh clone, a fresh venv.
 
-The command is read from README.md's Quick start (its second line), so the
-figure is for what the README says, and split at ``&&`` into phases, each
-timed on its own. The clone is of the committed HEAD; the venv is empty
+The command is read from the measured commit's README.md, Quick start (its
+second line), so the figure is for what that README says, and split at
+``&&`` into phases, each timed on its own. The clone is of a committed
+revision (HEAD unless ``--against`` names another too); the venv is empty
 (``--without-pip`` is not used: the venv's own pip installs everything).
 ``--env NAME=VALUE`` sets a variable for every phase, for example
 ``NPY_DISABLE_CPU_FEATURES="X86_V4 AVX512_ICL AVX512_SPR"``.
