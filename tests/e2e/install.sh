@@ -24,7 +24,7 @@ site="$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["pu
 # from bytecode and twenty from source on two cores. Kept with the venv, it is
 # compiled once, not once per clone (tests/conftest.py's PYTHONPYCACHEPREFIX) or
 # per process (PYTHONDONTWRITEBYTECODE).
-echo "import sys; sys.pycache_prefix = '$venv/pycache'; sys.dont_write_bytecode = False" > "$site/ssm_e2e_bytecode.pth"
+echo "import sys; sys.pycache_prefix = '$(cd "$venv" && pwd)/pycache'; sys.dont_write_bytecode = False" > "$site/ssm_e2e_bytecode.pth"
 cp tests/e2e/torchvision_ops.py "$site/ssm_e2e_torchvision_ops.py"
 echo "import ssm_e2e_torchvision_ops" > "$site/ssm_e2e_torchvision_ops.pth"
 # And the driver's patches in every process of a served vLLM, where SSM_E2E_PATCHES names them.
