@@ -96,7 +96,8 @@ def ci_pytest_steps(script: str, /) -> list[str]:
     """How each ``python -m pytest`` step of ``.ci/run`` is named in the steps table.
 
     The README's command is ``pytest -n auto``; every other step by its
-    marker, ``-m NAME``.
+    marker, ``-m NAME``, whatever comes before ``python -m pytest`` (an
+    environment, or ``beside NAME`` for a step run beside the next ones).
     """
     names = []
     for line in script.splitlines():
@@ -106,9 +107,10 @@ def ci_pytest_steps(script: str, /) -> list[str]:
             words = shlex.split(command)
             if "pytest" not in words:
                 continue
-            if "-m" in words[3:]:
-                names.append(f"-m {words[words.index('-m', 3) + 1]}")
-            elif words[-3:] == ["pytest", "-n", "auto"]:
+            options = words[words.index("pytest") + 1 :]
+            if "-m" in options:
+                names.append(f"-m {options[options.index('-m') + 1]}")
+            elif options == ["-n", "auto"]:
                 names.append("pytest -n auto")
     return names
 
@@ -141,10 +143,11 @@ def test_a_ci_step_with_no_row_is_named() -> None:
         "# python -m pytest -m commented\n"
         "python -m pytest -m slow -n auto\n"
         "PLANNERS_VENV=x tests/planners/install.sh && X=y python -m pytest -m planners\n"
+        "beside served python -m pytest -m serving tests/llamacpp\n"
     )
     named = ci_pytest_steps(script)
-    assert named == ["pytest -n auto", "-m slow", "-m planners"]
-    assert unmeasured(_STEPS, named) == ["-m planners"]
+    assert named == ["pytest -n auto", "-m slow", "-m planners", "-m serving"]
+    assert unmeasured(_STEPS, named) == ["-m planners", "-m serving"]
 
 
 def test_the_tables_read_are_the_ones_benchmarks_md_keeps() -> None:
