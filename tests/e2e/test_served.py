@@ -156,10 +156,6 @@ def _judged(
         text=True,
         timeout=2400,
         check=False,
-        # The target serve-check starts inherits this environment, in which the
-        # suite's children cache their bytecode (tests/conftest.py): vLLM's
-        # processes would otherwise compile its modules anew each time, about
-        # twenty seconds a process on two cores.
     )
     sys.stdout.write(done.stdout)
     document: dict[str, Any] = json.loads(report.read_text(encoding="utf-8"))
