@@ -17,8 +17,6 @@ import shlex
 from dataclasses import dataclass
 from typing import Final
 
-import pytest
-
 from tests.child import ROOT
 
 BENCHMARKS: Final = ROOT / "BENCHMARKS.md"
@@ -160,11 +158,6 @@ def test_the_tables_read_are_the_ones_benchmarks_md_keeps() -> None:
     assert "pytest -n auto" in ci_pytest_steps(CI_RUN.read_text(encoding="utf-8"))
 
 
-@pytest.mark.xfail(
-    raises=AssertionError,
-    reason="the last whole cold run (9d0fe8f, 3,393 s) passes 45 min at `-m serving` "
-    "(xfail_strict: remove this mark once BENCHMARKS.md has a cold run within the budget)",
-)
 def test_every_ci_step_was_measured_and_the_whole_is_within_the_budget() -> None:
     text = BENCHMARKS.read_text(encoding="utf-8")
     steps, _ = measured_steps(text)
